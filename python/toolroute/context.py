@@ -1,0 +1,125 @@
+"""The built-in tool context: workspace root, read-only roots and limits, held per task/thread.
+
+The spec keeps a thread-local stack; contextvars give each thread *and* each asyncio task its own
+stack, so parallel tool calls never see each other's context.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from toolroute._core import Confinement
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """Hard limits every built-in tool enforces (never advisory)."""
+
+    max_read_lines: int = 2000  # lines returned by one read_file call
+    max_line_chars: int = 2000  # a longer line is cut with a marker
+    max_output_chars: int = 30_000  # whole tool output sent back to the model
+    max_file_bytes: int = 20 * 1024 * 1024  # largest file read, edited or patched
+    max_write_bytes: int = 20 * 1024 * 1024  # largest content written at once
+    command_timeout: float = 120.0  # seconds, default for bash exec
+    max_command_timeout: float = 600.0  # seconds, the most a call may ask for
+    max_background_processes: int = 8  # running at once per context owner
+    log_buffer_bytes: int = 1024 * 1024  # ring buffer per stream of a background process
+    agents_md_max_bytes: int = 64 * 1024  # AGENTS.md size cap
+
+    def __post_init__(self) -> None:
+        for name, value in self.__dict__.items():
+            if value <= 0:
+                raise ValueError(f"ToolLimits.{name} must be positive, got {value!r}")
+        if self.command_timeout > self.max_command_timeout:
+            raise ValueError("ToolLimits.command_timeout exceeds max_command_timeout")
+
+
+@dataclass(frozen=True)
+class BuiltInToolContext:
+    """Where built-in tools may act, and how much they may do."""
+
+    workspace_root: Path
+    read_only_roots: tuple[Path, ...] = ()
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    # None inherits the host environment; a tuple passes only these variables to commands.
+    env_allowlist: tuple[str, ...] | None = None
+    # Ask bash to confine writes to the workspace (and temp) with Landlock; fails where absent.
+    sandbox_writes: bool = False
+    # Who the context acts for; background processes are visible only to the same owner.
+    user_id: str | None = None
+
+    def __init__(
+        self,
+        workspace_root: str | os.PathLike[str],
+        read_only_roots: Sequence[str | os.PathLike[str]] = (),
+        limits: ToolLimits | None = None,
+        env_allowlist: Sequence[str] | None = None,
+        sandbox_writes: bool = False,
+        user_id: str | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "workspace_root", Path(workspace_root))
+        set_(self, "read_only_roots", tuple(Path(p) for p in read_only_roots))
+        set_(self, "limits", limits or ToolLimits())
+        set_(self, "env_allowlist", None if env_allowlist is None else tuple(env_allowlist))
+        set_(self, "sandbox_writes", sandbox_writes)
+        set_(self, "user_id", user_id)
+        # Canonicalise (and validate) the roots now, so a bad root fails at construction.
+        set_(self, "confinement", Confinement(self.workspace_root, list(self.read_only_roots)))
+
+    confinement: Confinement = field(init=False, repr=False, compare=False)
+
+    @cached_property
+    def workspace(self) -> Path:
+        """The canonical workspace root."""
+        return Path(self.confinement.workspace)
+
+    def resolve(self, path: str, *, write: bool = False) -> Path:
+        """Confine a user-supplied path; raises PathDeniedError when it escapes the roots."""
+        return Path(self.confinement.resolve(path, write))
+
+    @classmethod
+    def for_cwd(cls, **kwargs: object) -> BuiltInToolContext:
+        return cls(Path.cwd(), **kwargs)  # type: ignore[arg-type]
+
+
+_stack: contextvars.ContextVar[tuple[BuiltInToolContext, ...]] = contextvars.ContextVar(
+    "toolroute_builtin_context_stack", default=()
+)
+
+
+def push_builtin_tool_context(context: BuiltInToolContext) -> contextvars.Token[tuple[BuiltInToolContext, ...]]:
+    """Push a context for the current thread/task; returns a token for `pop`'s optional check."""
+    if not isinstance(context, BuiltInToolContext):
+        raise TypeError(f"expected BuiltInToolContext, got {type(context).__name__}")
+    return _stack.set((*_stack.get(), context))
+
+
+def pop_builtin_tool_context() -> BuiltInToolContext | None:
+    """Pop the innermost context of the current thread/task (None if the stack is empty)."""
+    stack = _stack.get()
+    if not stack:
+        return None
+    _stack.set(stack[:-1])
+    return stack[-1]
+
+
+def current_builtin_tool_context() -> BuiltInToolContext | None:
+    stack = _stack.get()
+    return stack[-1] if stack else None
+
+
+@contextmanager
+def builtin_tool_context(context: BuiltInToolContext) -> Iterator[BuiltInToolContext]:
+    """`with builtin_tool_context(ctx):` pushes for the block and always pops."""
+    token = push_builtin_tool_context(context)
+    try:
+        yield context
+    finally:
+        _stack.reset(token)

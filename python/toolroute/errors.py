@@ -1,0 +1,47 @@
+"""toolroute's exceptions. Every message is written for the model as much as for the host."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ToolError(Exception):
+    """Base class of every error toolroute raises on purpose."""
+
+
+class ToolNotFoundError(ToolError):
+    """No tool of that name can be reached by this caller."""
+
+    def __init__(self, name: str, suggestions: Sequence[str] = (), detail: str = "") -> None:
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        message = f"tool {name!r} not found"
+        if detail:
+            message += f" ({detail})"
+        if self.suggestions:
+            message += "; did you mean " + ", ".join(repr(s) for s in self.suggestions) + "?"
+        super().__init__(message)
+
+
+class ToolArgumentError(ToolError):
+    """The arguments were not valid JSON, or did not fit the tool's schema."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool itself failed; `__cause__` holds what it raised."""
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        self.tool = tool
+        super().__init__(message)
+
+
+class ToolRegistrationError(ToolError):
+    """A tool could not be registered (a duplicate, a reserved or illegal name, a bad schema)."""
+
+
+class PathDeniedError(ToolArgumentError):
+    """A path resolved outside the context's roots, or a write targeted a read-only root."""
+
+
+class ToolTimeoutError(ToolExecutionError):
+    """The tool did not finish within its time limit."""

@@ -1,0 +1,243 @@
+"""Declaring tools: `@function_tool` (spec 7) and `@mcp_service` / `@mcp_tool` (spec 8).
+
+The decorators only attach a description to the object; nothing is exposed until a router is told
+to scan the package and a request names the tool in its allowlist.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
+
+from toolroute.errors import ToolRegistrationError
+
+SPEC_ATTR = "__toolroute_spec__"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ToolTraits:
+    """Side effects a tool declares at registration; the agent layer schedules by them."""
+
+    read_only: bool = False  # safe to run beside other calls
+    idempotent: bool = False  # safe to retry
+
+
+@dataclass(frozen=True)
+class FunctionToolSpec:
+    """A function tool: validate arguments with `request_model`, then `call` the instance."""
+
+    name: str
+    description: str
+    request_model: type[BaseModel]
+    call: Callable[[BaseModel], Any]
+    traits: ToolTraits
+    is_async: bool
+
+
+@dataclass(frozen=True)
+class McpToolSpec:
+    """One `@mcp_tool` method; `exposed_name` is set when its service is registered."""
+
+    tool_name: str
+    description: str
+    method_name: str
+    traits: ToolTraits
+
+
+@dataclass(frozen=True)
+class McpServiceSpec:
+    name: str
+    description: str
+    cls: type
+    tools: tuple[McpToolSpec, ...] = field(default=())
+
+
+def _description(obj: object, given: str | None) -> str:
+    return given if given is not None else (inspect.getdoc(obj) or "").strip()
+
+
+def _strict_config() -> ConfigDict:
+    return ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+
+
+def signature_model(fn: Callable[..., Any], model_name: str, *, skip_self: bool = False) -> type[BaseModel]:
+    """A pydantic model of `fn`'s parameters (order, defaults and `Field` metadata kept)."""
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    params = list(inspect.signature(fn).parameters.values())
+    if skip_self and params:
+        params = params[1:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ToolRegistrationError(f"{fn.__qualname__}: *args/**kwargs cannot be described as a tool schema")
+        if p.name not in hints:
+            raise ToolRegistrationError(f"{fn.__qualname__}: parameter {p.name!r} needs a type hint")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], default)
+    return create_model(model_name, __config__=_strict_config(), **fields)
+
+
+def _request_model_of_class(cls: type) -> type[BaseModel]:
+    apply = getattr(cls, "apply", None)
+    if not callable(apply):
+        raise ToolRegistrationError(f"{cls.__qualname__}: a function tool class needs an apply(request) method")
+    hints = get_type_hints(apply)
+    params = [p for p in inspect.signature(apply).parameters.values() if p.name != "self"]
+    candidate = hints.get(params[0].name) if params else None
+    if candidate is None:
+        candidate = getattr(cls, "Request", None)
+    if not (isinstance(candidate, type) and issubclass(candidate, BaseModel)):
+        raise ToolRegistrationError(
+            f"{cls.__qualname__}.apply must take one parameter annotated with a pydantic model"
+        )
+    return candidate
+
+
+def _build_function_spec(target: Any, name: str | None, description: str | None, traits: ToolTraits) -> FunctionToolSpec:
+    if inspect.isclass(target):
+        model = _request_model_of_class(target)
+        instance = target()
+        return FunctionToolSpec(
+            name=name or target.__name__,
+            description=_description(target, description),
+            request_model=model,
+            call=instance.apply,
+            traits=traits,
+            is_async=inspect.iscoroutinefunction(instance.apply),
+        )
+    if not callable(target):
+        raise ToolRegistrationError(f"@function_tool needs a class or a function, got {target!r}")
+    model = signature_model(target, f"{target.__name__}_request")
+    params = list(model.model_fields)
+
+    def call(request: BaseModel) -> Any:
+        return target(**{p: getattr(request, p) for p in params})
+
+    async def acall(request: BaseModel) -> Any:
+        return await target(**{p: getattr(request, p) for p in params})
+
+    is_async = inspect.iscoroutinefunction(target)
+    return FunctionToolSpec(
+        name=name or target.__name__,
+        description=_description(target, description),
+        request_model=model,
+        call=acall if is_async else call,
+        traits=traits,
+        is_async=is_async,
+    )
+
+
+@typing.overload
+def function_tool(target: T, /) -> T: ...
+@typing.overload
+def function_tool(
+    *, name: str | None = ..., description: str | None = ..., read_only: bool = ..., idempotent: bool = ...
+) -> Callable[[T], T]: ...
+def function_tool(
+    target: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+) -> Any:
+    """Declare a function tool: a class with `apply(request: Model)`, or a typed function.
+
+    The schema comes from the pydantic model (or the function's signature). `read_only` and
+    `idempotent` tell the agent layer whether the tool may run in parallel and be retried.
+    """
+    traits = ToolTraits(read_only=read_only, idempotent=idempotent)
+
+    def decorate(obj: T) -> T:
+        setattr(obj, SPEC_ATTR, _build_function_spec(obj, name, description, traits))
+        return obj
+
+    return decorate(target) if target is not None else decorate
+
+
+def mcp_tool(
+    target: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+) -> Any:
+    """Mark a method of an `@mcp_service` class as a local MCP tool."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        spec = McpToolSpec(
+            tool_name=name or fn.__name__,
+            description=_description(fn, description),
+            method_name=fn.__name__,
+            traits=ToolTraits(read_only=read_only, idempotent=idempotent),
+        )
+        setattr(fn, SPEC_ATTR, spec)
+        return fn
+
+    return decorate(target) if target is not None else decorate
+
+
+def mcp_service(name: str | None = None, *, description: str | None = None) -> Callable[[type[T]], type[T]]:
+    """Declare a local MCP service; its `@mcp_tool` methods become tools named by
+    `generate_api_function_name(service, tool)`."""
+    if callable(name) and not isinstance(name, str):
+        raise ToolRegistrationError("use @mcp_service() or @mcp_service('name'), with parentheses")
+
+    def decorate(cls: type[T]) -> type[T]:
+        tools = tuple(
+            getattr(member, SPEC_ATTR)
+            for _, member in inspect.getmembers(cls, inspect.isfunction)
+            if isinstance(getattr(member, SPEC_ATTR, None), McpToolSpec)
+        )
+        if not tools:
+            raise ToolRegistrationError(f"@mcp_service {cls.__qualname__} has no @mcp_tool methods")
+        service = McpServiceSpec(name=name or cls.__name__, description=_description(cls, description), cls=cls, tools=tools)
+        setattr(cls, SPEC_ATTR, service)
+        return cls
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class BoundMcpTool:
+    """A local MCP tool ready to run: arguments are converted one parameter at a time (spec 8)."""
+
+    exposed_name: str
+    service: str
+    spec: McpToolSpec
+    method: Callable[..., Any]
+    schema_model: type[BaseModel]
+    adapters: Mapping[str, tuple[TypeAdapter[Any], Any]]
+    is_async: bool
+
+    @classmethod
+    def bind(cls, exposed_name: str, service: McpServiceSpec, instance: object, spec: McpToolSpec) -> BoundMcpTool:
+        method = getattr(instance, spec.method_name)
+        unbound = getattr(service.cls, spec.method_name)
+        model = signature_model(unbound, f"{exposed_name}_request", skip_self=True)
+        adapters: dict[str, tuple[TypeAdapter[Any], Any]] = {}
+        for pname, info in model.model_fields.items():
+            assert isinstance(info, FieldInfo)
+            hint: Any = info.annotation
+            if info.metadata:
+                hint = typing.Annotated[(hint, *info.metadata)]
+            adapters[pname] = (TypeAdapter(hint), info)
+        return cls(
+            exposed_name=exposed_name,
+            service=service.name,
+            spec=spec,
+            method=method,
+            schema_model=model,
+            adapters=adapters,
+            is_async=inspect.iscoroutinefunction(method),
+        )

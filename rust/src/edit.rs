@@ -1,0 +1,1 @@
+//! Exact-string edit application (the `edit` built-in tool).

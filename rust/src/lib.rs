@@ -1,0 +1,18 @@
+//! toolroute's Rust core. Plain Rust modules hold the logic (each with its own `cargo test`s);
+//! `py` is the thin PyO3 layer that exposes them as `toolroute._core`.
+
+pub mod confine;
+pub mod edit;
+pub mod naming;
+pub mod patch;
+pub mod routing;
+pub mod search;
+
+mod py;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    py::register(m)
+}

@@ -1,0 +1,1 @@
+//! The Codex-style structured patch: parser and transactional applier (`apply_patch`).

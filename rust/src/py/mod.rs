@@ -1,0 +1,17 @@
+//! The PyO3 layer: argument conversion and error mapping only; logic lives in the plain modules.
+
+mod errors;
+mod files;
+mod naming;
+mod routing;
+mod search;
+
+use pyo3::prelude::*;
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    naming::register(m)?;
+    routing::register(m)?;
+    files::register(m)?;
+    search::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! Bindings for name sanitisation and the user-form encoding.
+
+use pyo3::prelude::*;
+
+use super::errors::raise;
+use crate::naming;
+
+#[pyfunction]
+fn generate_api_function_name(service: &str, tool: &str) -> String {
+    naming::generate_api_function_name(service, tool)
+}
+
+/// Sanitise many (service, tool) pairs in one crossing.
+#[pyfunction]
+fn generate_api_function_names(pairs: Vec<(String, String)>) -> Vec<String> {
+    pairs.iter().map(|(s, t)| naming::generate_api_function_name(s, t)).collect()
+}
+
+#[pyfunction]
+fn sanitize_tool_name(raw: &str) -> String {
+    naming::sanitize(raw)
+}
+
+#[pyfunction]
+fn is_valid_tool_name(name: &str) -> bool {
+    naming::is_valid_tool_name(name)
+}
+
+#[pyfunction]
+fn short_hash(raw: &str) -> String {
+    naming::short_hash(raw)
+}
+
+/// `name` cut to fit with a `_` + 8-hex hash of `raw`: the collision-breaking form.
+#[pyfunction]
+fn with_hash_suffix(name: &str, raw: &str) -> String {
+    naming::with_hash_suffix(name, raw)
+}
+
+#[pyfunction]
+fn encode_user_tool(py: Python<'_>, user_id: &str, tool: &str) -> PyResult<String> {
+    naming::encode_user_tool(user_id, tool).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
+}
+
+#[pyfunction]
+fn validate_user_id(py: Python<'_>, user_id: &str) -> PyResult<()> {
+    naming::validate_user_id(user_id).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
+}
+
+#[pyfunction]
+fn has_user_form(name: &str) -> bool {
+    naming::has_user_form(name)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(generate_api_function_name, m)?)?;
+    m.add_function(wrap_pyfunction!(generate_api_function_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sanitize_tool_name, m)?)?;
+    m.add_function(wrap_pyfunction!(is_valid_tool_name, m)?)?;
+    m.add_function(wrap_pyfunction!(short_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(with_hash_suffix, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_user_tool, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_user_id, m)?)?;
+    m.add_function(wrap_pyfunction!(has_user_form, m)?)?;
+    Ok(())
+}

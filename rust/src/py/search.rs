@@ -1,0 +1,7 @@
+//! Bindings for grep and glob.
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

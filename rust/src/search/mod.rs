@@ -1,0 +1,1 @@
+//! grep and glob on ripgrep's crates, sharing one walker configuration.
