@@ -94,13 +94,13 @@ def _request_model_of_class(cls: type) -> type[BaseModel]:
     if candidate is None:
         candidate = getattr(cls, "Request", None)
     if not (isinstance(candidate, type) and issubclass(candidate, BaseModel)):
-        raise ToolRegistrationError(
-            f"{cls.__qualname__}.apply must take one parameter annotated with a pydantic model"
-        )
+        raise ToolRegistrationError(f"{cls.__qualname__}.apply must take one parameter annotated with a pydantic model")
     return candidate
 
 
-def _build_function_spec(target: Any, name: str | None, description: str | None, traits: ToolTraits) -> FunctionToolSpec:
+def _build_function_spec(
+    target: Any, name: str | None, description: str | None, traits: ToolTraits
+) -> FunctionToolSpec:
     if inspect.isclass(target):
         model = _request_model_of_class(target)
         instance = target()
@@ -201,7 +201,9 @@ def mcp_service(name: str | None = None, *, description: str | None = None) -> C
         )
         if not tools:
             raise ToolRegistrationError(f"@mcp_service {cls.__qualname__} has no @mcp_tool methods")
-        service = McpServiceSpec(name=name or cls.__name__, description=_description(cls, description), cls=cls, tools=tools)
+        service = McpServiceSpec(
+            name=name or cls.__name__, description=_description(cls, description), cls=cls, tools=tools
+        )
         setattr(cls, SPEC_ATTR, service)
         return cls
 

@@ -7,15 +7,17 @@ turns every result into a string (spec 11), with `execute` also returning the st
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import importlib.metadata
 import json
 import pkgutil
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from enum import IntEnum
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import pydantic_core
@@ -49,6 +51,25 @@ from toolroute.registration import (
 from toolroute.schema import function_definition, model_parameters
 
 ENTRY_POINT_GROUP = "toolroute.tools"
+R = TypeVar("R")
+
+_active_router: contextvars.ContextVar[ToolRouter | None] = contextvars.ContextVar(
+    "toolroute_active_router", default=None
+)
+
+
+def active_router() -> ToolRouter | None:
+    """The router running the current built-in call (for tools that keep per-router state)."""
+    return _active_router.get()
+
+
+@contextmanager
+def _running_in(router: ToolRouter) -> Iterator[None]:
+    token = _active_router.set(router)
+    try:
+        yield
+    finally:
+        _active_router.reset(token)
 
 
 class ToolKind(IntEnum):
@@ -136,7 +157,8 @@ class ToolRouter:
         self._default_context = context
         self._gateway: ToolGateway | None = None
         self._closed = False
-        self._close_callbacks: list[Any] = []
+        self._close_callbacks: list[Callable[[], Any]] = []
+        self._resources: dict[str, Any] = {}
         self._builtins: dict[str, BuiltinTool] = dict(builtin_tools())
         for name, tool in self._builtins.items():
             self._table.insert(ToolKind.BUILTIN, name, tool)
@@ -249,9 +271,21 @@ class ToolRouter:
     def table(self) -> RouteTable:
         return self._table
 
-    def on_close(self, callback: Any) -> None:
+    def on_close(self, callback: Callable[[], Any]) -> None:
         """Run `callback()` when the router closes (background processes, sessions...)."""
         self._close_callbacks.append(callback)
+
+    def resource(self, key: str, factory: Callable[[], R]) -> R:
+        """Per-router state of a tool (e.g. bash's process table), made once; an object with a
+        `close()` method is closed when the router closes."""
+        with self._lock:
+            if key not in self._resources:
+                value = factory()
+                self._resources[key] = value
+                close = getattr(value, "close", None)
+                if callable(close):
+                    self.on_close(close)
+            return self._resources[key]
 
     # ---- exposure ----------------------------------------------------------------------
 
@@ -416,7 +450,9 @@ class ToolRouter:
         try:
             if kind == ToolKind.BUILTIN:
                 ctx = self._context(name)
-                return target.handler(validate_request(name, target.request_model, args), ctx)
+                request = validate_request(name, target.request_model, args)
+                with _running_in(self):
+                    return target.handler(request, ctx)
             if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
                 assert self._gateway is not None
                 return self._gateway.call(target, args)
@@ -444,7 +480,8 @@ class ToolRouter:
             if kind == ToolKind.BUILTIN:
                 ctx = self._context(name)
                 request = validate_request(name, target.request_model, args)
-                return await anyio.to_thread.run_sync(target.handler, request, ctx)
+                with _running_in(self):
+                    return await anyio.to_thread.run_sync(target.handler, request, ctx)
             if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
                 assert self._gateway is not None
                 return await self._gateway.acall(target, args)
@@ -462,7 +499,9 @@ class ToolRouter:
         except Exception as exc:
             raise _execution_error(name, exc) from exc
 
-    def invoke(self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None) -> str:
+    def invoke(
+        self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
+    ) -> str:
         """The spec's `invoke(functionName, argument[, userId])`: the result as a string."""
         return self.execute(function_name, argument, user_id).text
 
@@ -508,4 +547,3 @@ def _dedupe(tools: list[ToolDefinition]) -> list[ToolDefinition]:
             seen.add(name)
             out.append(tool)
     return out
-

@@ -67,9 +67,7 @@ def as_parameters(schema: JsonSchema | None) -> JsonSchema:
     if out.get("type") is None and "properties" not in out:
         out = {"type": "object", "properties": {}, **out}
     if out.get("type") != "object":
-        raise ToolRegistrationError(
-            f"tool parameters must be a JSON object schema, got type {out.get('type')!r}"
-        )
+        raise ToolRegistrationError(f"tool parameters must be a JSON object schema, got type {out.get('type')!r}")
     out.setdefault("properties", {})
     return out
 

@@ -17,9 +17,18 @@ pub enum Access {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
     #[error("{path:?} resolves to {resolved:?}, which is outside the allowed roots ({roots})")]
-    Outside { path: String, resolved: PathBuf, roots: String },
+    Outside {
+        path: String,
+        resolved: PathBuf,
+        roots: String,
+    },
     #[error("{path:?} resolves to {resolved:?}, inside the read-only root {root:?}; writes are only allowed under the workspace root {workspace:?}")]
-    ReadOnly { path: String, resolved: PathBuf, root: PathBuf, workspace: PathBuf },
+    ReadOnly {
+        path: String,
+        resolved: PathBuf,
+        root: PathBuf,
+        workspace: PathBuf,
+    },
     #[error("root {root:?} cannot be used: {source}")]
     BadRoot { root: PathBuf, source: io::Error },
     #[error("cannot resolve {path:?}: {source}")]
@@ -39,10 +48,16 @@ pub struct Roots {
 fn canonical_root(root: &Path) -> Result<PathBuf, ConfineError> {
     let canon = root
         .canonicalize()
-        .map_err(|source| ConfineError::BadRoot { root: root.to_path_buf(), source })?;
+        .map_err(|source| ConfineError::BadRoot {
+            root: root.to_path_buf(),
+            source,
+        })?;
     if !canon.is_dir() {
         let source = io::Error::new(io::ErrorKind::NotADirectory, "not a directory");
-        return Err(ConfineError::BadRoot { root: root.to_path_buf(), source });
+        return Err(ConfineError::BadRoot {
+            root: root.to_path_buf(),
+            source,
+        });
     }
     Ok(canon)
 }
@@ -91,8 +106,14 @@ fn resolve_lenient(path: &Path) -> io::Result<PathBuf> {
 impl Roots {
     pub fn new(workspace: &Path, read_only: &[PathBuf]) -> Result<Self, ConfineError> {
         let workspace = canonical_root(workspace)?;
-        let read_only = read_only.iter().map(|r| canonical_root(r)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { workspace, read_only })
+        let read_only = read_only
+            .iter()
+            .map(|r| canonical_root(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            workspace,
+            read_only,
+        })
     }
 
     pub fn workspace(&self) -> &Path {
@@ -110,7 +131,12 @@ impl Roots {
     }
 
     /// Check an already resolved, absolute path against the roots.
-    pub fn check_resolved(&self, shown: &str, resolved: PathBuf, access: Access) -> Result<PathBuf, ConfineError> {
+    pub fn check_resolved(
+        &self,
+        shown: &str,
+        resolved: PathBuf,
+        access: Access,
+    ) -> Result<PathBuf, ConfineError> {
         let ro_hit = self.read_only.iter().find(|r| resolved.starts_with(r));
         let in_workspace = resolved.starts_with(&self.workspace);
         match access {
@@ -123,7 +149,11 @@ impl Roots {
                 root: ro_hit.cloned().unwrap_or_default(),
                 workspace: self.workspace.clone(),
             }),
-            _ => Err(ConfineError::Outside { path: shown.to_string(), resolved, roots: self.describe() }),
+            _ => Err(ConfineError::Outside {
+                path: shown.to_string(),
+                resolved,
+                roots: self.describe(),
+            }),
         }
     }
 
@@ -136,15 +166,25 @@ impl Roots {
             return Err(ConfineError::Nul(path.to_string()));
         }
         let joined = self.workspace.join(path);
-        let resolved =
-            resolve_lenient(&joined).map_err(|source| ConfineError::Io { path: path.to_string(), source })?;
+        let resolved = resolve_lenient(&joined).map_err(|source| ConfineError::Io {
+            path: path.to_string(),
+            source,
+        })?;
         self.check_resolved(path, resolved, access)
     }
 
     /// After opening, confirm the open file is still inside the roots (a symlink swapped between
     /// the check and the open is caught here, since the kernel reports where the fd really is).
-    pub fn verify_open(&self, shown: &str, file: &File, access: Access) -> Result<PathBuf, ConfineError> {
-        let real = fd_path(file).map_err(|source| ConfineError::Io { path: shown.to_string(), source })?;
+    pub fn verify_open(
+        &self,
+        shown: &str,
+        file: &File,
+        access: Access,
+    ) -> Result<PathBuf, ConfineError> {
+        let real = fd_path(file).map_err(|source| ConfineError::Io {
+            path: shown.to_string(),
+            source,
+        })?;
         self.check_resolved(shown, real, access)
     }
 }
@@ -157,7 +197,10 @@ fn fd_path(file: &File) -> io::Result<PathBuf> {
 
 #[cfg(not(target_os = "linux"))]
 fn fd_path(_file: &File) -> io::Result<PathBuf> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "cannot read an fd's path on this platform"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "cannot read an fd's path on this platform",
+    ))
 }
 
 #[cfg(test)]
@@ -182,19 +225,40 @@ mod tests {
     #[test]
     fn relative_and_new_paths_inside() {
         let (_d, r, base) = setup();
-        assert_eq!(r.resolve("a.txt", Access::Read).unwrap(), base.join("ws/a.txt"));
-        assert_eq!(r.resolve("new/deeper/f.txt", Access::Write).unwrap(), base.join("ws/new/deeper/f.txt"));
-        assert_eq!(r.resolve("sub/../a.txt", Access::Write).unwrap(), base.join("ws/a.txt"));
-        assert_eq!(r.resolve("new/../x", Access::Write).unwrap(), base.join("ws/x"));
+        assert_eq!(
+            r.resolve("a.txt", Access::Read).unwrap(),
+            base.join("ws/a.txt")
+        );
+        assert_eq!(
+            r.resolve("new/deeper/f.txt", Access::Write).unwrap(),
+            base.join("ws/new/deeper/f.txt")
+        );
+        assert_eq!(
+            r.resolve("sub/../a.txt", Access::Write).unwrap(),
+            base.join("ws/a.txt")
+        );
+        assert_eq!(
+            r.resolve("new/../x", Access::Write).unwrap(),
+            base.join("ws/x")
+        );
     }
 
     #[test]
     fn dotdot_and_absolute_escapes_refused() {
         let (_d, r, base) = setup();
-        assert!(matches!(r.resolve("../secret", Access::Read), Err(ConfineError::Outside { .. })));
-        assert!(matches!(r.resolve("new/../../secret", Access::Write), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            r.resolve("../secret", Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
+        assert!(matches!(
+            r.resolve("new/../../secret", Access::Write),
+            Err(ConfineError::Outside { .. })
+        ));
         let abs = base.join("secret");
-        assert!(matches!(r.resolve(abs.to_str().unwrap(), Access::Read), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            r.resolve(abs.to_str().unwrap(), Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
         assert!(r.resolve("/etc/passwd", Access::Read).is_err());
         let inside = base.join("ws/a.txt");
         assert!(r.resolve(inside.to_str().unwrap(), Access::Write).is_ok());
@@ -205,9 +269,18 @@ mod tests {
         let (_d, r, base) = setup();
         symlink(base.join("secret"), base.join("ws/link")).unwrap();
         symlink(&base, base.join("ws/dirlink")).unwrap();
-        assert!(matches!(r.resolve("link", Access::Read), Err(ConfineError::Outside { .. })));
-        assert!(matches!(r.resolve("dirlink/secret", Access::Read), Err(ConfineError::Outside { .. })));
-        assert!(matches!(r.resolve("dirlink/newfile", Access::Write), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            r.resolve("link", Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
+        assert!(matches!(
+            r.resolve("dirlink/secret", Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
+        assert!(matches!(
+            r.resolve("dirlink/newfile", Access::Write),
+            Err(ConfineError::Outside { .. })
+        ));
     }
 
     #[test]
@@ -215,10 +288,16 @@ mod tests {
         let (_d, r, base) = setup();
         let ro = base.join("ro/r.txt");
         assert!(r.resolve(ro.to_str().unwrap(), Access::Read).is_ok());
-        assert!(matches!(r.resolve(ro.to_str().unwrap(), Access::Write), Err(ConfineError::ReadOnly { .. })));
+        assert!(matches!(
+            r.resolve(ro.to_str().unwrap(), Access::Write),
+            Err(ConfineError::ReadOnly { .. })
+        ));
         symlink(base.join("ro"), base.join("ws/rolink")).unwrap();
         assert!(r.resolve("rolink/r.txt", Access::Read).is_ok());
-        assert!(matches!(r.resolve("rolink/r.txt", Access::Write), Err(ConfineError::ReadOnly { .. })));
+        assert!(matches!(
+            r.resolve("rolink/r.txt", Access::Write),
+            Err(ConfineError::ReadOnly { .. })
+        ));
     }
 
     #[test]
@@ -228,7 +307,10 @@ mod tests {
         assert!(checked.is_ok());
         symlink(base.join("secret"), base.join("ws/swap")).unwrap();
         let f = File::open(base.join("ws/swap")).unwrap();
-        assert!(matches!(r.verify_open("swap", &f, Access::Read), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            r.verify_open("swap", &f, Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
         let ok = File::open(base.join("ws/a.txt")).unwrap();
         assert!(r.verify_open("a.txt", &ok, Access::Read).is_ok());
     }
@@ -236,8 +318,14 @@ mod tests {
     #[test]
     fn bad_input() {
         let (_d, r, _) = setup();
-        assert!(matches!(r.resolve("", Access::Read), Err(ConfineError::Empty)));
-        assert!(matches!(r.resolve("a\0b", Access::Read), Err(ConfineError::Nul(_))));
+        assert!(matches!(
+            r.resolve("", Access::Read),
+            Err(ConfineError::Empty)
+        ));
+        assert!(matches!(
+            r.resolve("a\0b", Access::Read),
+            Err(ConfineError::Nul(_))
+        ));
         assert!(Roots::new(Path::new("/definitely/missing"), &[]).is_err());
     }
 }

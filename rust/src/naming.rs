@@ -16,7 +16,11 @@ const MAX_USER_ID_LEN: usize = 64;
 /// Eight hex characters of SHA-256: stable across runs, platforms and versions.
 pub fn short_hash(raw: &str) -> String {
     let digest = Sha256::digest(raw.as_bytes());
-    digest.iter().take(HASH_LEN / 2).map(|b| format!("{b:02x}")).collect()
+    digest
+        .iter()
+        .take(HASH_LEN / 2)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn is_allowed(c: char) -> bool {
@@ -138,8 +142,14 @@ mod tests {
 
     #[test]
     fn keeps_legal_names() {
-        assert_eq!(generate_api_function_name("github", "create_issue"), "github_create_issue");
-        assert_eq!(generate_api_function_name("my-svc", "do-it"), "my-svc_do-it");
+        assert_eq!(
+            generate_api_function_name("github", "create_issue"),
+            "github_create_issue"
+        );
+        assert_eq!(
+            generate_api_function_name("my-svc", "do-it"),
+            "my-svc_do-it"
+        );
     }
 
     #[test]
@@ -185,8 +195,14 @@ mod tests {
     fn user_ids_are_validated() {
         assert!(validate_user_id("alice-01_x").is_ok());
         assert_eq!(validate_user_id(""), Err(UserIdError::Empty));
-        assert!(matches!(validate_user_id("a b"), Err(UserIdError::BadChar(_, ' '))));
-        assert!(matches!(validate_user_id(&"u".repeat(65)), Err(UserIdError::TooLong(65))));
+        assert!(matches!(
+            validate_user_id("a b"),
+            Err(UserIdError::BadChar(_, ' '))
+        ));
+        assert!(matches!(
+            validate_user_id(&"u".repeat(65)),
+            Err(UserIdError::TooLong(65))
+        ));
     }
 
     #[test]
@@ -199,7 +215,10 @@ mod tests {
     #[test]
     fn ambiguous_user_ids_give_every_split() {
         let name = encode_user_tool("a_tool_b", "c").unwrap();
-        assert_eq!(user_form_candidates(&name), vec![("a", "b_tool_c"), ("a_tool_b", "c")]);
+        assert_eq!(
+            user_form_candidates(&name),
+            vec![("a", "b_tool_c"), ("a_tool_b", "c")]
+        );
     }
 
     #[test]

@@ -17,7 +17,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const SHARED: [Kind; 4] = [Kind::Builtin, Kind::LocalMcp, Kind::Function, Kind::GlobalMcp];
+    pub const SHARED: [Kind; 4] = [
+        Kind::Builtin,
+        Kind::LocalMcp,
+        Kind::Function,
+        Kind::GlobalMcp,
+    ];
 
     pub fn from_index(i: u8) -> Option<Kind> {
         match i {
@@ -48,7 +53,10 @@ pub enum RouteError {
     #[error("{name:?} has the user form user_{{userId}}_tool_{{toolName}}, reserved for per-user MCP tools; register it under another name")]
     ReservedUserForm { name: String },
     #[error("{name:?} is already registered as a {existing} tool")]
-    Duplicate { name: String, existing: &'static str },
+    Duplicate {
+        name: String,
+        existing: &'static str,
+    },
     #[error("user tool {name:?} is already registered for user {owner:?}")]
     UserCollision { name: String, owner: String },
     #[error("kind {0} is not a shared tool kind")]
@@ -69,7 +77,10 @@ pub struct RoutingTable<T> {
 
 impl<T> Default for RoutingTable<T> {
     fn default() -> Self {
-        Self { shared: Default::default(), user: FxHashMap::default() }
+        Self {
+            shared: Default::default(),
+            user: FxHashMap::default(),
+        }
     }
 }
 
@@ -80,7 +91,9 @@ fn slot(kind: Kind) -> Option<usize> {
 pub enum Lookup<'a, T> {
     Found(Kind, &'a T),
     /// Nothing matched; `user_form` says the name was confined to the user table.
-    Missing { user_form: bool },
+    Missing {
+        user_form: bool,
+    },
 }
 
 impl<T> RoutingTable<T> {
@@ -90,29 +103,52 @@ impl<T> RoutingTable<T> {
 
     /// Register a shared (non-tenant) tool. Names in the user form are refused: they could
     /// never be reached, since such names route only to user tools.
-    pub fn insert(&mut self, kind: Kind, name: &str, target: T, replace: bool) -> Result<(), RouteError> {
+    pub fn insert(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        target: T,
+        replace: bool,
+    ) -> Result<(), RouteError> {
         let i = slot(kind).ok_or(RouteError::BadKind(kind as u8))?;
         if has_user_form(name) {
-            return Err(RouteError::ReservedUserForm { name: name.to_string() });
+            return Err(RouteError::ReservedUserForm {
+                name: name.to_string(),
+            });
         }
         if !replace && self.shared[i].contains_key(name) {
-            return Err(RouteError::Duplicate { name: name.to_string(), existing: kind.label() });
+            return Err(RouteError::Duplicate {
+                name: name.to_string(),
+                existing: kind.label(),
+            });
         }
         self.shared[i].insert(name.to_string(), target);
         Ok(())
     }
 
     /// Register a per-user tool; returns the exposed `user_{userId}_tool_{toolName}` name.
-    pub fn insert_user(&mut self, user_id: &str, tool: &str, target: T) -> Result<String, RouteError> {
+    pub fn insert_user(
+        &mut self,
+        user_id: &str,
+        tool: &str,
+        target: T,
+    ) -> Result<String, RouteError> {
         let name = encode_user_tool(user_id, tool)?;
         if let Some(existing) = self.user.get(&name) {
             if existing.user_id != user_id || existing.tool != tool {
-                return Err(RouteError::UserCollision { name, owner: existing.user_id.clone() });
+                return Err(RouteError::UserCollision {
+                    name,
+                    owner: existing.user_id.clone(),
+                });
             }
         }
         self.user.insert(
             name.clone(),
-            UserEntry { user_id: user_id.to_string(), tool: tool.to_string(), target },
+            UserEntry {
+                user_id: user_id.to_string(),
+                tool: tool.to_string(),
+                target,
+            },
         );
         Ok(name)
     }
@@ -134,7 +170,9 @@ impl<T> RoutingTable<T> {
 
     /// The (user id, tool) a user-form name stands for, if registered.
     pub fn user_entry(&self, name: &str) -> Option<(&str, &str)> {
-        self.user.get(name).map(|e| (e.user_id.as_str(), e.tool.as_str()))
+        self.user
+            .get(name)
+            .map(|e| (e.user_id.as_str(), e.tool.as_str()))
     }
 
     /// Resolve with the spec's precedence. A user-form name, or any name called with an explicit
@@ -145,7 +183,9 @@ impl<T> RoutingTable<T> {
         }
         if has_user_form(name) {
             return Ok(match self.user.get(name) {
-                Some(e) if user_id.is_none_or(|u| u == e.user_id) => Lookup::Found(Kind::UserMcp, &e.target),
+                Some(e) if user_id.is_none_or(|u| u == e.user_id) => {
+                    Lookup::Found(Kind::UserMcp, &e.target)
+                }
                 _ => Lookup::Missing { user_form: true },
             });
         }
@@ -192,7 +232,11 @@ impl<T> RoutingTable<T> {
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         scored.dedup_by(|a, b| a.1 == b.1);
-        scored.into_iter().take(limit).map(|(_, k)| k.clone()).collect()
+        scored
+            .into_iter()
+            .take(limit)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 }
 
@@ -224,23 +268,53 @@ mod tests {
     #[test]
     fn precedence_order() {
         let t = table();
-        assert_eq!(found(t.resolve("read_file", None).unwrap()), Some((Kind::Builtin, 1)));
-        assert_eq!(found(t.resolve("weather", None).unwrap()), Some((Kind::LocalMcp, 3)));
-        assert_eq!(found(t.resolve("calc", None).unwrap()), Some((Kind::Function, 6)));
-        assert_eq!(found(t.resolve("search", None).unwrap()), Some((Kind::GlobalMcp, 8)));
-        assert_eq!(found(t.resolve("user_123_tool_search", None).unwrap()), Some((Kind::UserMcp, 9)));
-        assert_eq!(found(t.resolve("search", Some("123")).unwrap()), Some((Kind::UserMcp, 9)));
-        assert_eq!(found(t.resolve("read_file", Some("123")).unwrap()), Some((Kind::Builtin, 1)));
+        assert_eq!(
+            found(t.resolve("read_file", None).unwrap()),
+            Some((Kind::Builtin, 1))
+        );
+        assert_eq!(
+            found(t.resolve("weather", None).unwrap()),
+            Some((Kind::LocalMcp, 3))
+        );
+        assert_eq!(
+            found(t.resolve("calc", None).unwrap()),
+            Some((Kind::Function, 6))
+        );
+        assert_eq!(
+            found(t.resolve("search", None).unwrap()),
+            Some((Kind::GlobalMcp, 8))
+        );
+        assert_eq!(
+            found(t.resolve("user_123_tool_search", None).unwrap()),
+            Some((Kind::UserMcp, 9))
+        );
+        assert_eq!(
+            found(t.resolve("search", Some("123")).unwrap()),
+            Some((Kind::UserMcp, 9))
+        );
+        assert_eq!(
+            found(t.resolve("read_file", Some("123")).unwrap()),
+            Some((Kind::Builtin, 1))
+        );
     }
 
     #[test]
     fn user_form_never_falls_back() {
         let t = table();
-        assert!(matches!(t.resolve("user_999_tool_search", None).unwrap(), Lookup::Missing { user_form: true }));
+        assert!(matches!(
+            t.resolve("user_999_tool_search", None).unwrap(),
+            Lookup::Missing { user_form: true }
+        ));
         // the right name but another tenant asking
-        assert!(matches!(t.resolve("user_123_tool_search", Some("999")).unwrap(), Lookup::Missing { user_form: true }));
+        assert!(matches!(
+            t.resolve("user_123_tool_search", Some("999")).unwrap(),
+            Lookup::Missing { user_form: true }
+        ));
         // another user with an explicit id falls back to shared tools only, never to user 123
-        assert_eq!(found(t.resolve("search", Some("999")).unwrap()), Some((Kind::GlobalMcp, 8)));
+        assert_eq!(
+            found(t.resolve("search", Some("999")).unwrap()),
+            Some((Kind::GlobalMcp, 8))
+        );
     }
 
     #[test]
@@ -250,16 +324,28 @@ mod tests {
         assert_eq!(t.user_entry(&a), Some(("a_tool_b", "c")));
         let err = t.insert_user("a", "b_tool_c", 2).unwrap_err();
         assert!(matches!(err, RouteError::UserCollision { .. }));
-        assert_eq!(found(t.resolve(&a, None).unwrap()), Some((Kind::UserMcp, 1)));
+        assert_eq!(
+            found(t.resolve(&a, None).unwrap()),
+            Some((Kind::UserMcp, 1))
+        );
     }
 
     #[test]
     fn refuses_user_form_for_shared_tools_and_duplicates() {
         let mut t = table();
-        assert!(matches!(t.insert(Kind::Function, "user_1_tool_x", 0, false), Err(RouteError::ReservedUserForm { .. })));
-        assert!(matches!(t.insert(Kind::Function, "calc", 0, false), Err(RouteError::Duplicate { .. })));
+        assert!(matches!(
+            t.insert(Kind::Function, "user_1_tool_x", 0, false),
+            Err(RouteError::ReservedUserForm { .. })
+        ));
+        assert!(matches!(
+            t.insert(Kind::Function, "calc", 0, false),
+            Err(RouteError::Duplicate { .. })
+        ));
         assert!(t.insert(Kind::Function, "calc", 0, true).is_ok());
-        assert!(matches!(t.insert_user("bad id", "x", 0), Err(RouteError::UserId(_))));
+        assert!(matches!(
+            t.insert_user("bad id", "x", 0),
+            Err(RouteError::UserId(_))
+        ));
     }
 
     #[test]
@@ -269,7 +355,10 @@ mod tests {
         let s = t.suggest("serch", None, 3);
         assert!(s.contains(&"search".to_string()));
         let for_other = t.suggest("user_777_tool_secret_serch", Some("123"), 5);
-        assert!(for_other.iter().all(|n| !n.contains("777")), "{for_other:?}");
+        assert!(
+            for_other.iter().all(|n| !n.contains("777")),
+            "{for_other:?}"
+        );
         let for_owner = t.suggest("user_777_tool_secret_serch", Some("777"), 5);
         assert!(for_owner.contains(&"user_777_tool_secret_search".to_string()));
     }

@@ -18,7 +18,9 @@ impl PyConfinement {
     #[new]
     #[pyo3(signature = (workspace, read_only=Vec::new()))]
     fn new(py: Python<'_>, workspace: PathBuf, read_only: Vec<PathBuf>) -> PyResult<Self> {
-        let roots = py.detach(|| Roots::new(&workspace, &read_only)).map_err(|e| confine_err(py, e))?;
+        let roots = py
+            .detach(|| Roots::new(&workspace, &read_only))
+            .map_err(|e| confine_err(py, e))?;
         Ok(Self { roots })
     }
 
@@ -37,7 +39,8 @@ impl PyConfinement {
     #[pyo3(signature = (path, write=false))]
     fn resolve(&self, py: Python<'_>, path: &str, write: bool) -> PyResult<PathBuf> {
         let access = if write { Access::Write } else { Access::Read };
-        py.detach(|| self.roots.resolve(path, access)).map_err(|e| confine_err(py, e))
+        py.detach(|| self.roots.resolve(path, access))
+            .map_err(|e| confine_err(py, e))
     }
 }
 

@@ -13,7 +13,10 @@ fn generate_api_function_name(service: &str, tool: &str) -> String {
 /// Sanitise many (service, tool) pairs in one crossing.
 #[pyfunction]
 fn generate_api_function_names(pairs: Vec<(String, String)>) -> Vec<String> {
-    pairs.iter().map(|(s, t)| naming::generate_api_function_name(s, t)).collect()
+    pairs
+        .iter()
+        .map(|(s, t)| naming::generate_api_function_name(s, t))
+        .collect()
 }
 
 #[pyfunction]
@@ -39,7 +42,8 @@ fn with_hash_suffix(name: &str, raw: &str) -> String {
 
 #[pyfunction]
 fn encode_user_tool(py: Python<'_>, user_id: &str, tool: &str) -> PyResult<String> {
-    naming::encode_user_tool(user_id, tool).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
+    naming::encode_user_tool(user_id, tool)
+        .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
 }
 
 #[pyfunction]
