@@ -143,6 +143,7 @@ class ToolRouter:
         entry_points: bool = False,
         gateway: ToolGateway | None = None,
         context: BuiltInToolContext | None = None,
+        builtins: Mapping[str, BuiltinTool] | None = None,
     ) -> None:
         self._table = RouteTable()
         self._lock = threading.RLock()
@@ -159,7 +160,8 @@ class ToolRouter:
         self._closed = False
         self._close_callbacks: list[Callable[[], Any]] = []
         self._resources: dict[str, Any] = {}
-        self._builtins: dict[str, BuiltinTool] = dict(builtin_tools())
+        # The eight coding tools by default; a host may pass its own table (or an empty one).
+        self._builtins: dict[str, BuiltinTool] = dict(builtin_tools() if builtins is None else builtins)
         for name, tool in self._builtins.items():
             self._table.insert(ToolKind.BUILTIN, name, tool)
         if gateway is not None:

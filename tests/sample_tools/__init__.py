@@ -1,0 +1,1 @@
+"""A third-party tool package (outside toolroute) used by the scanning tests."""

@@ -1,0 +1,363 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+import toolroute
+from _core_helpers import DictGateway, builtin_named
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+from toolroute import (
+    BuiltInToolContext,
+    ToolArgumentError,
+    ToolExecutionError,
+    ToolKind,
+    ToolNotFoundError,
+    ToolRegistrationError,
+    ToolRouter,
+    function_tool,
+    mcp_service,
+    mcp_tool,
+)
+from toolroute.naming import encode_user_tool
+
+NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+@function_tool(name="read_file")
+def shadowed_read_file(path: str) -> str:
+    return f"function:{path}"
+
+
+@function_tool(name="shared")
+def shared_function() -> str:
+    return "function:shared"
+
+
+@function_tool(name="fn_only")
+def fn_only() -> str:
+    return "function:fn_only"
+
+
+@mcp_service("svc")
+class SharedService:
+    @mcp_tool(name="x")
+    def shared(self) -> str:
+        return "local-mcp:svc_x"
+
+
+@function_tool(name="svc_x")
+def svc_x_function() -> str:
+    return "function:svc_x"
+
+
+def layered_router() -> tuple[ToolRouter, DictGateway]:
+    gateway = DictGateway(
+        services={"remote": ["shared", "svc_x", "read_file", "global_only", "create_issue"]},
+        user_services={("123", "gh"): ["create_issue", "read_file"], ("456", "gh"): ["create_issue"]},
+    )
+    router = ToolRouter(
+        builtins={"read_file": builtin_named("read_file")},
+        gateway=gateway,
+        context=BuiltInToolContext(tempfile.gettempdir()),
+    )
+    for obj in (shadowed_read_file, shared_function, fn_only, SharedService, svc_x_function):
+        router.register(obj)
+    return router, gateway
+
+
+def test_full_precedence_with_same_named_tools():
+    r, _ = layered_router()
+    assert r.invoke("read_file", {"path": "a"}) == "builtin:a"  # built-in beats all
+    assert r.invoke("svc_x") == "local-mcp:svc_x"  # local MCP beats function and global
+    assert r.invoke("shared") == "function:shared"  # function beats global
+    assert r.invoke("global_only") == "global:remote:global_only"
+    assert r.invoke("user_123_tool_create_issue") == "user:123:gh:create_issue"
+    assert r.invoke("create_issue", {}, user_id="123") == "user:123:gh:create_issue"  # explicit user id
+    assert r.invoke("create_issue") == "global:remote:create_issue"
+    # built-in still first even for a user that has a same-named tool
+    assert r.invoke("read_file", {"path": "b"}, user_id="123") == "builtin:b"
+
+
+def test_user_form_never_falls_back():
+    r, gw = layered_router()
+    with pytest.raises(ToolNotFoundError):
+        r.invoke("user_999_tool_create_issue")  # user 999 has nothing: no global fallback
+    with pytest.raises(ToolNotFoundError):
+        r.invoke("user_123_tool_create_issue", user_id="456")  # name of another tenant
+    with pytest.raises(ToolNotFoundError):
+        r.invoke("user_123_tool_global_only")
+    assert all(target[0] != "global" or target[2] != "create_issue" for target, _ in gw.calls)
+
+
+def test_execute_returns_trace_and_traits():
+    r, _ = layered_router()
+    out = r.execute("read_file", {"path": "x"})
+    assert out.text == "builtin:x" and out.trace == {"level": "builtin"}
+    assert r.traits("read_file").read_only
+    assert not r.traits("global_only").read_only
+
+
+def test_ainvoke_follows_the_same_precedence():
+    r, _ = layered_router()
+
+    async def main() -> list[str]:
+        return [
+            await r.ainvoke("read_file", {"path": "z"}),
+            await r.ainvoke("svc_x"),
+            await r.ainvoke("shared"),
+            await r.ainvoke("user_123_tool_create_issue"),
+        ]
+
+    assert asyncio.run(main()) == ["builtin:z", "local-mcp:svc_x", "function:shared", "user:123:gh:create_issue"]
+
+
+def test_allowlist_exposes_exactly_what_was_asked():
+    r, _ = layered_router()
+    names = [t["function"]["name"] for t in r.get_all_tools(["fn_only"], ["remote"])]
+    assert names == ["fn_only", "shared", "svc_x", "read_file", "global_only", "create_issue"]
+    assert [t["function"]["name"] for t in r.get_all_tools(["fn_only"])] == ["fn_only"]
+    assert r.get_all_tools() == []
+    user = [t["function"]["name"] for t in r.get_all_tools([], ["gh"], user_id="123")]
+    assert user == ["user_123_tool_create_issue", "user_123_tool_read_file"]
+    ai4j_form = [t["function"]["name"] for t in r.get_all_tools([], ["user_456_service_gh"])]
+    assert ai4j_form == ["user_456_tool_create_issue"]
+    local = [t["function"]["name"] for t in r.get_all_tools([], ["svc"])]
+    assert local == ["svc_x"]
+    for tool in r.get_all_tools(["fn_only", "read_file"], ["remote", "svc"]):
+        assert NAME_RULE.match(tool["function"]["name"])
+
+
+def test_allowlist_unknown_names_are_errors():
+    r, _ = layered_router()
+    with pytest.raises(ToolNotFoundError, match="did you mean 'fn_only'"):
+        r.get_all_function_tools(["fn_onyl"])
+    with pytest.raises(ToolNotFoundError, match="no such MCP service"):
+        r.get_all_tools([], ["nope"])
+    with pytest.raises(ToolArgumentError, match="another user"):
+        r.get_all_tools([], ["user_456_service_gh"], user_id="123")
+    with pytest.raises(ToolNotFoundError, match="no MCP gateway"):
+        ToolRouter(builtins={}).get_all_tools([], ["remote"])
+
+
+def test_not_found_suggests_close_names_but_never_other_tenants():
+    r, _ = layered_router()
+    with pytest.raises(ToolNotFoundError) as exc:
+        r.invoke("fn_onl")
+    assert "fn_only" in exc.value.suggestions
+    with pytest.raises(ToolNotFoundError) as exc:
+        r.invoke("user_456_tool_create_issu", user_id="456")
+    assert exc.value.suggestions == ("user_456_tool_create_issue",)
+    with pytest.raises(ToolNotFoundError) as exc:
+        r.invoke("user_456_tool_create_issu", user_id="123")
+    assert all("456" not in s for s in exc.value.suggestions)
+
+
+def test_errors_are_typed_and_actionable():
+    r, _ = layered_router()
+    with pytest.raises(ToolArgumentError, match="not valid JSON"):
+        r.invoke("fn_only", "{oops")
+    with pytest.raises(ToolArgumentError, match="must be a JSON object"):
+        r.invoke("fn_only", "[1, 2]")
+    with pytest.raises(ToolArgumentError, match=r"nope: Extra inputs are not permitted"):
+        r.invoke("read_file", {"nope": 1})
+
+    @function_tool(name="boom")
+    def boom() -> None:
+        raise RuntimeError("disk on fire")
+
+    r.register(boom)
+    with pytest.raises(ToolExecutionError, match="disk on fire") as exc:
+        r.invoke("boom")
+    assert isinstance(exc.value.__cause__, RuntimeError)
+    for cls in (ToolArgumentError, ToolExecutionError, ToolNotFoundError, ToolRegistrationError):
+        assert issubclass(cls, toolroute.ToolError)
+
+
+def test_registration_errors():
+    r, _ = layered_router()
+    with pytest.raises(ToolRegistrationError, match="already registered"):
+        r.register(fn_only)
+    r.register(fn_only, replace=True)
+
+    @function_tool(name="user_1_tool_x")
+    def reserved() -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match="user form"):
+        r.register(reserved)
+
+    @function_tool(name="bad name!")
+    def illegal() -> None: ...
+
+    with pytest.raises(ToolRegistrationError, match="must match"):
+        r.register(illegal)
+    with pytest.raises(ToolRegistrationError, match="not decorated"):
+        r.register(object())
+    with pytest.raises(ToolRegistrationError, match="type hint"):
+
+        @function_tool
+        def untyped(x): ...  # type: ignore[no-untyped-def]
+
+    with pytest.raises(ToolArgumentError, match="user id"):
+        r.invoke("x", {}, user_id="bad id")
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+def test_local_mcp_per_parameter_conversion_and_colliding_names():
+    @mcp_service("geo.svc")
+    class Geo:
+        @mcp_tool
+        def shift(self, p: Point, dx: int = 0) -> dict[str, int]:
+            return {"x": p.x + dx, "y": p.y}
+
+    @mcp_service("geo svc")
+    class Geo2:
+        @mcp_tool(name="shift")
+        def other(self) -> str:
+            return "second"
+
+    r = ToolRouter(builtins={})
+    (first,) = r.register(Geo)
+    (second,) = r.register(Geo2)
+    assert first == "geo_svc_shift" and second != first and NAME_RULE.match(second)
+    assert r.invoke(first, {"p": {"x": "1", "y": 2}, "dx": "5"}) == '{"x":6,"y":2}'
+    assert r.invoke(second) == "second"
+    with pytest.raises(ToolArgumentError, match="dx"):
+        r.invoke(first, {"p": {"x": 1, "y": 2}, "dx": "five"})
+    with pytest.raises(ToolArgumentError, match="unknown parameter"):
+        r.invoke(first, {"p": {"x": 1, "y": 2}, "zz": 1})
+    with pytest.raises(ToolArgumentError, match="p: Field required"):
+        r.invoke(first, {})
+
+
+def test_async_tools_run_from_sync_and_async_callers():
+    @function_tool
+    async def slow_double(n: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * n
+
+    r = ToolRouter(builtins={})
+    r.register(slow_double)
+    assert r.invoke("slow_double", {"n": 4}) == "8"
+
+    async def inside_loop() -> tuple[str, str]:
+        # a sync invoke from inside a running loop must not deadlock
+        return r.invoke("slow_double", {"n": 1}), await r.ainvoke("slow_double", {"n": 2})
+
+    assert asyncio.run(inside_loop()) == ("2", "4")
+
+
+def test_scan_finds_tools_in_a_package_outside_toolroute_once():
+    r = ToolRouter(builtins={}, packages=["sample_tools"])
+    names = [t["function"]["name"] for t in r.get_all_function_tools(["get_weather", "add", "echo_text"])]
+    assert names == ["get_weather", "add", "echo_text"]
+    assert r.invoke("add", {"a": 40}) == "42"
+    assert r.invoke("echo_text", {"text": "hi"}) == "hi"  # a str result passes through unquoted
+    assert r.invoke("get_weather", {"location": {"city": "Delft"}}) == (
+        '{"city":"Delft","unit":"celsius","days":1,"temp":21}'
+    )
+    assert r.invoke("forecast_service_rain", {"city": "Delft", "days": "3"}) == '{"city":"Delft","days":3,"chance":40}'
+    r.scan("sample_tools")  # a second scan is a no-op, not a duplicate registration
+    assert r.traits("get_weather").read_only and r.traits("get_weather").idempotent
+    with pytest.raises(ToolNotFoundError):
+        r.get_all_function_tools(["not_a_tool"])
+    # nothing is exposed unless asked, even though it was scanned
+    assert r.get_all_tools() == []
+
+
+def test_entry_point_plugins_are_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    plugin = tmp_path / "plugin_tools.py"
+    plugin.write_text(
+        textwrap.dedent(
+            """
+            from toolroute import function_tool
+
+            @function_tool
+            def plugin_ping() -> str:
+                return "pong"
+            """
+        )
+    )
+    dist = tmp_path / "plugin_tools-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-tools\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[toolroute.tools]\nplugin = plugin_tools\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = ToolRouter(builtins={}, entry_points=True)
+    assert r.invoke("plugin_ping") == "pong"
+    assert ToolRouter(builtins={}).get_all_tools() == []
+    with pytest.raises(ToolNotFoundError):
+        ToolRouter(builtins={}).invoke("plugin_ping")  # plugins only when asked for
+    sys.modules.pop("plugin_tools", None)
+
+
+def test_default_router_static_style():
+    previous = toolroute.set_default_router(ToolRouter(builtins={}))
+    try:
+        toolroute.default_router().register(fn_only)
+        assert toolroute.invoke("fn_only") == "function:fn_only"
+        assert [t["function"]["name"] for t in toolroute.get_all_tools(["fn_only"])] == ["fn_only"]
+        assert asyncio.run(toolroute.ainvoke("fn_only")) == "function:fn_only"
+    finally:
+        toolroute.set_default_router(previous)
+
+
+def test_closed_router_refuses_calls():
+    r, gw = layered_router()
+    closed: list[bool] = []
+    r.on_close(lambda: closed.append(True))
+    r.close()
+    assert closed == [True] and gw.closed
+    with pytest.raises(ToolExecutionError, match="closed"):
+        r.invoke("fn_only")
+
+
+def test_kinds_are_stable():
+    assert [k.value for k in ToolKind] == [0, 1, 2, 3, 4]
+
+
+# ---- tenant isolation, property-based ---------------------------------------------------
+
+user_ids = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)
+tool_names = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,15}", fullmatch=True)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    owner=user_ids,
+    intruder=user_ids,
+    tool=tool_names,
+    probe=st.one_of(tool_names, st.text(max_size=40)),
+)
+def test_no_name_reaches_another_tenants_tool(owner: str, intruder: str, tool: str, probe: str):
+    gateway = DictGateway(services={"g": ["global_tool"]}, user_services={(owner, "s"): [tool]})
+    r = ToolRouter(builtins={}, gateway=gateway)
+    owner_name = encode_user_tool(owner, tool)
+    # the intruder, asking by any name, never lands on the owner's tool
+    for name in (probe, owner_name, tool, encode_user_tool(intruder, tool)):
+        if intruder == owner:
+            continue
+        try:
+            r.invoke(name, {}, user_id=intruder)
+        except (ToolNotFoundError, ToolArgumentError):
+            continue
+        target = gateway.calls[-1][0]
+        assert target[0] == "global", (name, target)
+    # a user-form name never falls back to a global tool
+    gateway.calls.clear()
+    with contextlib.suppress(ToolNotFoundError):
+        r.invoke(f"user_{intruder}_tool_global_tool", {})
+    assert not gateway.calls or gateway.calls[-1][0][0] == "user"
+    # and the owner does reach it
+    assert r.invoke(owner_name, {}).startswith(f"user:{owner}:s:")

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+import jsonschema
+import pytest
+from anthropic.types import ToolParam
+from openai.types.shared_params import FunctionDefinition
+from pydantic import BaseModel, Field, TypeAdapter
+from toolroute import ToolRegistrationError, ToolRouter, function_tool, to_anthropic, to_responses
+from toolroute.schema import inline_refs
+
+
+class Color(str, Enum):
+    red = "red"
+    blue = "blue"
+
+
+class Address(BaseModel):
+    street: str = Field(description="Street and number")
+    zip_code: str
+
+
+class Person(BaseModel):
+    """A person to store."""
+
+    name: str = Field(description="Full name")
+    age: int = Field(30, ge=0, description="Age in years")
+    favourite: Color = Color.red
+    mode: Literal["fast", "slow"] = "fast"
+    home: Address
+    others: list[Address] = Field(default_factory=list)
+
+
+@function_tool(name="store_person", description="Store a person")
+class StorePerson:
+    def apply(self, request: Person) -> dict[str, object]:
+        return {"stored": request.name, "street": request.home.street}
+
+
+class Tree(BaseModel):
+    value: int
+    children: list[Tree] = []
+
+
+def _tree_sum(tree: Tree) -> int:
+    return tree.value + sum(_tree_sum(c) for c in tree.children)
+
+
+@function_tool
+def walk_tree(tree: Tree) -> int:
+    """Sum a tree."""
+    return _tree_sum(tree)
+
+
+def _router() -> ToolRouter:
+    r = ToolRouter(builtins={})
+    r.register(StorePerson)
+    r.register(walk_tree)
+    return r
+
+
+def _all_refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        refs = [node["$ref"]] if "$ref" in node else []
+        return refs + [r for v in node.values() for r in _all_refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _all_refs(v)]
+    return []
+
+
+def test_schema_keeps_descriptions_required_enums_defaults_order_and_nesting():
+    (tool,) = _router().get_all_function_tools(["store_person"])
+    fn = tool["function"]
+    assert tool["type"] == "function" and fn["name"] == "store_person"
+    assert fn["description"] == "Store a person"
+    params = fn["parameters"]
+    assert list(params["properties"]) == ["name", "age", "favourite", "mode", "home", "others"]
+    assert set(params["required"]) == {"name", "home"}
+    assert params["properties"]["name"]["description"] == "Full name"
+    assert params["properties"]["age"]["default"] == 30 and params["properties"]["age"]["minimum"] == 0
+    assert params["properties"]["favourite"]["enum"] == ["red", "blue"]
+    assert params["properties"]["mode"]["enum"] == ["fast", "slow"]
+    home = params["properties"]["home"]
+    assert home["properties"]["street"]["description"] == "Street and number"  # nested fields kept
+    assert params["properties"]["others"]["items"]["required"] == ["street", "zip_code"]
+    assert "$defs" not in params and _all_refs(params) == []
+
+
+def test_schema_is_valid_json_schema_and_openai_shape():
+    for tool in _router().get_all_function_tools(["store_person", "walk_tree"]):
+        params = tool["function"]["parameters"]
+        jsonschema.Draft202012Validator.check_schema(params)
+        TypeAdapter(FunctionDefinition).validate_python(tool["function"])
+        for ref in _all_refs(params):  # recursion stays, but resolvable inside the document
+            assert ref.removeprefix("#/$defs/") in params["$defs"]
+
+
+def test_schema_validates_real_arguments():
+    (tool,) = _router().get_all_function_tools(["store_person"])
+    validator = jsonschema.Draft202012Validator(tool["function"]["parameters"])
+    validator.validate({"name": "Ada", "home": {"street": "Main 1", "zip_code": "1000"}})
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({"name": "Ada"})
+
+
+def test_function_tool_round_trip_through_invoke():
+    r = _router()
+    out = r.invoke("store_person", {"name": "Ada", "home": {"street": "Main 1", "zip_code": "1"}})
+    assert out == '{"stored":"Ada","street":"Main 1"}'
+    tree = {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}
+    assert r.invoke("walk_tree", {"tree": tree}) == "6"
+
+
+def test_dangling_ref_is_refused():
+    with pytest.raises(ToolRegistrationError, match="names nothing"):
+        inline_refs({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}})
+
+
+def test_definitions_style_refs_are_inlined():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/definitions/A"}},
+        "definitions": {"A": {"type": "string", "description": "an a"}},
+    }
+    assert inline_refs(schema) == {"type": "object", "properties": {"a": {"type": "string", "description": "an a"}}}
+
+
+def test_anthropic_and_responses_formats():
+    tools = _router().get_all_function_tools(["store_person"])
+    (anthropic,) = to_anthropic(tools)
+    TypeAdapter(ToolParam).validate_python(anthropic)
+    assert anthropic["name"] == "store_person" and anthropic["input_schema"]["type"] == "object"
+    (responses,) = to_responses(tools)
+    assert responses["type"] == "function" and responses["name"] == "store_person"
+    assert responses["parameters"] == tools[0]["function"]["parameters"]
