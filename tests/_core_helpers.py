@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
+
 from toolroute import BuiltInToolContext, ToolNotFoundError, ToolOutput
 from toolroute._core import RouteTable
 from toolroute.builtins import BuiltinRequest, BuiltinTool

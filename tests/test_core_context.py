@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from _core_helpers import builtin_named
 from pydantic import BaseModel
+
 from toolroute import (
     BuiltInToolContext,
     PathDeniedError,

@@ -4,6 +4,7 @@ import re
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from toolroute import generate_api_function_name
 from toolroute.naming import (
     NameAllocator,

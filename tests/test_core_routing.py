@@ -9,11 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import toolroute
 from _core_helpers import DictGateway, builtin_named
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+
+import toolroute
 from toolroute import (
     BuiltInToolContext,
     ToolArgumentError,

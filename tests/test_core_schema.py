@@ -8,6 +8,7 @@ import pytest
 from anthropic.types import ToolParam
 from openai.types.shared_params import FunctionDefinition
 from pydantic import BaseModel, Field, TypeAdapter
+
 from toolroute import ToolRegistrationError, ToolRouter, function_tool, to_anthropic, to_responses
 from toolroute.schema import inline_refs
 

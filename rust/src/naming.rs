@@ -13,23 +13,32 @@ const USER_PREFIX: &str = "user_";
 const USER_TOOL_SEP: &str = "_tool_";
 const MAX_USER_ID_LEN: usize = 64;
 
-/// Eight hex characters of SHA-256: stable across runs, platforms and versions.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Eight hex characters of SHA-256 over `parts` joined: stable across runs, platforms, versions.
+fn hash_hex(parts: &[&str], out: &mut String) {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+    }
+    for b in hasher.finalize().iter().take(HASH_LEN / 2) {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xf) as usize] as char);
+    }
+}
+
 pub fn short_hash(raw: &str) -> String {
-    let digest = Sha256::digest(raw.as_bytes());
-    digest
-        .iter()
-        .take(HASH_LEN / 2)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut out = String::with_capacity(HASH_LEN);
+    hash_hex(&[raw], &mut out);
+    out
 }
 
 fn is_allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-/// Replace illegal characters with `_`, collapse runs of `_`, trim `_` at both ends.
-fn clean(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
+/// Append `raw` cleaned: illegal characters become `_`, runs of `_` collapse, no leading `_`.
+fn clean_into(raw: &str, out: &mut String) {
     for c in raw.chars() {
         let c = if is_allowed(c) { c } else { '_' };
         if c == '_' && (out.is_empty() || out.ends_with('_')) {
@@ -37,44 +46,62 @@ fn clean(raw: &str) -> String {
         }
         out.push(c);
     }
+}
+
+fn trim_trailing_underscores(out: &mut String) {
     while out.ends_with('_') {
         out.pop();
     }
+}
+
+/// Replace illegal characters with `_`, collapse runs of `_`, trim `_` at both ends.
+fn clean(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    clean_into(raw, &mut out);
+    trim_trailing_underscores(&mut out);
     out
 }
 
-/// Cut `name` so that `name + "_" + hash` fits in 64 characters.
-pub fn with_hash_suffix(name: &str, raw: &str) -> String {
-    let keep = MAX_NAME_LEN - HASH_LEN - 1;
-    let mut base: String = name.chars().take(keep).collect();
-    while base.ends_with('_') {
-        base.pop();
-    }
-    format!("{base}_{}", short_hash(raw))
+/// Cut the (ASCII) `name` so that `name + "_" + hash(raw parts)` fits in 64 characters.
+fn cut_with_hash(name: &mut String, raw: &[&str]) {
+    name.truncate(MAX_NAME_LEN - HASH_LEN - 1);
+    trim_trailing_underscores(name);
+    name.push('_');
+    hash_hex(raw, name);
 }
 
-/// Sanitise one raw name into a legal tool name (at most 64 characters, starts with a letter).
-pub fn sanitize(raw: &str) -> String {
-    let mut name = clean(raw);
-    if !name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
-        name = format!("tool_{name}");
-        while name.ends_with('_') {
-            name.pop();
-        }
+pub fn with_hash_suffix(name: &str, raw: &str) -> String {
+    let mut out: String = name.chars().take(MAX_NAME_LEN).collect();
+    cut_with_hash(&mut out, &[raw]);
+    out
+}
+
+/// Prefix `tool_` unless it starts with a letter, then cap at 64 (hashing what was cut).
+fn finish(mut name: String, raw: &[&str]) -> String {
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        name.insert_str(0, "tool_");
+        trim_trailing_underscores(&mut name);
     }
     if name.len() > MAX_NAME_LEN {
-        name = with_hash_suffix(&name, raw);
+        cut_with_hash(&mut name, raw);
     }
     name
 }
 
+/// Sanitise one raw name into a legal tool name (at most 64 characters, starts with a letter).
+pub fn sanitize(raw: &str) -> String {
+    finish(clean(raw), &[raw])
+}
+
 /// The spec's `generateApiFunctionName(serviceName, toolName)`, without AI4J's 69-character bug.
+/// Equal to `sanitize(service + "_" + tool)`, without building the joined string.
 pub fn generate_api_function_name(service: &str, tool: &str) -> String {
-    let mut raw = String::with_capacity(service.len() + tool.len() + 1);
-    raw.push_str(service);
-    raw.push('_');
-    raw.push_str(tool);
-    sanitize(&raw)
+    let mut name = String::with_capacity(service.len() + tool.len() + 1);
+    clean_into(service, &mut name);
+    clean_into("_", &mut name);
+    clean_into(tool, &mut name);
+    trim_trailing_underscores(&mut name);
+    finish(name, &[service, "_", tool])
 }
 
 /// True when `name` is a legal exposed tool name.
@@ -111,9 +138,9 @@ pub fn encode_user_tool(user_id: &str, tool: &str) -> Result<String, UserIdError
     validate_user_id(user_id)?;
     let raw = format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool}");
     let tool_part = clean(tool);
-    let name = format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool_part}");
+    let mut name = format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool_part}");
     if name.len() > MAX_NAME_LEN || tool_part.is_empty() {
-        return Ok(with_hash_suffix(&name, &raw));
+        cut_with_hash(&mut name, &[&raw]);
     }
     Ok(name)
 }
@@ -183,6 +210,13 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a, generate_api_function_name(&"s".repeat(70), "alpha"));
         assert!(a.len() <= 64 && b.len() <= 64);
+    }
+
+    #[test]
+    fn pair_form_equals_joined_sanitize() {
+        for (s, t) in [("a", "b"), ("_", "_"), ("", ""), ("x_", "_y"), ("1", "2"), (&*"q".repeat(70), "z")] {
+            assert_eq!(generate_api_function_name(s, t), sanitize(&format!("{s}_{t}")), "{s:?} {t:?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from enum import Enum
 
 from pydantic import BaseModel, Field
+
 from toolroute import function_tool, mcp_service, mcp_tool
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import Field
+
 from toolroute import function_tool
 
 
