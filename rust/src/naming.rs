@@ -62,9 +62,13 @@ fn clean(raw: &str) -> String {
     out
 }
 
-/// Cut the (ASCII) `name` so that `name + "_" + hash(raw parts)` fits in 64 characters.
+/// Cut `name` so that `name + "_" + hash(raw parts)` fits in 64 bytes (on a char boundary).
 fn cut_with_hash(name: &mut String, raw: &[&str]) {
-    name.truncate(MAX_NAME_LEN - HASH_LEN - 1);
+    let mut keep = (MAX_NAME_LEN - HASH_LEN - 1).min(name.len());
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    name.truncate(keep);
     trim_trailing_underscores(name);
     name.push('_');
     hash_hex(raw, name);
@@ -217,6 +221,12 @@ mod tests {
         for (s, t) in [("a", "b"), ("_", "_"), ("", ""), ("x_", "_y"), ("1", "2"), (&*"q".repeat(70), "z")] {
             assert_eq!(generate_api_function_name(s, t), sanitize(&format!("{s}_{t}")), "{s:?} {t:?}");
         }
+    }
+
+    #[test]
+    fn hash_suffix_cuts_on_char_boundaries() {
+        let name = with_hash_suffix(&"\u{80}".repeat(40), "");
+        assert!(name.len() <= 64 && name.ends_with(&short_hash("")));
     }
 
     #[test]
