@@ -30,3 +30,19 @@ pub fn route_err(py: Python<'_>, e: RouteError) -> PyErr {
     };
     raise(py, class, e.to_string())
 }
+
+/// Safety net: a bug that panics in the core becomes a `ToolExecutionError` (an `Exception`),
+/// never a `PanicException`, which derives from `BaseException` and would escape `except Exception`.
+pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(raise(py, "ToolExecutionError", format!("internal error in toolroute's core: {what}")))
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use super::errors::confine_err;
+use super::errors::{confine_err, guard};
 use crate::confine::{Access, Roots};
 
 /// Canonicalised roots of one context; `resolve` confines a user-supplied path to them.

@@ -2,12 +2,12 @@
 
 use pyo3::prelude::*;
 
-use super::errors::raise;
+use super::errors::{guard, raise};
 use crate::naming;
 
 #[pyfunction]
-fn generate_api_function_name(service: &str, tool: &str) -> String {
-    naming::generate_api_function_name(service, tool)
+fn generate_api_function_name(py: Python<'_>, service: &str, tool: &str) -> PyResult<String> {
+    guard(py, || Ok(naming::generate_api_function_name(service, tool)))
 }
 
 /// Sanitise many (service, tool) pairs in one crossing.
@@ -20,8 +20,8 @@ fn generate_api_function_names(pairs: Vec<(String, String)>) -> Vec<String> {
 }
 
 #[pyfunction]
-fn sanitize_tool_name(raw: &str) -> String {
-    naming::sanitize(raw)
+fn sanitize_tool_name(py: Python<'_>, raw: &str) -> PyResult<String> {
+    guard(py, || Ok(naming::sanitize(raw)))
 }
 
 #[pyfunction]
@@ -36,8 +36,8 @@ fn short_hash(raw: &str) -> String {
 
 /// `name` cut to fit with a `_` + 8-hex hash of `raw`: the collision-breaking form.
 #[pyfunction]
-fn with_hash_suffix(name: &str, raw: &str) -> String {
-    naming::with_hash_suffix(name, raw)
+fn with_hash_suffix(py: Python<'_>, name: &str, raw: &str) -> PyResult<String> {
+    guard(py, || Ok(naming::with_hash_suffix(name, raw)))
 }
 
 #[pyfunction]
