@@ -218,8 +218,19 @@ mod tests {
 
     #[test]
     fn pair_form_equals_joined_sanitize() {
-        for (s, t) in [("a", "b"), ("_", "_"), ("", ""), ("x_", "_y"), ("1", "2"), (&*"q".repeat(70), "z")] {
-            assert_eq!(generate_api_function_name(s, t), sanitize(&format!("{s}_{t}")), "{s:?} {t:?}");
+        for (s, t) in [
+            ("a", "b"),
+            ("_", "_"),
+            ("", ""),
+            ("x_", "_y"),
+            ("1", "2"),
+            (&*"q".repeat(70), "z"),
+        ] {
+            assert_eq!(
+                generate_api_function_name(s, t),
+                sanitize(&format!("{s}_{t}")),
+                "{s:?} {t:?}"
+            );
         }
     }
 

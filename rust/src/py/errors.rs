@@ -42,7 +42,11 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
-            Err(raise(py, "ToolExecutionError", format!("internal error in toolroute's core: {what}")))
+            Err(raise(
+                py,
+                "ToolExecutionError",
+                format!("internal error in toolroute's core: {what}"),
+            ))
         }
     }
 }

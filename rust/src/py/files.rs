@@ -39,8 +39,10 @@ impl PyConfinement {
     #[pyo3(signature = (path, write=false))]
     fn resolve(&self, py: Python<'_>, path: &str, write: bool) -> PyResult<PathBuf> {
         let access = if write { Access::Write } else { Access::Read };
-        py.detach(|| self.roots.resolve(path, access))
-            .map_err(|e| confine_err(py, e))
+        guard(py, || {
+            py.detach(|| self.roots.resolve(path, access))
+                .map_err(|e| confine_err(py, e))
+        })
     }
 }
 
