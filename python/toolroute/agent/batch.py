@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -27,7 +27,15 @@ from toolroute.agent.executor import (
     TraceableToolExecutor,
     error_result,
 )
-from toolroute.agent.policy import ApprovalPolicy, ApprovalRequest, Approver, Decision, Verdict, safe_policy
+from toolroute.agent.policy import (
+    ApprovalAnswer,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    Verdict,
+    safe_policy,
+)
 from toolroute.agent.retry import RetryPolicy
 from toolroute.agent.telemetry import ToolTelemetry
 from toolroute.agent.types import DENIED, INVALID_CALL, REJECTED, AgentToolCall, AgentToolResult
@@ -65,8 +73,11 @@ class PlannedCall:
     kind: str | None
 
 
-async def _resolve(value: T | Any) -> T:
-    return await value if inspect.isawaitable(value) else value
+async def _resolve(value: T | Awaitable[T]) -> T:
+    """A sync hook's value, or an async hook's awaited value."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 class ToolCallRunner:
@@ -198,7 +209,7 @@ class ToolCallRunner:
                 call, DENIED, f"this call needs approval and the host has no approver: {decision.reason}"
             )
         try:
-            answer = await _resolve(self.approver(ApprovalRequest(call, decision.reason)))
+            answer: ApprovalAnswer = await _resolve(self.approver(ApprovalRequest(call, decision.reason)))
         except Exception as exc:
             return AgentToolResult.failure(
                 call, REJECTED, f"approval could not be obtained ({type(exc).__name__}: {exc})"
