@@ -8,9 +8,12 @@ order. Before each call the approval policy is consulted; failures of every kind
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -51,7 +54,7 @@ CallLike = AgentToolCall | Mapping[str, Any]
 def as_call(item: CallLike, index: int) -> AgentToolCall:
     """An `AgentToolCall` from ours, an OpenAI `tool_calls` item, an Anthropic `tool_use` block or
     `{name, arguments, call_id}`; a missing call id becomes `call_<index>`."""
-    if isinstance(item, AgentToolCall):
+    if type(item) is AgentToolCall or isinstance(item, AgentToolCall):
         call = item
     elif isinstance(item, Mapping):
         if "function" in item:
@@ -71,6 +74,8 @@ class PlannedCall:
     call: AgentToolCall
     traits: ToolTraits
     kind: str | None
+    timeout: float | None = None  # seconds per attempt
+    blocking: bool = False  # no deadline and a sync target: may run via `execute` in any thread
 
 
 async def _resolve(value: T | Awaitable[T]) -> T:
@@ -121,21 +126,29 @@ class ToolCallRunner:
         self.sinks = tuple(sinks)
         self.telemetry = telemetry or ToolTelemetry()
         self.read_only_override = read_only_override
+        # Protocol isinstance checks are slow: decide once.
+        self._traceable = isinstance(self.executor, TraceableToolExecutor)
+        self._has_hints = isinstance(self.executor, SchedulingHints)
+        blocking = getattr(self.executor, "blocking", None)
+        self._executor_blocking: Callable[[str], bool] | None = blocking if callable(blocking) else None
 
     # ---- planning --------------------------------------------------------------------------
 
-    def _traits(self, call: AgentToolCall) -> ToolTraits:
+    def _declared(self, name: str) -> tuple[ToolTraits, str | None, bool]:
+        """What the executor knows about a tool: its traits, its kind, whether it is blocking."""
         traits = ToolTraits()
-        if isinstance(self.executor, SchedulingHints):
+        if self._has_hints:
             try:
-                traits = self.executor.traits(call.name)
+                traits = self.executor.traits(name)  # type: ignore[attr-defined]
             except Exception:  # unknown to the executor: schedule it as side-effecting
-                log.debug("traits(%r) failed; treating the tool as side-effecting", call.name, exc_info=True)
-        if self.read_only_override is not None:
-            verdict = self.read_only_override(call)
-            if verdict is not None:
-                traits = replace(traits, read_only=bool(verdict))
-        return traits
+                log.debug("traits(%r) failed; treating the tool as side-effecting", name, exc_info=True)
+        blocking = False
+        if self._executor_blocking is not None:
+            try:
+                blocking = bool(self._executor_blocking(name))
+            except Exception:
+                blocking = False
+        return traits, self._kind(name), blocking
 
     def _kind(self, name: str) -> str | None:
         kind = getattr(self.executor, "kind", None)
@@ -147,9 +160,18 @@ class ToolCallRunner:
     def plan(self, calls: Iterable[CallLike]) -> list[list[PlannedCall]]:
         """The execution groups, in order: a group of several calls runs concurrently."""
         groups: list[list[PlannedCall]] = []
+        declared: dict[str, tuple[ToolTraits, str | None, bool]] = {}  # a batch repeats names
         for index, item in enumerate(calls):
             call = as_call(item, index)
-            planned = PlannedCall(index, call, self._traits(call), self._kind(call.name))
+            if call.name not in declared:
+                declared[call.name] = self._declared(call.name)
+            traits, kind, blocking = declared[call.name]
+            if self.read_only_override is not None:
+                verdict = self.read_only_override(call)
+                if verdict is not None:
+                    traits = replace(traits, read_only=bool(verdict))
+            timeout = self.timeouts.get(call.name, self.timeout)
+            planned = PlannedCall(index, call, traits, kind, timeout, blocking and timeout is None)
             if planned.traits.read_only and groups and groups[-1][-1].traits.read_only:
                 groups[-1].append(planned)
             else:
@@ -161,14 +183,17 @@ class ToolCallRunner:
     def run(self, calls: Iterable[CallLike]) -> list[AgentToolResult]:
         """Synchronous `arun` (works from inside a running event loop too)."""
         batch = list(calls)
-        return run_coroutine_sync(lambda: self.arun(batch))
+        # The loop is ours alone, so a serial blocking call may run on it without a thread hop.
+        return run_coroutine_sync(lambda: self._arun(batch, own_loop=True))
 
     async def arun(self, calls: Iterable[CallLike]) -> list[AgentToolResult]:
         """Run the batch; one result per call, in the model's order."""
-        groups = self.plan(calls)
+        return await self._arun(calls, own_loop=False)
+
+    async def _arun(self, calls: Iterable[CallLike], *, own_loop: bool) -> list[AgentToolResult]:
         results: dict[int, AgentToolResult] = {}
         limiter = anyio.CapacityLimiter(self.max_concurrency)
-        for group in groups:
+        for group in self.plan(calls):
             approved = []
             for planned in group:  # approvals are asked one at a time, in the model's order
                 refusal = await self._approve(planned.call)
@@ -177,12 +202,48 @@ class ToolCallRunner:
                 else:
                     results[planned.index] = await self._finish(planned, refusal)
             if len(approved) == 1:
-                results[approved[0].index] = await self._execute(approved[0])
+                only = approved[0]
+                if own_loop and only.blocking:
+                    results[only.index] = self._execute_blocking(only)
+                else:
+                    results[only.index] = await self._execute(only)
             elif approved:
-                async with anyio.create_task_group() as tg:
-                    for planned in approved:
-                        tg.start_soon(self._execute_limited, planned, limiter, results)
+                await self._run_group(approved, limiter, results)
         return [results[i] for i in sorted(results)]
+
+    async def _run_group(
+        self, group: list[PlannedCall], limiter: anyio.CapacityLimiter, results: dict[int, AgentToolResult]
+    ) -> None:
+        """Blocking calls without a deadline go to worker lanes (one thread hop per lane, not per
+        call: hops cost more than a quick read); the others are tasks of their own."""
+        queue = deque(p for p in group if p.blocking)
+        lanes = min(self.max_concurrency, len(queue))
+        async with anyio.create_task_group() as tg:
+            for _ in range(lanes):
+                tg.start_soon(self._run_lane, queue, limiter, results)
+            for planned in group:
+                if not planned.blocking:
+                    tg.start_soon(self._execute_limited, planned, limiter, results)
+
+    async def _run_lane(
+        self, queue: deque[PlannedCall], limiter: anyio.CapacityLimiter, results: dict[int, AgentToolResult]
+    ) -> None:
+        stop = threading.Event()
+
+        def lane() -> None:
+            while not stop.is_set():
+                try:
+                    planned = queue.popleft()  # deque pops are atomic across threads
+                except IndexError:
+                    return
+                # a fresh copy per call, so nothing one call sets leaks into the next
+                results[planned.index] = contextvars.copy_context().run(self._execute_blocking, planned)
+
+        async with limiter:
+            try:
+                await anyio.to_thread.run_sync(lane, abandon_on_cancel=True)
+            finally:
+                stop.set()  # cancelled: the lane finishes its current call and takes no more
 
     async def _execute_limited(
         self, planned: PlannedCall, limiter: anyio.CapacityLimiter, results: dict[int, AgentToolResult]
@@ -219,33 +280,66 @@ class ToolCallRunner:
         reason = answer.reason if isinstance(answer, Decision) and answer.reason else "no reason given"
         return AgentToolResult.failure(call, REJECTED, f"the user did not approve this call: {reason}")
 
+    # ---- one call: attempts, retries, trace, span, sinks ---------------------------------------
+
+    def _with_trace(self, result: AgentToolResult) -> AgentToolResult:
+        # spec 11.1: read the side channel in the same thread/task, right after the execution
+        if result.trace is None and not result.is_error and self._traceable:
+            trace = self.executor.last_trace()  # type: ignore[attr-defined]
+            if trace is not None:
+                return replace(result, trace=trace)
+        return result
+
+    def _completed(
+        self, planned: PlannedCall, result: AgentToolResult, started: float, attempt: int
+    ) -> AgentToolResult:
+        return self._annotate(planned, replace(result, duration=time.perf_counter() - started, attempts=attempt))
+
     async def _execute(self, planned: PlannedCall) -> AgentToolResult:
         with self.telemetry.span(planned.call, planned.kind) as finish:
-            started = time.perf_counter()
-            attempt = 1
+            started, attempt = time.perf_counter(), 1
             result = await self._attempt(planned)
             while planned.traits.idempotent and self.retry.should_retry(result, attempt):
                 await anyio.sleep(self.retry.delay(attempt))
                 attempt += 1
                 result = await self._attempt(planned)
-            result = self._annotate(planned, replace(result, duration=time.perf_counter() - started, attempts=attempt))
+            result = self._completed(planned, result, started, attempt)
             finish(result)
         await self._emit(planned.call, result)
         return result
 
+    def _execute_blocking(self, planned: PlannedCall) -> AgentToolResult:
+        """`_execute` for a blocking call with no deadline, run in the current thread."""
+        with self.telemetry.span(planned.call, planned.kind) as finish:
+            started, attempt = time.perf_counter(), 1
+            result = self._attempt_blocking(planned)
+            while planned.traits.idempotent and self.retry.should_retry(result, attempt):
+                time.sleep(self.retry.delay(attempt))
+                attempt += 1
+                result = self._attempt_blocking(planned)
+            result = self._completed(planned, result, started, attempt)
+            finish(result)
+        for sink in self.sinks:
+            self._record(sink, planned.call, result)
+        return result
+
+    def _attempt_blocking(self, planned: PlannedCall) -> AgentToolResult:
+        started = time.perf_counter()
+        try:
+            return self._with_trace(self.executor.execute(planned.call))
+        except Exception as exc:  # an executor that broke its contract still yields a result
+            return error_result(planned.call, exc, time.perf_counter() - started)
+
     async def _attempt(self, planned: PlannedCall) -> AgentToolResult:
         call = planned.call
-        timeout = self.timeouts.get(call.name, self.timeout)
+        timeout = planned.timeout
         started = time.perf_counter()
         result: AgentToolResult | None = None
         with anyio.move_on_after(timeout):
             try:
-                result = await self.executor.aexecute(call)
-            except Exception as exc:  # an executor that broke its contract still yields a result
+                result = self._with_trace(await self.executor.aexecute(call))
+            except Exception as exc:
                 return error_result(call, exc, time.perf_counter() - started)
-            # spec 11.1: read the side channel in the same task, right after the execution
-            if result.trace is None and not result.is_error and isinstance(self.executor, TraceableToolExecutor):
-                result = replace(result, trace=self.executor.last_trace())
         if result is None:
             return AgentToolResult.failure(call, ToolTimeoutError.__name__, self._timeout_message(planned, timeout))
         return result
@@ -258,7 +352,7 @@ class ToolCallRunner:
         return message
 
     @staticmethod
-    def _annotate(planned: PlannedCall, result: AgentToolResult) -> AgentToolResult:
+    def _annotate(planned: PlannedCall, result: AgentToolResult, **changes: Any) -> AgentToolResult:
         """Scheduling facts for audit and replay, beside whatever the executor recorded."""
         facts = {
             "index": planned.index,
@@ -266,7 +360,7 @@ class ToolCallRunner:
             "read_only": planned.traits.read_only,
             "idempotent": planned.traits.idempotent,
         }
-        return replace(result, metadata={**result.metadata, **facts})
+        return replace(result, metadata={**result.metadata, **facts}, **changes)
 
     async def _finish(self, planned: PlannedCall, refusal: AgentToolResult) -> AgentToolResult:
         result = self._annotate(planned, refusal)
@@ -277,13 +371,17 @@ class ToolCallRunner:
 
     async def _emit(self, call: AgentToolCall, result: AgentToolResult) -> None:
         for sink in self.sinks:
-            try:
-                if getattr(sink, "blocking", False):
-                    await anyio.to_thread.run_sync(sink.record, call, result)
-                else:
-                    sink.record(call, result)
-            except Exception:  # a broken sink must not take the batch down
-                log.warning("result sink %r failed for call %s", sink, call.call_id, exc_info=True)
+            if getattr(sink, "blocking", False):
+                await anyio.to_thread.run_sync(self._record, sink, call, result)
+            else:
+                self._record(sink, call, result)
+
+    @staticmethod
+    def _record(sink: ResultSink, call: AgentToolCall, result: AgentToolResult) -> None:
+        try:
+            sink.record(call, result)
+        except Exception:  # a broken sink must not take the batch down
+            log.warning("result sink %r failed for call %s", sink, call.call_id, exc_info=True)
 
 
 def run_tool_calls(

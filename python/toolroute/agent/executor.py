@@ -106,8 +106,9 @@ class RouterToolExecutor:
             return ToolTraits(read_only=False, idempotent=False)
         return self.router.traits(name, self.user_id)
 
-    def _runs_in_thread(self, name: str) -> bool:
-        """Sync targets run on a worker thread we may abandon on timeout; async ones are awaited."""
+    def blocking(self, name: str) -> bool:
+        """True for sync targets: `aexecute` runs them on a worker thread it may abandon on
+        timeout (async targets are awaited), and a runner may call `execute` inline."""
         hit = self._route(name)
         if hit is None:
             return False
@@ -151,7 +152,7 @@ class RouterToolExecutor:
         started = time.perf_counter()
         try:
             self._check_allowed(call)
-            if self._runs_in_thread(call.name):
+            if self.blocking(call.name):
                 # abandon_on_cancel: a per-call timeout must return on time even though a thread
                 # cannot be killed (the router's own to_thread would wait for the tool to finish).
                 run = functools.partial(self.router.execute, call.name, call.arguments, self.user_id)

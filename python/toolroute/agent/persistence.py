@@ -209,6 +209,10 @@ class ReplayExecutor:
     def last_trace(self) -> Any:
         return self._trace.get()
 
+    def blocking(self, name: str) -> bool:
+        """Answers are instant unless a live fallback may run the call."""
+        return self.fallback is None
+
     def traits(self, name: str) -> ToolTraits:
         """Schedule as recorded; never retry (a retry would only consume another record)."""
         for rec in self._records:

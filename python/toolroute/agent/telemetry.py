@@ -28,6 +28,7 @@ class ToolTelemetry:
     """`with telemetry.span(call, kind) as finish: ...; finish(result)`."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
+        self._explicit_provider = tracer_provider is not None
         self._otel = _load_otel_trace()
         self._tracer = (
             None if self._otel is None else self._otel.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
@@ -37,11 +38,21 @@ class ToolTelemetry:
     def enabled(self) -> bool:
         return self._tracer is not None
 
+    def _recording(self) -> bool:
+        """False while no SDK is configured (the global provider is still the API's proxy):
+        skipping the no-op span saves tens of microseconds per call."""
+        if self._tracer is None:
+            return False
+        return self._explicit_provider or not isinstance(
+            self._otel.get_tracer_provider(), self._otel.ProxyTracerProvider
+        )
+
     @contextmanager
     def span(self, call: AgentToolCall, kind: str | None = None) -> Iterator[Finish]:
-        if self._tracer is None:
+        if not self._recording():
             yield _ignore
             return
+        assert self._tracer is not None
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
