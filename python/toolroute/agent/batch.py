@@ -9,12 +9,15 @@ order. Before each call the approval policy is consulted; failures of every kind
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import logging
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -106,12 +109,16 @@ class ToolCallRunner:
         timeout: float | None = None,
         timeouts: Mapping[str, float] | None = None,
         retry: RetryPolicy | None = None,
-        max_concurrency: int = 8,
+        max_concurrency: int | None = None,
         sinks: Sequence[ResultSink] = (),
         telemetry: ToolTelemetry | None = None,
         read_only_override: Callable[[AgentToolCall], bool | None] | None = None,
         user_id: str | None = None,
     ) -> None:
+        if max_concurrency is None:
+            # Parallel groups are mostly quick file work sharing the GIL: a few more lanes than
+            # cores overlap I/O without drowning the machine in thread switches.
+            max_concurrency = min(8, (os.cpu_count() or 1) + 2)
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.executor: ToolExecutor = (
@@ -208,16 +215,23 @@ class ToolCallRunner:
                 else:
                     results[only.index] = await self._execute(only)
             elif approved:
-                await self._run_group(approved, limiter, results)
+                await self._run_group(approved, limiter, results, own_loop)
         return [results[i] for i in sorted(results)]
 
     async def _run_group(
-        self, group: list[PlannedCall], limiter: anyio.CapacityLimiter, results: dict[int, AgentToolResult]
+        self,
+        group: list[PlannedCall],
+        limiter: anyio.CapacityLimiter,
+        results: dict[int, AgentToolResult],
+        own_loop: bool,
     ) -> None:
         """Blocking calls without a deadline go to worker lanes (one thread hop per lane, not per
         call: hops cost more than a quick read); the others are tasks of their own."""
         queue = deque(p for p in group if p.blocking)
         lanes = min(self.max_concurrency, len(queue))
+        if own_loop and len(queue) == len(group):
+            self._drain_here(queue, lanes, results)
+            return
         async with anyio.create_task_group() as tg:
             for _ in range(lanes):
                 tg.start_soon(self._run_lane, queue, limiter, results)
@@ -225,23 +239,36 @@ class ToolCallRunner:
                 if not planned.blocking:
                     tg.start_soon(self._execute_limited, planned, limiter, results)
 
+    def _lane(self, queue: deque[PlannedCall], results: dict[int, AgentToolResult], stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                planned = queue.popleft()  # deque pops are atomic across threads
+            except IndexError:
+                return
+            # a fresh copy per call, so nothing one call sets leaks into the next
+            results[planned.index] = contextvars.copy_context().run(self._execute_blocking, planned)
+
+    def _drain_here(self, queue: deque[PlannedCall], lanes: int, results: dict[int, AgentToolResult]) -> None:
+        """On a loop nobody else uses, this thread is one of the lanes instead of idling."""
+        stop = threading.Event()
+        helpers = [
+            _lane_pool().submit(contextvars.copy_context().run, self._lane, queue, results, stop)
+            for _ in range(lanes - 1)
+        ]
+        try:
+            self._lane(queue, results, stop)
+        finally:
+            stop.set()  # after an error here, helpers finish their current call and stop
+            for helper in helpers:
+                helper.result()
+
     async def _run_lane(
         self, queue: deque[PlannedCall], limiter: anyio.CapacityLimiter, results: dict[int, AgentToolResult]
     ) -> None:
         stop = threading.Event()
-
-        def lane() -> None:
-            while not stop.is_set():
-                try:
-                    planned = queue.popleft()  # deque pops are atomic across threads
-                except IndexError:
-                    return
-                # a fresh copy per call, so nothing one call sets leaks into the next
-                results[planned.index] = contextvars.copy_context().run(self._execute_blocking, planned)
-
         async with limiter:
             try:
-                await anyio.to_thread.run_sync(lane, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(self._lane, queue, results, stop, abandon_on_cancel=True)
             finally:
                 stop.set()  # cancelled: the lane finishes its current call and takes no more
 
@@ -293,7 +320,7 @@ class ToolCallRunner:
     def _completed(
         self, planned: PlannedCall, result: AgentToolResult, started: float, attempt: int
     ) -> AgentToolResult:
-        return self._annotate(planned, replace(result, duration=time.perf_counter() - started, attempts=attempt))
+        return self._annotate(planned, result, duration=time.perf_counter() - started, attempts=attempt)
 
     async def _execute(self, planned: PlannedCall) -> AgentToolResult:
         with self.telemetry.span(planned.call, planned.kind) as finish:
@@ -382,6 +409,13 @@ class ToolCallRunner:
             sink.record(call, result)
         except Exception:  # a broken sink must not take the batch down
             log.warning("result sink %r failed for call %s", sink, call.call_id, exc_info=True)
+
+
+@functools.cache
+def _lane_pool() -> ThreadPoolExecutor:
+    """Helper lanes for `run()`; threads start on demand. A busy pool only lowers the overlap:
+    the calling thread drains the queue itself, so a batch never waits on another's lanes."""
+    return ThreadPoolExecutor(max_workers=32, thread_name_prefix="toolroute-lane")
 
 
 def run_tool_calls(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from toolroute.agent.types import AgentToolCall, AgentToolResult
@@ -47,11 +47,12 @@ class ToolTelemetry:
             self._otel.get_tracer_provider(), self._otel.ProxyTracerProvider
         )
 
+    def span(self, call: AgentToolCall, kind: str | None = None) -> AbstractContextManager[Finish]:
+        """A span around one call; `finish(result)` records the outcome."""
+        return self._span(call, kind) if self._recording() else _NO_SPAN
+
     @contextmanager
-    def span(self, call: AgentToolCall, kind: str | None = None) -> Iterator[Finish]:
-        if not self._recording():
-            yield _ignore
-            return
+    def _span(self, call: AgentToolCall, kind: str | None) -> Iterator[Finish]:
         assert self._tracer is not None
         attributes = {
             "gen_ai.operation.name": "execute_tool",
@@ -77,3 +78,6 @@ class ToolTelemetry:
 
 def _ignore(result: AgentToolResult) -> None:
     return None
+
+
+_NO_SPAN = nullcontext(_ignore)  # reusable: entering a nullcontext has no state
