@@ -282,3 +282,31 @@ def test_default_policy_is_safe_and_explains_itself(ws: Workspace) -> None:
     # the same batch with an explicit opt-out reaches the router (no bash on this router)
     opted_out = run_tool_calls([call("bash", action="exec", command="true")], ToolRouter(), policy=allow_all())
     assert opted_out[0].error_type in {"ToolNotFoundError", "ToolExecutionError"}
+
+
+@pytest.mark.anyio
+async def test_read_only_calls_overlap_under_the_async_entry_point_too(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, barrier_parties=4)
+    ws.path("f").write_text("shared")
+    results = await arun_tool_calls([call("meeting_read", path="f") for _ in range(8)], ws.router, max_concurrency=4)
+    assert [r.output for r in results] == ["shared"] * 8
+    assert ws.gauge.peak == 4
+
+
+def test_a_group_mixing_async_and_sync_read_only_tools(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path, barrier_parties=3)
+    ws.path("f").write_text("sync side")
+
+    @function_tool(name="async_lookup", read_only=True)
+    async def async_lookup(key: str) -> str:
+        await anyio.sleep(0)
+        return f"async {key}"
+
+    ws.router.register(async_lookup)
+    calls = [call("meeting_read", path="f"), call("async_lookup", key="a"), call("meeting_read", path="f")]
+    calls += [call("async_lookup", key="b"), call("meeting_read", path="f")]
+    runner = ToolCallRunner(ws.router, max_concurrency=5)
+    assert [len(g) for g in runner.plan(calls)] == [5]
+    results = runner.run(calls)
+    assert [r.output for r in results] == ["sync side", "async a", "sync side", "async b", "sync side"]
+    assert ws.gauge.peak == 3  # the three sync reads met inside the tool at once
