@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import inspect
 import logging
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -33,31 +32,22 @@ from toolroute.agent.executor import (
     TraceableToolExecutor,
     error_result,
 )
-from toolroute.agent.policy import (
-    ApprovalAnswer,
-    ApprovalPolicy,
-    ApprovalRequest,
-    Approver,
-    Decision,
-    Verdict,
-    safe_policy,
-)
+from toolroute.agent.policy import ApprovalPolicy, Approver, check_approval, safe_policy
 from toolroute.agent.retry import RetryPolicy
 from toolroute.agent.telemetry import ToolTelemetry
-from toolroute.agent.types import DENIED, INVALID_CALL, REJECTED, AgentToolCall, AgentToolResult
+from toolroute.agent.types import AgentToolCall, AgentToolResult
 from toolroute.errors import ToolTimeoutError
 from toolroute.registration import ToolTraits
 from toolroute.router import ToolRouter
 
 log = logging.getLogger("toolroute.agent")
-T = TypeVar("T")
 CallLike = AgentToolCall | Mapping[str, Any]
 
 
 def as_call(item: CallLike, index: int) -> AgentToolCall:
     """An `AgentToolCall` from ours, an OpenAI `tool_calls` item, an Anthropic `tool_use` block or
     `{name, arguments, call_id}`; a missing call id becomes `call_<index>`."""
-    if type(item) is AgentToolCall or isinstance(item, AgentToolCall):
+    if isinstance(item, AgentToolCall):
         call = item
     elif isinstance(item, Mapping):
         if "function" in item:
@@ -79,13 +69,6 @@ class PlannedCall:
     kind: str | None
     timeout: float | None = None  # seconds per attempt
     blocking: bool = False  # no deadline and a sync target: may run via `execute` in any thread
-
-
-async def _resolve(value: T | Awaitable[T]) -> T:
-    """A sync hook's value, or an async hook's awaited value."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class ToolCallRunner:
@@ -203,7 +186,7 @@ class ToolCallRunner:
         for group in self.plan(calls):
             approved = []
             for planned in group:  # approvals are asked one at a time, in the model's order
-                refusal = await self._approve(planned.call)
+                refusal = await check_approval(planned.call, self.policy, self.approver)
                 if refusal is None:
                     approved.append(planned)
                 else:
@@ -277,35 +260,6 @@ class ToolCallRunner:
     ) -> None:
         async with limiter:
             results[planned.index] = await self._execute(planned)
-
-    async def _approve(self, call: AgentToolCall) -> AgentToolResult | None:
-        """None when the call may run, else the refusal the model reads."""
-        if not call.name.strip():
-            return AgentToolResult.failure(call, INVALID_CALL, "tool name is required")
-        try:
-            decision: Decision = await _resolve(self.policy.decide(call))
-        except Exception as exc:  # fail closed
-            return AgentToolResult.failure(call, DENIED, f"the approval policy failed ({type(exc).__name__}: {exc})")
-        if decision.verdict is Verdict.ALLOW:
-            return None
-        if decision.verdict is Verdict.DENY:
-            return AgentToolResult.failure(
-                call, DENIED, f"tool call denied by policy: {decision.reason or 'no reason'}"
-            )
-        if self.approver is None:
-            return AgentToolResult.failure(
-                call, DENIED, f"this call needs approval and the host has no approver: {decision.reason}"
-            )
-        try:
-            answer: ApprovalAnswer = await _resolve(self.approver(ApprovalRequest(call, decision.reason)))
-        except Exception as exc:
-            return AgentToolResult.failure(
-                call, REJECTED, f"approval could not be obtained ({type(exc).__name__}: {exc})"
-            )
-        if answer is True or (isinstance(answer, Decision) and answer.verdict is Verdict.ALLOW):
-            return None
-        reason = answer.reason if isinstance(answer, Decision) and answer.reason else "no reason given"
-        return AgentToolResult.failure(call, REJECTED, f"the user did not approve this call: {reason}")
 
     # ---- one call: attempts, retries, trace, span, sinks ---------------------------------------
 

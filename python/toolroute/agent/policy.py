@@ -4,14 +4,17 @@ or ask (the host's approver decides). `safe_policy()` is the ready-made default.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from toolroute.agent.types import AgentToolCall
+from toolroute.agent.types import DENIED, INVALID_CALL, REJECTED, AgentToolCall, AgentToolResult
+
+T = TypeVar("T")
 
 
 class Verdict(str, Enum):
@@ -161,3 +164,39 @@ def deny_all(reason: str = "tool calls are disabled for this agent") -> RulePoli
 def allow_tools(names: Iterable[str], reason: str = "tool is not in the allow list") -> RulePolicy:
     """Only these tools (name patterns) run; everything else is denied."""
     return RulePolicy([Rule(tuple(names), Verdict.ALLOW)], Decision.deny(reason))
+
+
+async def _resolve(value: T | Awaitable[T]) -> T:
+    """A sync hook's value, or an async hook's awaited value."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def check_approval(
+    call: AgentToolCall, policy: ApprovalPolicy, approver: Approver | None
+) -> AgentToolResult | None:
+    """None when the call may run, else the refusal the model reads. Fails closed: a policy or
+    approver that raises, or an "ask" with no approver, refuses the call."""
+    if not call.name.strip():
+        return AgentToolResult.failure(call, INVALID_CALL, "tool name is required")
+    try:
+        decision: Decision = await _resolve(policy.decide(call))
+    except Exception as exc:
+        return AgentToolResult.failure(call, DENIED, f"the approval policy failed ({type(exc).__name__}: {exc})")
+    if decision.verdict is Verdict.ALLOW:
+        return None
+    if decision.verdict is Verdict.DENY:
+        return AgentToolResult.failure(call, DENIED, f"tool call denied by policy: {decision.reason or 'no reason'}")
+    if approver is None:
+        return AgentToolResult.failure(
+            call, DENIED, f"this call needs approval and the host has no approver: {decision.reason}"
+        )
+    try:
+        answer: ApprovalAnswer = await _resolve(approver(ApprovalRequest(call, decision.reason)))
+    except Exception as exc:
+        return AgentToolResult.failure(call, REJECTED, f"approval could not be obtained ({type(exc).__name__}: {exc})")
+    if answer is True or (isinstance(answer, Decision) and answer.verdict is Verdict.ALLOW):
+        return None
+    reason = answer.reason if isinstance(answer, Decision) and answer.reason else "no reason given"
+    return AgentToolResult.failure(call, REJECTED, f"the user did not approve this call: {reason}")
