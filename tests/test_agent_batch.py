@@ -219,6 +219,15 @@ def test_allowed_names_limit_what_the_executor_runs(ws: Workspace) -> None:
     assert "not exposed to this request" in result.output
 
 
+def test_for_request_executes_only_the_exposed_tools(ws: Workspace) -> None:
+    ws.path("f").write_text("visible")
+    executor = RouterToolExecutor.for_request(ws.router, function_list=["read_note"])
+    results = run_tool_calls([call("read_note", path="f"), call("write_note", path="g", text="x")], executor)
+    assert results[0].output == "visible"
+    assert results[1].error_type == "ToolNotFoundError" and "not exposed" in results[1].output
+    assert not ws.path("g").exists()
+
+
 def test_accepts_openai_and_anthropic_shaped_calls(ws: Workspace) -> None:
     ws.path("f").write_text("hello")
     openai_call = {"id": "call_abc", "type": "function", "function": {"name": "read_note", "arguments": '{"path":"f"}'}}

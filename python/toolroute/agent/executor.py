@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
@@ -88,6 +88,18 @@ class RouterToolExecutor:
         self.user_id = user_id
         self.allowed = None if allowed is None else frozenset(allowed)
         self._trace = TraceSlot(f"router_{id(self)}")
+
+    @classmethod
+    def for_request(
+        cls,
+        router: ToolRouter,
+        function_list: Sequence[str] | None = None,
+        mcp_server_ids: Sequence[str] | None = None,
+        user_id: str | None = None,
+    ) -> RouterToolExecutor:
+        """An executor limited to exactly what `router.get_all_tools(...)` exposes to this request."""
+        tools = router.get_all_tools(function_list, mcp_server_ids, user_id)
+        return cls(router, user_id=user_id, allowed=[t["function"]["name"] for t in tools])
 
     # ---- scheduling hints ----------------------------------------------------------------
 
