@@ -24,6 +24,7 @@ from toolroute.agent.policy import (
     Verdict,
     allow_all,
     allow_tools,
+    check_approval,
     deny_all,
     safe_policy,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "allow_tools",
     "arun_tool_calls",
     "as_call",
+    "check_approval",
     "deny_all",
     "error_result",
     "load_results",
