@@ -244,7 +244,8 @@ def _logs(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     streams = ("stdout", "stderr") if request.stream == "both" else (request.stream,)
     # The two streams share the output budget, as exec's do.
     limit = min(request.limit or DEFAULT_LOG_LIMIT, ctx.limits.max_output_chars // len(streams))
-    offsets = {"stdout": request.offset, "stderr": request.stderr_offset if request.stream == "both" else request.offset}
+    stderr_offset = request.stderr_offset if request.stream == "both" else request.offset
+    offsets = {"stdout": request.offset, "stderr": stderr_offset}
     snapshot = proc.snapshot()
     out: dict[str, Any] = {"processId": proc.id, "status": snapshot["status"], "exitCode": snapshot["exitCode"]}
     for stream in streams:
@@ -272,7 +273,8 @@ def _write(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     if request.input is None and not request.close_stdin:
         raise ToolArgumentError("bash write requires input (or close_stdin=true)")
     written = _write_stdin(proc, (request.input or "").encode(), close=request.close_stdin)
-    return {"processId": proc.id, "bytesWritten": written, "stdinClosed": request.close_stdin, "process": proc.snapshot()}
+    snapshot = proc.snapshot()
+    return {"processId": proc.id, "bytesWritten": written, "stdinClosed": request.close_stdin, "process": snapshot}
 
 
 def _stop(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:

@@ -17,9 +17,7 @@ NON_INTERACTIVE: Mapping[str, str] = {
 REMOVED: tuple[str, ...] = ("COLORTERM", "FORCE_COLOR", "CLICOLOR_FORCE")
 
 
-def command_environment(
-    allowlist: Sequence[str] | None, source: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def command_environment(allowlist: Sequence[str] | None, source: Mapping[str, str] | None = None) -> dict[str, str]:
     """`source` (default os.environ) whole, or only the allowlisted names, plus NON_INTERACTIVE."""
     src = os.environ if source is None else source
     env = dict(src) if allowlist is None else {name: src[name] for name in allowlist if name in src}

@@ -9,6 +9,7 @@ group, then SIGKILL after a grace period. The shell is always reaped by us; noth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shutil
@@ -135,10 +136,8 @@ def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
 def _close_pipes(proc: subprocess.Popen[bytes], *, stdin: bool = True) -> None:
     for pipe in (proc.stdin if stdin else None, proc.stdout, proc.stderr):
         if pipe is not None:
-            try:
+            with contextlib.suppress(OSError):  # stdin whose reader is gone: the fd is closed anyway
                 pipe.close()
-            except OSError:  # stdin whose reader is gone: flushing failed, the fd is closed anyway
-                pass
 
 
 _EXIT = object()
@@ -177,10 +176,8 @@ class Pump:
         self._stop = True
         with self._wake_lock:
             if not self._wake_closed:
-                try:
+                with contextlib.suppress(BlockingIOError):  # already full of wake-ups
                     os.write(self._wake_w, b"x")
-                except BlockingIOError:  # already full of wake-ups
-                    pass
 
     def run(self, deadline: float | None = None) -> Outcome:
         """Pump until the group is gone and the pipes are drained; `deadline` is monotonic time."""
@@ -303,4 +300,3 @@ class Pump:
             stdin.close()
             return True
         return False
-

@@ -8,6 +8,7 @@ live tables and runs at exit), so no orphan or zombie outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import select
@@ -116,10 +117,10 @@ class BackgroundProcess:
         """Write all of `data` to stdin (then close it if asked); returns bytes written."""
         with self._stdin_lock:
             stdin = self._proc.stdin
-            if self._stdin_closed or stdin is None:
-                raise StdinUnavailable(f"stdin of {self.id} is closed")
             if not self.running:
                 raise StdinUnavailable(f"{self.id} has ended; its stdin is closed")
+            if self._stdin_closed or stdin is None:
+                raise StdinUnavailable(f"stdin of {self.id} was closed (close_stdin)")
             written = 0
             deadline = time.monotonic() + STDIN_WAIT
             view = memoryview(data)
@@ -147,10 +148,8 @@ class BackgroundProcess:
     def _close_stdin_locked(self) -> None:
         if not self._stdin_closed and self._proc.stdin is not None:
             self._stdin_closed = True
-            try:
+            with contextlib.suppress(OSError):  # nothing was buffered; the fd is closed regardless
                 self._proc.stdin.close()
-            except OSError:  # nothing was buffered; the fd is closed regardless
-                pass
 
     def logs(self, stream: str, offset: int | None, limit: int) -> Chunk:
         ring = self.stdout if stream == "stdout" else self.stderr
