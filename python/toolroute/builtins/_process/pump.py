@@ -115,7 +115,7 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
 
 def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
     """Read the helper's status pipe: EOF means bash was exec'd under Landlock."""
-    message = b""
+    message, started = b"", False
     try:
         with selectors.PollSelector() as sel:
             sel.register(status_r, selectors.EVENT_READ)
@@ -123,10 +123,13 @@ def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
             while time.monotonic() < deadline and sel.select(deadline - time.monotonic()):
                 chunk = os.read(status_r, 4096)
                 if not chunk:
-                    return
+                    started = not message
+                    break
                 message += chunk
     finally:
         os.close(status_r)
+    if started:
+        return
     signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
     _close_pipes(proc)
