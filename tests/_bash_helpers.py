@@ -64,9 +64,9 @@ def all_processes() -> list[Proc]:
     return procs
 
 
-def live_in_sessions(sessions: set[int]) -> list[Proc]:
-    """Non-zombie processes in any of these sessions (every command is a session leader)."""
-    return [p for p in all_processes() if p.session in sessions and p.state not in ("Z", "X")]
+def live_in_groups(groups: set[int]) -> list[Proc]:
+    """Non-zombie processes in any of these process groups (every command leads its own)."""
+    return [p for p in all_processes() if p.pgrp in groups and p.state not in ("Z", "X")]
 
 
 def our_zombies() -> list[Proc]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from _bash_helpers import (
     bash_router,
     call,
     is_alive,
-    live_in_sessions,
+    live_in_groups,
     our_zombies,
     peak_rss,
     peak_rss_reset,
@@ -142,8 +145,8 @@ def test_a_background_leftover_of_a_finished_command_is_ended_not_waited_for(bas
 def test_no_process_or_zombie_is_left_after_exec(bash: ToolRouter, ws: Path) -> None:
     out = call(bash, command="echo $$ > sid; (sleep 300 &); sleep 300 & wait", timeout=0.5)
     assert out["timedOut"] is True
-    session = int((ws / "sid").read_text())
-    wait_until(lambda: not live_in_sessions({session}), "the command's session to be empty")
+    group = int((ws / "sid").read_text())
+    wait_until(lambda: not live_in_groups({group}), "the command's group to be empty")
     assert our_zombies() == []
 
 
@@ -193,11 +196,53 @@ def test_no_controlling_terminal(bash: ToolRouter) -> None:
     assert "No such device or address" in out["stderr"]
 
 
-def test_the_command_runs_in_its_own_session(bash: ToolRouter) -> None:
-    out = call(bash, command="ps -o sid= -p $$; echo $$")
-    sid, pid = out["stdout"].split()
-    assert sid == pid
-    assert int(sid) != os.getsid(0)
+def test_no_controlling_terminal_even_when_the_host_has_one(tmp_path: Path) -> None:
+    """A host started from a terminal: the command must still not reach that terminal."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import json, os
+        os.close(os.open(os.ttyname(0), os.O_RDWR))  # a session leader opening a tty acquires it
+        os.close(os.open("/dev/tty", os.O_RDONLY))  # the host now has a controlling terminal
+        from toolroute.context import BuiltInToolContext
+        from toolroute.router import ToolRouter
+        with ToolRouter(context=BuiltInToolContext({str(ws)!r})) as router:
+            out = json.loads(router.invoke("bash", {{"command": "cat /dev/tty; echo rc=$?", "timeout": 10}}))
+        with open({str(tmp_path / "result.json")!r}, "w") as f:
+            json.dump(out, f)
+        """
+    )
+    leader, follower = os.openpty()
+    try:
+        host = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=follower, stdout=follower, stderr=follower, start_new_session=True
+        )
+        os.close(follower)
+        follower = -1
+        transcript = b""
+        while True:  # drain the terminal so the host never blocks writing to it
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: every holder of the follower side is gone
+                break
+            if not chunk:
+                break
+            transcript += chunk
+        assert host.wait(timeout=60) == 0, transcript.decode(errors="replace")
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    out = json.loads((tmp_path / "result.json").read_text())
+    assert out["stdout"] == "rc=1\n" and "No such device or address" in out["stderr"]
+
+
+def test_the_command_leads_its_own_process_group(bash: ToolRouter) -> None:
+    out = call(bash, command="ps -o pgid= -p $$; echo $$")
+    pgid, pid = out["stdout"].split()
+    assert pgid == pid
+    assert int(pgid) != os.getpgrp()
 
 
 def test_non_interactive_environment_is_set(bash: ToolRouter, monkeypatch: pytest.MonkeyPatch) -> None:

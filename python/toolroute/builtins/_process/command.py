@@ -27,7 +27,7 @@ def run_command(spec: CommandSpec, *, timeout: float, output_limit: int, stdin: 
     out, err = HeadTail(output_limit), HeadTail(output_limit)
     started = time.monotonic()
     proc = spawn(spec, stdin_pipe=stdin is not None)
-    outcome = Pump(proc, out.write, err.write, stdin_data=stdin).run(deadline=started + timeout)
+    outcome = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=False).run(deadline=started + timeout)
     duration = time.monotonic() - started
     out_budget, err_budget = share_budget((out.total, err.total), output_limit)
     stdout, _ = out.render(out_budget)

@@ -1,7 +1,7 @@
 """Process groups: signal a whole group, and tell whether any live process is left in it.
 
-Every command runs in its own session (`start_new_session=True`), so its process group id is the
-shell's pid and every child it forks (unless it calls setsid itself) shares that group.
+Every command leads its own process group, so the group id is the shell's pid and every child it
+forks shares that group (unless it calls setsid or setpgid itself).
 """
 
 from __future__ import annotations
