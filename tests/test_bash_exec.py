@@ -275,3 +275,15 @@ def test_cwd_may_be_a_read_only_root(ws: Path, tmp_path: Path) -> None:
     with bash_router(ws, read_only_roots=(ro,)) as router:
         out = call(router, command="cat doc.txt", cwd=str(ro))
     assert out["stdout"] == "reference\n"
+
+
+def test_a_process_that_leaves_the_group_does_not_hang_exec(bash: ToolRouter, ws: Path) -> None:
+    # `setsid` moves the child out of the command's group (documented as not confined); it still
+    # holds the output pipe, so exec must stop waiting for it instead of hanging until it exits.
+    out = call(bash, command="setsid sleep 300 & echo $! > escaped; echo done", timeout=120)
+    escaped = int((ws / "escaped").read_text())
+    try:
+        assert out["timedOut"] is False
+        assert out["exitCode"] == 0 and out["stdout"] == "done\n"
+    finally:
+        os.kill(escaped, signal.SIGKILL)
