@@ -6,6 +6,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -277,13 +278,21 @@ def test_every_process_ends_at_interpreter_exit_without_close(tmp_path: Path) ->
         # And without any router: the module-wide table.
         out = TOOL.handler(BashRequest(action="start", command="sleep 300"), ctx)
         pids.append(json.loads(out.text)["pid"])
+        # And an exec still running in a daemon thread when the interpreter exits.
+        import os, threading, time
+        pid_file = os.path.join({str(ws)!r}, "exec.pid")
+        threading.Thread(target=router.invoke, args=("bash", {{"command": f"echo $$ > {{pid_file}}; sleep 300"}}),
+                         daemon=True).start()
+        while not (os.path.exists(pid_file) and open(pid_file).read().strip()):
+            time.sleep(0.01)
+        pids.append(int(open(pid_file).read()))
         print(json.dumps(pids), flush=True)
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     groups = set(__import__("json").loads(done.stdout))
-    assert len(groups) == 3
+    assert len(groups) == 4
     assert live_in_groups(groups) == []
 
 
@@ -308,3 +317,19 @@ def test_each_router_has_its_own_table(ws: Path) -> None:
         assert call(two, action="list") == {"processes": []}
         with pytest.raises(ToolArgumentError, match="unknown process_id"):
             call(two, action="stop", process_id=pid)
+
+
+def test_closing_the_router_ends_a_running_exec(ws: Path) -> None:
+    router = ToolRouter(context=BuiltInToolContext(ws))
+    result: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: result.update(call(router, command="echo $$ > pid; sleep 300", timeout=600))
+    )
+    worker.start()
+    shell = int(wait_for_file(ws / "pid"))
+    router.close()
+    worker.join(60)
+    assert not worker.is_alive()
+    assert result["timedOut"] is False and result["signal"] == "SIGTERM"
+    assert any("router was closed" in note for note in result["notes"])
+    assert not live_in_groups({shell})

@@ -195,11 +195,19 @@ def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     timeout, timeout_note = effective_timeout(ctx.limits, request)
     stdin = request.input.encode() if request.input else None
     try:
-        result = run_command(spec, timeout=timeout, output_limit=ctx.limits.max_output_chars, stdin=stdin)
+        result = run_command(
+            spec,
+            timeout=timeout,
+            output_limit=ctx.limits.max_output_chars,
+            stdin=stdin,
+            track=process_table().foreground,
+        )
     except SpawnError as exc:
         raise ToolExecutionError(str(exc), tool=NAME) from None
     outcome = result.outcome
     notes = [n for n in (timeout_note, TIMEOUT_HINT if outcome.timed_out else None) if n]
+    if outcome.stopped:
+        notes.append("The command was ended because its router was closed.")
     if outcome.leftovers:
         notes.append(LEFTOVER_NOTE)
     if outcome.unkillable:

@@ -195,6 +195,7 @@ class Pump:
         self._owns_stdin = owns_stdin
         self._grace = grace
         self._stop = False
+        self.done = threading.Event()  # set once run() has returned (or failed)
         self._wake_lock = threading.Lock()  # the wake fds must not be written once closed (fd reuse)
         self._wake_closed = not stoppable
         if stoppable:
@@ -285,6 +286,7 @@ class Pump:
                     os.close(self._wake_r)
                     os.close(self._wake_w)
             _close_pipes(proc, stdin=self._owns_stdin)
+            self.done.set()
         assert proc.returncode is not None
         return Outcome(proc.returncode, timed_out, stopped, kill_at is not None, leftovers, unkillable)
 

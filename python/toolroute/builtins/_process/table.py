@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from toolroute.builtins._process.buffers import Chunk, RingBuffer, read_chunk
@@ -175,16 +175,23 @@ class BackgroundProcess:
         }
 
 
-def _end_all(processes: dict[str, BackgroundProcess], lock: threading.Lock, creator_pid: int) -> None:
+def _end_all(
+    processes: dict[str, BackgroundProcess], commands: set[Pump], lock: threading.Lock, creator_pid: int
+) -> None:
     """Stop every process in parallel: signal all groups first, then wait for each."""
     if os.getpid() != creator_pid:  # a forked child must not kill its parent's processes
         return
     with lock:
         procs = list(processes.values())
+        running = list(commands)
     for proc in procs:
         proc.request_stop()
+    for pump in running:
+        pump.request_stop()
     for proc in procs:
         proc.wait(STOP_WAIT)
+    for pump in running:
+        pump.done.wait(STOP_WAIT)
 
 
 class ProcessTable:
@@ -193,8 +200,22 @@ class ProcessTable:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: dict[str, BackgroundProcess] = {}
+        self._commands: set[Pump] = set()  # exec calls running right now
         self._closed = False
-        self._finalizer = weakref.finalize(self, _end_all, self._procs, self._lock, os.getpid())
+        self._finalizer = weakref.finalize(self, _end_all, self._procs, self._commands, self._lock, os.getpid())
+
+    @contextlib.contextmanager
+    def foreground(self, pump: Pump) -> Iterator[None]:
+        """Track an `exec` while it runs, so that closing the table ends it too."""
+        with self._lock:
+            if self._closed:
+                pump.request_stop()
+            self._commands.add(pump)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._commands.discard(pump)
 
     def start(self, owner: Owner, spec: CommandSpec, *, max_running: int, buffer_bytes: int) -> BackgroundProcess:
         with self._lock:
