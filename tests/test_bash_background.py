@@ -333,3 +333,16 @@ def test_closing_the_router_ends_a_running_exec(ws: Path) -> None:
     assert result["timedOut"] is False and result["signal"] == "SIGTERM"
     assert any("router was closed" in note for note in result["notes"])
     assert not live_in_groups({shell})
+
+
+def test_ended_processes_are_kept_only_up_to_a_bound(bash: ToolRouter) -> None:
+    from toolroute.builtins._process.table import RETAIN_FINISHED
+
+    ids = []
+    for _ in range(RETAIN_FINISHED + 8):
+        ids.append(start(bash, "true"))
+        wait_ended(bash, ids[-1])
+    listed = [p["processId"] for p in call(bash, action="list")["processes"]]
+    assert listed == ids[-RETAIN_FINISHED:]  # the oldest ended ones were dropped, in order
+    with pytest.raises(ToolArgumentError, match="unknown process_id"):
+        call(bash, action="status", process_id=ids[0])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,13 @@ def test_a_process_that_leaves_the_group_does_not_hang_exec(bash: ToolRouter, ws
         assert out["exitCode"] == 0 and out["stdout"] == "done\n"
     finally:
         os.kill(escaped, signal.SIGKILL)
+
+
+def test_parallel_execs_from_many_threads_stay_separate(bash: ToolRouter) -> None:
+    def run(i: int) -> list[str]:
+        return [call(bash, command=f"echo {i}-{j}; echo e{i}-{j} >&2")["stdout"] for j in range(5)]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(run, range(8)))
+    assert results == [[f"{i}-{j}\n" for j in range(5)] for i in range(8)]
+    assert our_zombies() == []
