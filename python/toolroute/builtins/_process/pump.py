@@ -155,11 +155,12 @@ def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
         return
     signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
-    _close_pipes(proc)
+    close_pipes(proc)
     raise SpawnError(message.decode("utf-8", "replace") or "the Landlock helper did not start the command in time")
 
 
-def _close_pipes(proc: subprocess.Popen[bytes], *, stdin: bool = True) -> None:
+def close_pipes(proc: subprocess.Popen[bytes], *, stdin: bool = True) -> None:
+    """Close the parent's ends of the child's pipes (`stdin=False` leaves stdin to its owner)."""
     for pipe in (proc.stdin if stdin else None, proc.stdout, proc.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError):  # stdin whose reader is gone: the fd is closed anyway
@@ -249,8 +250,10 @@ class Pump:
                 if term_at is not None and kill_at is None and not finished and now >= term_at + self._grace:
                     signal_group(pgid, signal.SIGKILL)
                     kill_at = now
-                if kill_at is not None and exited and not finished and now >= kill_at + KILL_WAIT:
-                    unkillable = finished = True  # e.g. stuck in uninterruptible I/O: stop waiting
+                if kill_at is not None and not finished and now >= kill_at + KILL_WAIT:
+                    # Stuck in uninterruptible I/O: stop waiting. An unreaped shell is left to
+                    # subprocess's own reaping of abandoned children.
+                    unkillable = finished = True
                     drain_until = now
                 if finished and (open_outputs == 0 or now >= drain_until):
                     break
@@ -285,10 +288,10 @@ class Pump:
                     self._wake_closed = True
                     os.close(self._wake_r)
                     os.close(self._wake_w)
-            _close_pipes(proc, stdin=self._owns_stdin)
+            close_pipes(proc, stdin=self._owns_stdin)
             self.done.set()
-        assert proc.returncode is not None
-        return Outcome(proc.returncode, timed_out, stopped, kill_at is not None, leftovers, unkillable)
+        returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+        return Outcome(returncode, timed_out, stopped, kill_at is not None, leftovers, unkillable)
 
     def _terminate(self, now: float) -> float:
         signal_group(self.pgid, signal.SIGTERM)

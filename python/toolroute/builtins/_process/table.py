@@ -22,7 +22,16 @@ from typing import Any
 
 from toolroute.builtins._process.buffers import Chunk, RingBuffer, read_chunk
 from toolroute.builtins._process.group import signal_group
-from toolroute.builtins._process.pump import DRAIN_WAIT, KILL_WAIT, TERM_GRACE, CommandSpec, Outcome, Pump, spawn
+from toolroute.builtins._process.pump import (
+    DRAIN_WAIT,
+    KILL_WAIT,
+    TERM_GRACE,
+    CommandSpec,
+    Outcome,
+    Pump,
+    close_pipes,
+    spawn,
+)
 
 Owner = tuple[str, str | None]  # (canonical workspace, user id)
 
@@ -69,11 +78,17 @@ class BackgroundProcess:
         self._done = threading.Event()
         self._stdin_lock = threading.Lock()
         self._stdin_closed = False
-        assert self._proc.stdin is not None
-        os.set_blocking(self._proc.stdin.fileno(), False)
-        self._pump = Pump(self._proc, self.stdout.write, self.stderr.write, owns_stdin=False)
-        self._thread = threading.Thread(target=self._run, name=f"toolroute-bash-{process_id}", daemon=True)
-        self._thread.start()
+        try:
+            assert self._proc.stdin is not None
+            os.set_blocking(self._proc.stdin.fileno(), False)
+            self._pump = Pump(self._proc, self.stdout.write, self.stderr.write, owns_stdin=False)
+            self._thread = threading.Thread(target=self._run, name=f"toolroute-bash-{process_id}", daemon=True)
+            self._thread.start()
+        except BaseException:  # e.g. no thread could be started: do not leave the command running
+            signal_group(self.pid, signal.SIGKILL)
+            self._proc.wait()
+            close_pipes(self._proc)
+            raise
 
     def _run(self) -> None:
         try:
