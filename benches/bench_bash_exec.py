@@ -27,7 +27,7 @@ WORKSPACE = Path(tempfile.mkdtemp(prefix="toolroute-bench-bash-")).resolve()
 ROUTER = ToolRouter(context=BuiltInToolContext(WORKSPACE))
 BASH = bash_path()
 MEANS: dict[str, dict[str, float]] = {}
-INTERLEAVED: dict[str, tuple[float, float]] = {}
+INTERLEAVED: dict[str, tuple[float, float, float, float]] = {}
 LOG_BYTES = 1 << 20
 
 
@@ -48,10 +48,11 @@ def report(request: pytest.FixtureRequest) -> Iterator[None]:
         for case, mean in cases.items():
             if case != "baseline" and base:
                 lines.append(f"  {group}: {case} = {mean * 1e3:.3f} ms, {mean / base:.2f}x of baseline")
-    for command, (ours, theirs) in INTERLEAVED.items():
+    for command, (ours, theirs, ours_cpu, theirs_cpu) in INTERLEAVED.items():
         lines.append(
             f"  exec {command!r} interleaved medians: toolroute {ours * 1e3:.3f} ms, subprocess.run "
-            f"{theirs * 1e3:.3f} ms, ratio {ours / theirs:.2f}x (target <= 1.2x)"
+            f"{theirs * 1e3:.3f} ms, ratio {ours / theirs:.2f}x (target <= 1.2x); parent CPU per call "
+            f"{ours_cpu * 1e3:.3f} ms vs {theirs_cpu * 1e3:.3f} ms"
         )
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
@@ -105,20 +106,23 @@ def test_exec_interleaved_ratio(benchmark: Any, command: str) -> None:
     round, so load drifts hit both alike; medians of each side are compared."""
     ours: list[float] = []
     theirs: list[float] = []
+    cpu = [0.0, 0.0]  # this process's CPU time (less noisy than wall time on a shared machine)
     argv = [BASH, "-c", command]
 
     def pair() -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ROUTER.invoke("bash", {"command": command})
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         subprocess.run(argv, cwd=WORKSPACE, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         ours.append(t1 - t0)
         theirs.append(t2 - t1)
+        cpu[0] += c1 - c0
+        cpu[1] += c2 - c1
 
     benchmark.group = f"exec {command!r} interleaved (toolroute + subprocess.run per round)"
     benchmark.pedantic(pair, rounds=300, warmup_rounds=10)
-    INTERLEAVED[command] = (statistics.median(ours), statistics.median(theirs))
+    INTERLEAVED[command] = (statistics.median(ours), statistics.median(theirs), cpu[0] / len(ours), cpu[1] / len(ours))
 
 
 # ---- logs polling -------------------------------------------------------------------------
