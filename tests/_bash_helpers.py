@@ -15,6 +15,7 @@ from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.router import ToolRouter
 
 # Waiting for a condition, never asserting on elapsed time: generous, returns as soon as it holds.
+# Commands that must write a pid file before their timeout get 2 s, ample even on a loaded machine.
 WAIT = 20.0
 
 
