@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -41,6 +42,7 @@ def measured(group: str, case: str, benchmark: Any, fn: Callable[[], object]) ->
 def report(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     ROUTER.close()
+    shutil.rmtree(WORKSPACE, ignore_errors=True)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     lines = ["", "bash benchmark ratios (mean time / baseline mean time):"]
     for group, cases in MEANS.items():
