@@ -1,0 +1,327 @@
+"""The `bash` built-in (spec section 6): shell commands and background process management.
+
+Actions: exec (run to the end with a timeout), start (run in the background), status, logs,
+write (stdin), stop and list. Everything runs confined by the current BuiltInToolContext: the cwd
+must lie inside its roots, processes belong to (workspace, user), and with `sandbox_writes` the
+command may write only in the workspace and temp (Landlock). See docs/bash.md.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from toolroute.builtins._process import (
+    BackgroundProcess,
+    CommandSpec,
+    Owner,
+    ProcessTable,
+    SpawnError,
+    StdinUnavailable,
+    TooManyProcesses,
+    UnknownProcess,
+    command_environment,
+    run_command,
+)
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.context import BuiltInToolContext, ToolLimits
+from toolroute.errors import ToolArgumentError, ToolExecutionError
+
+NAME = "bash"
+RESOURCE_KEY = "bash.processes"
+DEFAULT_LOG_LIMIT = 12_000  # bytes per stream, as AI4J's defaultBashLogChars
+TIMEOUT_HINT = (
+    "Command timed out and its whole process group was ended. If it is interactive or long-running, "
+    "use action=start and then action=logs/status/write/stop instead of action=exec."
+)
+LEFTOVER_NOTE = (
+    "The shell exited but left processes running in its group; they were ended. Commands are not "
+    "allowed to outlive their shell: use action=start (without a trailing '&') for long-running ones."
+)
+
+Action = Literal["exec", "start", "status", "logs", "write", "stop", "list"]
+
+
+class BashRequest(BuiltinRequest):
+    action: Action = Field(
+        "exec",
+        description=(
+            "exec: run `command` to the end and return its exit code and output; start: run it in the "
+            "background and return a processId; status/logs/write/stop: act on `process_id`; "
+            "list: the background processes of this workspace"
+        ),
+    )
+    command: str | None = Field(None, description="the shell command, run with `bash -c` (exec, start)")
+    cwd: str | None = Field(
+        None, description="working directory, relative to the workspace root (default) or absolute inside the roots"
+    )
+    timeout: float | None = Field(
+        None, description="exec: seconds before the command's process group is ended (default set by the host)"
+    )
+    # AI4J's name and unit; hidden from the schema so models see a single timeout.
+    timeout_ms: SkipJsonSchema[float | None] = Field(None, validation_alias=AliasChoices("timeout_ms", "timeoutMs"))
+    process_id: str | None = Field(
+        None,
+        validation_alias=AliasChoices("process_id", "processId"),
+        description="status/logs/write/stop: the processId returned by start",
+    )
+    stream: Literal["both", "stdout", "stderr"] = Field("both", description="logs: which output to read")
+    offset: int | None = Field(
+        None,
+        description=(
+            "logs: byte offset into stdout (or the chosen stream) to read from, the nextOffset of the last "
+            "call; omitted: the newest output"
+        ),
+    )
+    stderr_offset: int | None = Field(
+        None,
+        validation_alias=AliasChoices("stderr_offset", "stderrOffset"),
+        description="logs with stream=both: the byte offset into stderr; omitted: the newest output",
+    )
+    limit: int | None = Field(None, description=f"logs: most bytes per stream (default {DEFAULT_LOG_LIMIT})")
+    input: str | None = Field(
+        None, description="write: text sent to the process's stdin; exec/start: initial stdin (exec then closes it)"
+    )
+    close_stdin: bool = Field(
+        False,
+        validation_alias=AliasChoices("close_stdin", "closeStdin"),
+        description="write: close stdin after the input (end of file)",
+    )
+
+    @field_validator("timeout", "timeout_ms", "limit", mode="after")
+    @classmethod
+    def _non_positive_is_default(cls, value: float | None) -> float | None:
+        # AI4J treats a missing or non-positive timeout/limit as "use the default".
+        return value if value is not None and value > 0 else None
+
+    @field_validator("offset", "stderr_offset", mode="after")
+    @classmethod
+    def _negative_is_tail(cls, value: int | None) -> int | None:
+        return value if value is not None and value >= 0 else None
+
+    @field_validator("command", "cwd", "process_id", mode="after")
+    @classmethod
+    def _blank_is_missing(cls, value: str | None) -> str | None:
+        # AI4J's function form marks every field required, so models fill unused ones with "".
+        return value if value is not None and value.strip() else None
+
+
+# ---- per-router state ---------------------------------------------------------------------
+
+_fallback_table: ProcessTable | None = None
+_fallback_lock = threading.Lock()
+
+
+def process_table() -> ProcessTable:
+    """This router's process table (closed with the router); a module-wide one without a router."""
+    from toolroute.router import active_router  # the router imports the built-ins table
+
+    router = active_router()
+    if router is not None:
+        return router.resource(RESOURCE_KEY, ProcessTable)
+    global _fallback_table
+    with _fallback_lock:
+        if _fallback_table is None:
+            _fallback_table = ProcessTable()
+        return _fallback_table
+
+
+def owner_of(ctx: BuiltInToolContext) -> Owner:
+    return (str(ctx.workspace), ctx.user_id)
+
+
+# ---- argument handling --------------------------------------------------------------------
+
+
+def _require(value: str | None, what: str, action: str) -> str:
+    if value is None:
+        raise ToolArgumentError(f"bash {action} requires a non-empty {what}")
+    return value
+
+
+def resolve_cwd(ctx: BuiltInToolContext, cwd: str | None) -> Path:
+    """The workspace root, or `cwd` confined to the context's roots (read-only roots allowed)."""
+    if cwd is None:
+        return ctx.workspace
+    path = ctx.resolve(cwd)
+    if not path.is_dir():
+        raise ToolArgumentError(f"cwd {cwd!r} is not a directory (resolved to {path})")
+    return path
+
+
+def effective_timeout(limits: ToolLimits, request: BashRequest) -> tuple[float, str | None]:
+    asked = request.timeout or (request.timeout_ms / 1000 if request.timeout_ms else None)
+    if asked is None:
+        return limits.command_timeout, None
+    if asked > limits.max_command_timeout:
+        return limits.max_command_timeout, (
+            f"the requested timeout of {asked:g} s was lowered to the maximum of {limits.max_command_timeout:g} s"
+        )
+    return asked, None
+
+
+def command_spec(ctx: BuiltInToolContext, request: BashRequest) -> CommandSpec:
+    command = _require(request.command, "command", request.action)
+    return CommandSpec(
+        command=command,
+        cwd=resolve_cwd(ctx, request.cwd),
+        env=command_environment(ctx.env_allowlist),
+        sandbox_workspace=ctx.workspace if ctx.sandbox_writes else None,
+    )
+
+
+def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess:
+    process_id = _require(request.process_id, "process_id", request.action)
+    try:
+        return process_table().get(owner_of(ctx), process_id)
+    except UnknownProcess:
+        raise ToolArgumentError(
+            f"unknown process_id {process_id!r}: no process of that id was started in this workspace "
+            "(action=list shows them)"
+        ) from None
+
+
+# ---- actions ------------------------------------------------------------------------------
+
+
+def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    spec = command_spec(ctx, request)
+    timeout, timeout_note = effective_timeout(ctx.limits, request)
+    stdin = request.input.encode() if request.input else None
+    try:
+        result = run_command(
+            spec,
+            timeout=timeout,
+            output_limit=ctx.limits.max_output_chars,
+            stdin=stdin,
+            track=process_table().foreground,
+        )
+    except SpawnError as exc:
+        raise ToolExecutionError(str(exc), tool=NAME) from None
+    outcome = result.outcome
+    notes = [n for n in (timeout_note, TIMEOUT_HINT if outcome.timed_out else None) if n]
+    if outcome.stopped:
+        notes.append("The command was ended because its router was closed.")
+    if outcome.leftovers:
+        notes.append(LEFTOVER_NOTE)
+    if outcome.unkillable:
+        notes.append("Some processes of the command's group survived SIGKILL (uninterruptible sleep).")
+    return {
+        "command": spec.command,
+        "workingDirectory": str(spec.cwd),
+        "exitCode": outcome.exit_code,
+        "signal": outcome.signal_name,
+        "timedOut": outcome.timed_out,
+        "durationSeconds": round(result.duration, 3),
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "stdoutBytes": result.stdout_bytes,
+        "stderrBytes": result.stderr_bytes,
+        **({"notes": notes} if notes else {}),
+    }
+
+
+def _start(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    spec = command_spec(ctx, request)
+    try:
+        proc = process_table().start(
+            owner_of(ctx),
+            spec,
+            max_running=ctx.limits.max_background_processes,
+            buffer_bytes=ctx.limits.log_buffer_bytes,
+        )
+    except (SpawnError, TooManyProcesses) as exc:
+        raise ToolExecutionError(str(exc), tool=NAME) from None
+    if request.input:
+        _write_stdin(proc, request.input.encode(), close=request.close_stdin)
+    return proc.snapshot()
+
+
+def _status(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    return _process(ctx, request).snapshot()
+
+
+def _logs(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    proc = _process(ctx, request)
+    streams = ("stdout", "stderr") if request.stream == "both" else (request.stream,)
+    # The two streams share the output budget, as exec's do.
+    limit = min(request.limit or DEFAULT_LOG_LIMIT, ctx.limits.max_output_chars // len(streams))
+    stderr_offset = request.stderr_offset if request.stream == "both" else request.offset
+    offsets = {"stdout": request.offset, "stderr": stderr_offset}
+    snapshot = proc.snapshot()
+    out: dict[str, Any] = {"processId": proc.id, "status": snapshot["status"], "exitCode": snapshot["exitCode"]}
+    for stream in streams:
+        chunk = proc.logs(stream, offsets[stream], limit)
+        out[stream] = {
+            "offset": chunk.offset,
+            "nextOffset": chunk.next_offset,
+            "truncated": chunk.dropped > 0,
+            "droppedBytes": chunk.dropped,
+            "more": chunk.more,
+            "content": chunk.text,
+        }
+    return out
+
+
+def _write_stdin(proc: BackgroundProcess, data: bytes, *, close: bool) -> int:
+    try:
+        return proc.write(data, close=close)
+    except StdinUnavailable as exc:
+        raise ToolExecutionError(str(exc), tool=NAME) from None
+
+
+def _write(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    proc = _process(ctx, request)
+    if request.input is None and not request.close_stdin:
+        raise ToolArgumentError("bash write requires input (or close_stdin=true)")
+    written = _write_stdin(proc, (request.input or "").encode(), close=request.close_stdin)
+    snapshot = proc.snapshot()
+    return {"processId": proc.id, "bytesWritten": written, "stdinClosed": request.close_stdin, "process": snapshot}
+
+
+def _stop(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    proc = _process(ctx, request)
+    if not proc.stop():
+        raise ToolExecutionError(f"{proc.id} did not end after SIGTERM and SIGKILL to its process group", tool=NAME)
+    return proc.snapshot()
+
+
+def _list(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
+    return {"processes": [p.snapshot() for p in process_table().list(owner_of(ctx))]}
+
+
+ACTIONS: dict[str, Callable[[BashRequest, BuiltInToolContext], dict[str, Any]]] = {
+    "exec": _exec,
+    "start": _start,
+    "status": _status,
+    "logs": _logs,
+    "write": _write,
+    "stop": _stop,
+    "list": _list,
+}
+
+
+def handle(request: BashRequest, ctx: BuiltInToolContext) -> ToolOutput:
+    result = ACTIONS[request.action](request, ctx)
+    return ToolOutput(json.dumps(result, ensure_ascii=False), trace=result)
+
+
+TOOL = BuiltinTool(
+    name=NAME,
+    description=(
+        "Run shell commands in the workspace. action=exec runs `command` with bash -c and returns exitCode, "
+        "stdout and stderr (long output keeps head and tail); it is ended with its whole process group on "
+        "timeout. For servers, watchers or interactive programs use action=start, then logs (poll with "
+        "offset=nextOffset), write (stdin), status, stop; list shows them. stdin is closed for exec unless "
+        "input is given; there is no terminal; PAGER=cat, NO_COLOR=1, TERM=dumb."
+    ),
+    request_model=BashRequest,
+    handler=handle,
+    read_only=False,
+)
