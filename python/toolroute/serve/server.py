@@ -1,0 +1,164 @@
+"""The router as an MCP server, on the official SDK's low-level `Server`.
+
+Only the served allowlist is reachable: `tools/call` looks the name up in the list this server
+advertised and refuses anything else before the router sees it. (AI4J's server passed any name
+to its router, so a client could reach tools it was never shown, bash included.)
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from toolroute import __version__
+from toolroute.errors import ToolError
+from toolroute.router import ToolRouter
+
+ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
+
+
+class ServedTools:
+    """The fixed allowlist one server exposes, and the only door to the router."""
+
+    def __init__(
+        self,
+        router: ToolRouter,
+        function_list: Sequence[str] = (),
+        mcp_server_ids: Sequence[str] = (),
+        user_id: str | None = None,
+    ) -> None:
+        self.router = router
+        self.user_id = user_id
+        definitions = router.get_all_tools(list(function_list), list(mcp_server_ids), user_id)
+        self.definitions: dict[str, dict[str, Any]] = {d["function"]["name"]: d["function"] for d in definitions}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.definitions)
+
+    def mcp_tools(self) -> list[types.Tool]:
+        tools = []
+        for name, fn in self.definitions.items():
+            traits = self.router.traits(name, self.user_id)
+            tools.append(
+                types.Tool(
+                    name=name,
+                    description=fn.get("description") or None,
+                    input_schema=fn["parameters"],
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
+                    ),
+                )
+            )
+        return tools
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        fn = self.definitions.get(name)
+        return None if fn is None else fn["parameters"]
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+        if name not in self.definitions:
+            # Same answer for unknown and for existing-but-unserved names: nothing leaks.
+            return _error_result(f"tool {name!r} is not served by this server")
+        try:
+            output = await self.router.aexecute(name, dict(arguments or {}), self.user_id)
+        except ToolError as exc:
+            return _error_result(str(exc))
+        return types.CallToolResult(content=[types.TextContent(text=output.text)])
+
+
+def _error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def build_server(served: ServedTools, name: str = "toolroute") -> Server[Any]:
+    """An MCP `Server` that lists and calls exactly `served`."""
+
+    async def on_list_tools(ctx: ServerContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=served.mcp_tools())
+
+    async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await served.call(params.name, params.arguments)
+
+    return Server(
+        name,
+        version=__version__,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=served.input_schema,
+    )
+
+
+async def serve_stdio(served: ServedTools) -> None:
+    """Serve over this process's stdin/stdout until the client closes stdin."""
+    server = build_server(served)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket; port 0 picks a free port, read back from the socket."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def http_url(sock: socket.socket, path: str) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+async def serve_http(
+    served: ServedTools,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve streamable HTTP; `on_ready(url)` is called once the socket listens."""
+    import uvicorn  # an `mcp` dependency, only needed here
+
+    server = build_server(served)
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    sock = bind_socket(host, port)
+    try:
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        http = uvicorn.Server(config)
+        if on_ready is not None:
+            on_ready(http_url(sock, path))
+        await http.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def run(
+    served: ServedTools,
+    transport: str = "stdio",
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Blocking entry point: serve until the client (stdio) or a signal (HTTP) ends it."""
+    if transport == "stdio":
+        anyio.run(serve_stdio, served)
+    elif transport == "http":
+        anyio.run(lambda: serve_http(served, host, port, path, on_ready))
+    else:
+        raise ValueError(f"unknown transport {transport!r}; expected 'stdio' or 'http'")
