@@ -1,4 +1,4 @@
-"""Function tools for the CLI and serve tests, loaded with `--modules tests._serve_tools`."""
+"""Function tools for the CLI and serve tests, loaded with `--modules _serve_tools` (tests/ on PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-
-from toolroute import ToolExecutionError, function_tool, mcp_service, mcp_tool
+from toolroute import ToolExecutionError, ToolTimeoutError, function_tool, mcp_service, mcp_tool
 
 MARKER_ENV = "TOOLROUTE_TEST_MARKER"
 
@@ -58,3 +57,9 @@ class Notes:
     def shout(self, text: str) -> str:
         """Upper-case a text."""
         return text.upper()
+
+
+@function_tool
+def too_slow() -> str:
+    """Reports running out of time."""
+    raise ToolTimeoutError("too_slow timed out after 0s", tool="too_slow")

@@ -155,9 +155,7 @@ def _table(router: ToolRouter, tools: Sequence[ToolDefinition], user_id: str | N
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    functions = _function_list(
-        args.functions, default=lambda: [] if args.mcp_servers else default_function_list()
-    )
+    functions = _function_list(args.functions, default=lambda: [] if args.mcp_servers else default_function_list())
     with build_router(_options(args)) as router:
         tools = router.get_all_tools(functions, split_list(args.mcp_servers), args.user_id)
         if args.format == "table":

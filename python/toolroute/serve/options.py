@@ -44,9 +44,7 @@ class RouterOptions:
 
     def context(self) -> BuiltInToolContext:
         try:
-            return BuiltInToolContext(
-                self.workspace, self.read_only_roots, limits=self.limits(), user_id=self.user_id
-            )
+            return BuiltInToolContext(self.workspace, self.read_only_roots, limits=self.limits(), user_id=self.user_id)
         except (OSError, ValueError) as exc:
             raise ToolArgumentError(f"bad workspace or read-only root: {exc}") from None
 
@@ -92,4 +90,3 @@ def build_router(options: RouterOptions) -> ToolRouter:
         router.close()
         raise
     return router
-
