@@ -8,7 +8,7 @@ to its router, so a client could reach tools it was never shown, bash included.)
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -17,30 +17,16 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from toolroute import __version__
-from toolroute.errors import ToolError
-from toolroute.router import ToolRouter
+from toolroute.adapters.allowlist import CallOutcome, ExposedTools
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
 
 
-class ServedTools:
+class ServedTools(ExposedTools):
     """The fixed allowlist one server exposes, and the only door to the router."""
 
-    def __init__(
-        self,
-        router: ToolRouter,
-        function_list: Sequence[str] = (),
-        mcp_server_ids: Sequence[str] = (),
-        user_id: str | None = None,
-    ) -> None:
-        self.router = router
-        self.user_id = user_id
-        definitions = router.get_all_tools(list(function_list), list(mcp_server_ids), user_id)
-        self.definitions: dict[str, dict[str, Any]] = {d["function"]["name"]: d["function"] for d in definitions}
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.definitions)
+    def refusal(self, name: str) -> CallOutcome:
+        return CallOutcome(f"tool {name!r} is not served by this server", is_error=True)
 
     def mcp_tools(self) -> list[types.Tool]:
         tools = []
@@ -63,18 +49,8 @@ class ServedTools:
         return None if fn is None else fn["parameters"]
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
-        if name not in self.definitions:
-            # Same answer for unknown and for existing-but-unserved names: nothing leaks.
-            return _error_result(f"tool {name!r} is not served by this server")
-        try:
-            output = await self.router.aexecute(name, dict(arguments or {}), self.user_id)
-        except ToolError as exc:
-            return _error_result(str(exc))
-        return types.CallToolResult(content=[types.TextContent(text=output.text)])
-
-
-def _error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+        outcome = await self.aexecute(name, dict(arguments or {}))
+        return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=outcome.is_error)
 
 
 def build_server(served: ServedTools, name: str = "toolroute") -> Server[Any]:
