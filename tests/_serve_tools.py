@@ -63,3 +63,15 @@ class Notes:
 def too_slow() -> str:
     """Reports running out of time."""
     raise ToolTimeoutError("too_slow timed out after 0s", tool="too_slow")
+
+
+@function_tool
+def noisy() -> str:
+    """Writes to stdout from Python and from a child process, as careless tools do."""
+    import subprocess
+    import sys
+
+    print("stray print")
+    sys.stdout.flush()
+    subprocess.run(["echo", "stray child output"], check=True)
+    return "still fine"

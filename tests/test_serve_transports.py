@@ -109,3 +109,18 @@ def test_builtins_are_confined_and_unserved_builtins_refused(tmp_path: Path, tra
     assert outside.is_error and "outside\n" not in outside.content[0].text
     assert bash.is_error and bash.content[0].text == "tool 'bash' is not served by this server"
     assert not marker.exists()
+
+
+def test_stdio_survives_tools_that_write_to_stdout() -> None:
+    """Stray output from a tool (or its children) must not corrupt the JSON-RPC stream."""
+    params = stdio_params(["--modules", TOOLS_MODULE, "--functions", "noisy,echo"], tool_env())
+
+    async def go() -> tuple:
+        async with Client(params) as client:
+            noisy = await client.call_tool("noisy", {})
+            echo = await client.call_tool("echo", {"text": "after"})
+            return noisy, echo
+
+    noisy, echo = anyio.run(go)
+    assert (noisy.is_error, noisy.content[0].text) == (False, "still fine")
+    assert echo.content[0].text == "after"
