@@ -96,7 +96,7 @@ def _duration(seconds: float | None) -> str:
 
 
 def table_rows(reports: list[GroupReport]) -> list[tuple[str, ...]]:
-    rows = [("GROUP", "TOOLROUTE CASE", "MEDIAN", "ALTERNATIVE", "MEDIAN", "RATIO", "VERDICT")]
+    rows: list[tuple[str, ...]] = [("GROUP", "TOOLROUTE CASE", "MEDIAN", "ALTERNATIVE", "MEDIAN", "RATIO", "VERDICT")]
     for report in reports:
         base = report.toolroute
         base_cells = (base.name, _duration(base.median_s)) if base else ("-", "-")

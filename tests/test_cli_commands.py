@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _serve_helpers import TOOLS_MODULE, run_cli, tool_env
 from toolroute.builtins import builtin_tools
-from toolroute.cli import EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_TOOL_FAILED, EXIT_USAGE
+from toolroute.cli import EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_TOOL_FAILED, EXIT_USAGE, main
 
 MOD = ("--modules", TOOLS_MODULE)
 
@@ -27,6 +27,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *ne
     assert lines[0].startswith("toolroute: error: ")
     for needle in needles:
         assert needle in lines[0]
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, captured.out, captured.err)
 
 
 # ---- help ----------------------------------------------------------------------------------
@@ -118,12 +127,14 @@ def test_tools_other_provider_formats(fmt: str, check) -> None:  # type: ignore[
     assert check(tool)
 
 
-def test_tools_unknown_name_exits_not_found() -> None:
-    assert_one_line_error(run_cli("tools", "--functions", "echo,ecko", *MOD), EXIT_NOT_FOUND, "'ecko'", "echo")
+def test_tools_unknown_name_exits_not_found(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_line_error(
+        run_main(["tools", "--functions", "echo,ecko", *MOD], capsys), EXIT_NOT_FOUND, "'ecko'", "echo"
+    )
 
 
-def test_tools_bad_format_is_a_usage_error() -> None:
-    assert_one_line_error(run_cli("tools", "--format", "yaml"), EXIT_USAGE, "--format")
+def test_tools_bad_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_line_error(run_main(["tools", "--format", "yaml"], capsys), EXIT_USAGE, "--format")
 
 
 # ---- call ----------------------------------------------------------------------------------
@@ -175,24 +186,45 @@ def test_call_trace_prints_text_and_trace() -> None:
         (["frobnicate"], EXIT_USAGE, ["invalid choice"]),
     ],
 )
-def test_call_errors_are_one_line_with_distinct_exit_codes(args: list[str], code: int, needles: list[str]) -> None:
-    assert_one_line_error(run_cli(*args, *MOD), code, *needles)
+def test_call_errors_are_one_line_with_distinct_exit_codes(
+    args: list[str], code: int, needles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In process (the same `main` the console script runs) to keep the matrix fast; the
+    # subprocess test below covers each exit code through the installed entry point.
+    assert_one_line_error(run_main([*args, *MOD], capsys), code, *needles)
 
 
-def test_call_unknown_module_is_a_usage_error() -> None:
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["call", "echo", '{"text": 5}'], EXIT_USAGE),
+        (["call", "nope", "{}"], EXIT_NOT_FOUND),
+        (["call", "fail", '{"reason": "x"}'], EXIT_TOOL_FAILED),
+        (["call", "too_slow", "{}"], EXIT_TIMEOUT),
+    ],
+)
+def test_installed_entry_point_exit_codes(args: list[str], code: int) -> None:
+    assert_one_line_error(run_cli(*args, *MOD), code)
+
+
+def test_call_unknown_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert_one_line_error(
-        run_cli("call", "echo", "{}", "--modules", "no_such_module_xyz"), EXIT_USAGE, "no_such_module_xyz"
+        run_main(["call", "echo", "{}", "--modules", "no_such_module_xyz"], capsys), EXIT_USAGE, "no_such_module_xyz"
     )
 
 
-def test_call_missing_workspace_is_a_usage_error(tmp_path: Path) -> None:
+def test_call_missing_workspace_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
-    assert_one_line_error(run_cli("call", "echo", "{}", "--workspace", str(missing), *MOD), EXIT_USAGE, "missing")
+    assert_one_line_error(
+        run_main(["call", "echo", "{}", "--workspace", str(missing), *MOD], capsys), EXIT_USAGE, "missing"
+    )
 
 
-def test_call_missing_mcp_config_is_a_usage_error(tmp_path: Path) -> None:
+def test_call_missing_mcp_config_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "servers.json"
-    assert_one_line_error(run_cli("call", "echo", "{}", "--mcp-config", str(missing), *MOD), EXIT_USAGE, "servers.json")
+    assert_one_line_error(
+        run_main(["call", "echo", "{}", "--mcp-config", str(missing), *MOD], capsys), EXIT_USAGE, "servers.json"
+    )
 
 
 @pytest.mark.skipif("read_file" not in builtin_tools(), reason="built-in read_file not merged yet")
@@ -224,13 +256,13 @@ def test_call_read_only_root_is_readable(tmp_path: Path) -> None:
 # ---- serve / bench usage errors -------------------------------------------------------------
 
 
-def test_serve_refuses_to_start_without_an_allowlist() -> None:
-    assert_one_line_error(run_cli("serve", *MOD), EXIT_USAGE, "explicit allowlist")
+def test_serve_refuses_to_start_without_an_allowlist(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_line_error(run_main(["serve", *MOD], capsys), EXIT_USAGE, "explicit allowlist")
 
 
-def test_serve_unknown_tool_in_allowlist_exits_not_found() -> None:
-    assert_one_line_error(run_cli("serve", "--functions", "nope", *MOD), EXIT_NOT_FOUND, "'nope'")
+def test_serve_unknown_tool_in_allowlist_exits_not_found(capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_line_error(run_main(["serve", "--functions", "nope", *MOD], capsys), EXIT_NOT_FOUND, "'nope'")
 
 
-def test_bench_without_report_script_is_a_usage_error(tmp_path: Path) -> None:
-    assert_one_line_error(run_cli("bench", "--benches", str(tmp_path)), EXIT_USAGE, "report.py")
+def test_bench_without_report_script_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_one_line_error(run_main(["bench", "--benches", str(tmp_path)], capsys), EXIT_USAGE, "report.py")

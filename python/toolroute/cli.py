@@ -191,8 +191,6 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from toolroute.serve.server import ServedTools, run  # the MCP server stack loads only here
-
     if args.functions is None and args.mcp_servers is None:
         raise CliError(
             f"serve needs an explicit allowlist: --functions NAME,... (or {BUILTINS_TOKEN}) and/or --mcp-servers ID,..."
@@ -201,6 +199,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "http" and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"toolroute: warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
     with build_router(_options(args)) as router:
+        from toolroute.serve.server import ServedTools, run  # the MCP server stack loads only here
+
         served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
         if not served.names:
             raise CliError("the allowlist is empty: nothing to serve")

@@ -55,11 +55,11 @@ class OpenAITools(ExposedTools):
 
     def chat_tools(self) -> list[ChatCompletionToolParam]:
         """`tools=` for `chat.completions.create` (strict mode off: it would make every field required)."""
-        return [{"type": "function", "function": dict(fn)} for fn in self.definitions.values()]  # type: ignore[misc]
+        return [{"type": "function", "function": dict(fn)} for fn in self.definitions.values()]  # type: ignore[typeddict-item]
 
     def responses_tools(self) -> list[FunctionToolParam]:
         """`tools=` for `responses.create`: the flat function tool shape."""
-        return [{**tool, "strict": False} for tool in to_responses(self.tool_definitions)]  # type: ignore[misc]
+        return [{**tool, "strict": False} for tool in to_responses(self.tool_definitions)]  # type: ignore[typeddict-item]
 
     # ---- Chat Completions ---------------------------------------------------------------
 

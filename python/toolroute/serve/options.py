@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolroute.builtins import builtin_tools
 from toolroute.context import BuiltInToolContext, ToolLimits
@@ -30,7 +31,7 @@ class RouterOptions:
     user_id: str | None = None
 
     def limits(self) -> ToolLimits:
-        changes: dict[str, float | int] = {}
+        changes: dict[str, Any] = {}
         if self.max_output_chars is not None:
             changes["max_output_chars"] = self.max_output_chars
         if self.timeout is not None:
@@ -65,7 +66,7 @@ def _load_gateway(config: Path) -> object:
     if not config.is_file():
         raise ToolArgumentError(f"MCP config file not found: {config}")
     try:
-        from toolroute.mcp import McpGateway  # the gateway is optional at import time
+        from toolroute.mcp import McpGateway  # type: ignore[import-not-found,unused-ignore]  # optional
     except ImportError as exc:
         raise ToolArgumentError(f"--mcp-config needs toolroute.mcp, which is not available: {exc}") from None
     return McpGateway.from_file(config)
