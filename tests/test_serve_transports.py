@@ -87,7 +87,7 @@ def test_builtins_are_confined_and_unserved_builtins_refused(tmp_path: Path, tra
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "a.txt").write_text("inside the workspace\n")
-    (tmp_path / "secret.txt").write_text("outside\n")
+    (tmp_path / "secret.txt").write_text("TOP-SECRET-CONTENT\n")
     marker = tmp_path / "bash-ran"
     args = ["--functions", "read_file", "--workspace", str(workspace)]
 
@@ -106,7 +106,7 @@ def test_builtins_are_confined_and_unserved_builtins_refused(tmp_path: Path, tra
             listed, inside, outside, bash = anyio.run(go, url)
     assert listed == ["read_file"]
     assert not inside.is_error and "inside the workspace" in inside.content[0].text
-    assert outside.is_error and "outside\n" not in outside.content[0].text
+    assert outside.is_error and "TOP-SECRET-CONTENT" not in outside.content[0].text
     assert bash.is_error and bash.content[0].text == "tool 'bash' is not served by this server"
     assert not marker.exists()
 
