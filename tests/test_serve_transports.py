@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
-from _serve_helpers import TOOLS_MODULE, http_server, tool_env, toolroute_exe
+from _serve_helpers import TOOLS_MODULE, http_server, run_cli, tool_env, toolroute_exe
 from _serve_tools import MARKER_ENV
 from mcp import Client, StdioServerParameters
 from toolroute.builtins import builtin_tools
@@ -124,3 +127,35 @@ def test_stdio_survives_tools_that_write_to_stdout() -> None:
     noisy, echo = anyio.run(go)
     assert (noisy.is_error, noisy.content[0].text) == (False, "still fine")
     assert echo.content[0].text == "after"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sigterm_stops_the_server_cleanly(transport: str) -> None:
+    proc = subprocess.Popen(
+        [toolroute_exe(), "serve", "--transport", transport, "--port", "0", *SERVE_ARGS],
+        stdin=subprocess.PIPE,  # held open: a stdio server would otherwise stop at EOF
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=tool_env(),
+    )
+    try:
+        assert proc.stderr is not None
+        assert " tool(s) on " in proc.stderr.readline()  # listening
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_http_port_in_use_is_a_one_line_usage_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        proc = run_cli("serve", "--transport", "http", "--port", port, *SERVE_ARGS)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(f"toolroute: error: cannot listen on 127.0.0.1:{port}")
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -7,13 +7,16 @@ stderr, prefixed with `toolroute:`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import anyio
 import pydantic_core
 
 from toolroute.errors import (
@@ -190,6 +193,28 @@ def cmd_call(args: argparse.Namespace) -> int:
 # ---- serve -------------------------------------------------------------------------------
 
 
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by task groups."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    inner = getattr(exc, "exceptions", None)
+    return bool(inner) and all(_is_interrupt(e) for e in inner)
+
+
+@contextlib.contextmanager
+def _until_interrupted() -> Iterator[None]:
+    """Run a server until Ctrl-C / SIGTERM, which are a normal way to stop it."""
+    try:
+        yield
+    except BaseException as exc:
+        if not _is_interrupt(exc):
+            raise
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.functions is None and args.mcp_servers is None:
         raise CliError(
@@ -199,7 +224,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "http" and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"toolroute: warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
     with build_router(_options(args)) as router:
-        from toolroute.serve.server import ServedTools, run  # the MCP server stack loads only here
+        # The MCP server stack loads only here.
+        from toolroute.serve.server import ServedTools, bind_socket, serve_http, serve_stdio
 
         served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
         if not served.names:
@@ -209,13 +235,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"toolroute: serving {len(served.names)} tool(s) on {url}", file=sys.stderr, flush=True)
 
         if args.transport == "stdio":
-            print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
+            # SIGTERM ends the server like Ctrl-C, so the router still closes (background
+            # processes, upstream sessions).
+            signal.signal(signal.SIGTERM, _interrupt)
+            with _until_interrupted():
+                print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
+                anyio.run(serve_stdio, served)
+            return EXIT_OK
         try:
-            run(served, args.transport, host=args.host, port=args.port, path=args.path, on_ready=ready)
+            sock = bind_socket(args.host, args.port)
         except OSError as exc:
             raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-        except KeyboardInterrupt:
-            pass
+        with _until_interrupted():
+            anyio.run(lambda: serve_http(served, args.host, args.port, args.path, ready, sock=sock))
     return EXIT_OK
 
 

@@ -7,7 +7,9 @@ to its router, so a client could reach tools it was never shown, bash included.)
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -105,21 +107,41 @@ async def serve_http(
     port: int = 8000,
     path: str = "/mcp",
     on_ready: Callable[[str], None] | None = None,
+    *,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve streamable HTTP; `on_ready(url)` is called once the socket listens."""
+    """Serve streamable HTTP on `sock` (or a new socket bound to host:port); `on_ready(url)` is
+    called once the socket listens."""
     import uvicorn  # an `mcp` dependency, only needed here
 
     server = build_server(served)
+    # host only decides the SDK's DNS-rebinding guard (on for loopback); binding is ours.
     app = server.streamable_http_app(streamable_http_path=path, host=host)
-    sock = bind_socket(host, port)
-    try:
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        http = uvicorn.Server(config)
+    sock = sock if sock is not None else bind_socket(host, port)
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal; these
+        # handlers make that re-raise (and a signal during startup) a graceful stop instead.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda *_: setattr(http, "should_exit", True))
+
+    async def announce() -> None:
+        # Only once uvicorn has started (and installed its signal handlers) is the server up.
+        while not http.started:
+            await anyio.sleep(0.01)
         if on_ready is not None:
             on_ready(http_url(sock, path))
-        await http.serve(sockets=[sock])
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(announce)
+            await http.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
     finally:
         sock.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run(
@@ -131,10 +153,14 @@ def run(
     path: str = "/mcp",
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Blocking entry point: serve until the client (stdio) or a signal (HTTP) ends it."""
+    """Blocking entry point: serve until the client (stdio) or a signal (HTTP) ends it.
+
+    For HTTP the socket is bound before serving starts, so an address in use raises OSError here.
+    """
     if transport == "stdio":
         anyio.run(serve_stdio, served)
     elif transport == "http":
-        anyio.run(lambda: serve_http(served, host, port, path, on_ready))
+        sock = bind_socket(host, port)
+        anyio.run(lambda: serve_http(served, host, port, path, on_ready, sock=sock))
     else:
         raise ValueError(f"unknown transport {transport!r}; expected 'stdio' or 'http'")
