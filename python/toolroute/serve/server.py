@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any
 
 import anyio
@@ -30,7 +31,8 @@ class ServedTools(ExposedTools):
     def refusal(self, name: str) -> CallOutcome:
         return CallOutcome(f"tool {name!r} is not served by this server", is_error=True)
 
-    def mcp_tools(self) -> list[types.Tool]:
+    @cached_property
+    def _listing(self) -> list[types.Tool]:
         tools = []
         for name, fn in self.definitions.items():
             traits = self.router.traits(name, self.user_id)
@@ -45,6 +47,10 @@ class ServedTools(ExposedTools):
                 )
             )
         return tools
+
+    def mcp_tools(self) -> list[types.Tool]:
+        """The `tools/list` answer, built once: the allowlist is fixed for the server's life."""
+        return list(self._listing)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         fn = self.definitions.get(name)
