@@ -50,7 +50,7 @@ async def _session(target: Any) -> None:
 @pytest.mark.benchmark(group="mcp_session_50_calls")
 def test_mcp_session_toolroute_serve(benchmark: Any, router: ToolRouter) -> None:
     server = build_server(ServedTools(router, ["shout"]))
-    benchmark.pedantic(lambda: anyio.run(_session, server), rounds=10, iterations=1, warmup_rounds=2)
+    benchmark.pedantic(lambda: anyio.run(_session, server), rounds=20, iterations=1, warmup_rounds=2)
 
 
 @pytest.mark.benchmark(group="mcp_session_50_calls")
@@ -62,7 +62,7 @@ def test_mcp_session_sdk_mcpserver(benchmark: Any) -> None:
         """Upper-case a text."""
         return text.upper() * times
 
-    benchmark.pedantic(lambda: anyio.run(_session, mcp), rounds=10, iterations=1, warmup_rounds=2)
+    benchmark.pedantic(lambda: anyio.run(_session, mcp), rounds=20, iterations=1, warmup_rounds=2)
 
 
 def _completion(n: int) -> ChatCompletion:
