@@ -213,6 +213,15 @@ def test_call_unknown_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]
     )
 
 
+def test_call_broken_tool_module_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken_tools_xyz.py").write_text("raise RuntimeError('half-written module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = run_main(["call", "echo", "{}", "--modules", "broken_tools_xyz"], capsys)
+    assert_one_line_error(result, EXIT_USAGE, "broken_tools_xyz", "RuntimeError: half-written module")
+
+
 def test_call_missing_workspace_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing"
     assert_one_line_error(

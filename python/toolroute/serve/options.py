@@ -78,6 +78,8 @@ def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             raise ToolArgumentError(f"cannot import module {name!r}: {exc}") from None
+        except Exception as exc:  # a broken tool module is the caller's input, not a toolroute bug
+            raise ToolArgumentError(f"cannot import module {name!r}: {type(exc).__name__}: {exc}") from exc
         router.scan(name)
 
 
