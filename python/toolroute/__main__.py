@@ -1,0 +1,7 @@
+"""`python -m toolroute` is the `toolroute` command."""
+
+import sys
+
+from toolroute.cli import main
+
+sys.exit(main())

@@ -1,0 +1,361 @@
+"""The `toolroute` command: list schemas, call one tool, serve tools over MCP, run the benchmarks.
+
+Exit codes are distinct so scripts can branch on them (see `EXIT_*`). Every error is one line on
+stderr, prefixed with `toolroute:`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+import pydantic_core
+
+from toolroute.errors import (
+    ToolArgumentError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolRegistrationError,
+    ToolTimeoutError,
+)
+from toolroute.formats import to_anthropic, to_responses
+from toolroute.gateway import ToolDefinition
+from toolroute.router import ToolKind, ToolRouter
+from toolroute.serve.options import RouterOptions, build_router, default_function_list, split_list
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug in toolroute or a tool module: please report
+EXIT_USAGE = 2  # bad command line, bad JSON, arguments that do not fit the schema, denied path
+EXIT_NOT_FOUND = 3  # no tool (or MCP service) of that name
+EXIT_TOOL_FAILED = 4  # the tool ran and failed
+EXIT_TIMEOUT = 5  # the tool ran out of time
+
+BUILTINS_TOKEN = "@builtins"  # in --functions: every built-in tool
+
+EPILOG = f"""exit codes: {EXIT_OK} ok, {EXIT_USAGE} bad usage or arguments, {EXIT_NOT_FOUND} tool not found,
+{EXIT_TOOL_FAILED} tool failed, {EXIT_TIMEOUT} tool timed out, {EXIT_INTERNAL} internal error."""
+
+
+class CliError(Exception):
+    """An error to report as one line, with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (plus a pointer to --help), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _print_error(f"{message} (see '{self.prog} --help')")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _print_error(message: str) -> None:
+    one_line = " ".join(message.split())
+    print(f"toolroute: error: {one_line}", file=sys.stderr)
+
+
+def _exit_code(exc: ToolError) -> int:
+    if isinstance(exc, ToolNotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, ToolTimeoutError):
+        return EXIT_TIMEOUT
+    if isinstance(exc, ToolExecutionError):
+        return EXIT_TOOL_FAILED
+    if isinstance(exc, (ToolArgumentError, ToolRegistrationError)):
+        return EXIT_USAGE
+    return EXIT_INTERNAL
+
+
+# ---- shared options ----------------------------------------------------------------------
+
+
+def _add_router_options(p: argparse.ArgumentParser, *, limits: bool) -> None:
+    g = p.add_argument_group("router")
+    g.add_argument("--workspace", metavar="DIR", help="workspace root of the built-in tools (default: cwd)")
+    g.add_argument(
+        "--read-only-root", metavar="DIR", action="append", default=[], help="extra readable root (repeatable)"
+    )
+    g.add_argument("--modules", metavar="MOD,...", help="modules to scan for @function_tool / @mcp_service")
+    g.add_argument("--mcp-config", metavar="FILE", help="upstream MCP servers to route to (JSON config)")
+    g.add_argument("--user-id", metavar="U", help="act for this user (per-user MCP tools, process ownership)")
+    if limits:
+        g.add_argument("--max-output-chars", metavar="N", type=int, help="cap on the text a tool returns")
+        g.add_argument("--timeout", metavar="S", type=float, help="default command timeout in seconds (bash)")
+
+
+def _add_allowlist_options(p: argparse.ArgumentParser, functions_help: str) -> None:
+    g = p.add_argument_group("allowlist")
+    g.add_argument("--functions", metavar="A,B", help=functions_help)
+    g.add_argument("--mcp-servers", metavar="X,Y", help="MCP services whose tools to include (local or configured)")
+
+
+def _options(args: argparse.Namespace) -> RouterOptions:
+    workspace = Path(args.workspace).expanduser().resolve() if args.workspace else Path.cwd()
+    if not workspace.is_dir():
+        raise CliError(f"workspace is not a directory: {workspace}")
+    return RouterOptions(
+        workspace=workspace,
+        read_only_roots=tuple(Path(p).expanduser().resolve() for p in args.read_only_root),
+        modules=tuple(split_list(args.modules)),
+        mcp_config=Path(args.mcp_config).expanduser() if args.mcp_config else None,
+        max_output_chars=getattr(args, "max_output_chars", None),
+        timeout=getattr(args, "timeout", None),
+        user_id=args.user_id,
+    )
+
+
+def _function_list(value: str | None, *, default: Callable[[], list[str]]) -> list[str]:
+    if value is None:
+        return default()
+    names: list[str] = []
+    for name in split_list(value):
+        names.extend(default_function_list() if name == BUILTINS_TOKEN else [name])
+    return names
+
+
+# ---- tools -------------------------------------------------------------------------------
+
+
+def _kind_label(router: ToolRouter, name: str, user_id: str | None) -> str:
+    hit = router.table.resolve(name, user_id)
+    return ToolKind(hit[0]).name.lower() if hit is not None else "?"
+
+
+def _parameters_summary(parameters: dict[str, Any]) -> str:
+    required = set(parameters.get("required", ()))
+    return ", ".join(f"{p}*" if p in required else p for p in parameters.get("properties", {})) or "-"
+
+
+def _table(router: ToolRouter, tools: Sequence[ToolDefinition], user_id: str | None) -> str:
+    rows = [("NAME", "KIND", "RO", "PARAMETERS (* required)", "DESCRIPTION")]
+    for tool in tools:
+        fn = tool["function"]
+        description = (fn.get("description") or "").strip().splitlines()
+        rows.append(
+            (
+                fn["name"],
+                _kind_label(router, fn["name"], user_id),
+                "yes" if router.traits(fn["name"], user_id).read_only else "no",
+                _parameters_summary(fn["parameters"]),
+                description[0][:80] if description else "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1] for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    functions = _function_list(args.functions, default=lambda: [] if args.mcp_servers else default_function_list())
+    with build_router(_options(args)) as router:
+        tools = router.get_all_tools(functions, split_list(args.mcp_servers), args.user_id)
+        if args.format == "table":
+            print(_table(router, tools, args.user_id))
+            return EXIT_OK
+        shaped: list[Any] = tools
+        if args.format == "responses":
+            shaped = to_responses(tools)
+        elif args.format == "anthropic":
+            shaped = to_anthropic(tools)
+        print(json.dumps(shaped, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+# ---- call --------------------------------------------------------------------------------
+
+
+def _read_arguments(raw: str) -> str:
+    return sys.stdin.read() if raw == "-" else raw
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    with build_router(_options(args)) as router:
+        output = router.execute(args.name, _read_arguments(args.arguments), args.user_id)
+    if args.trace:
+        print(pydantic_core.to_json({"text": output.text, "trace": output.trace}, fallback=repr).decode())
+    else:
+        print(output.text)
+    return EXIT_OK
+
+
+# ---- serve -------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by task groups."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    inner = getattr(exc, "exceptions", None)
+    return bool(inner) and all(_is_interrupt(e) for e in inner)
+
+
+@contextlib.contextmanager
+def _until_interrupted() -> Iterator[None]:
+    """Run a server until Ctrl-C / SIGTERM, which are a normal way to stop it."""
+    try:
+        yield
+    except BaseException as exc:
+        if not _is_interrupt(exc):
+            raise
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.functions is None and args.mcp_servers is None:
+        raise CliError(
+            f"serve needs an explicit allowlist: --functions NAME,... (or {BUILTINS_TOKEN}) and/or --mcp-servers ID,..."
+        )
+    functions = _function_list(args.functions, default=list)
+    if args.transport == "http" and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"toolroute: warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
+    with build_router(_options(args)) as router:
+        # The MCP server stack loads only here.
+        from toolroute.serve.server import ServedTools, bind_socket, serve_http, serve_stdio
+
+        served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
+        if not served.names:
+            raise CliError("the allowlist is empty: nothing to serve")
+
+        def ready(url: str) -> None:
+            print(f"toolroute: serving {len(served.names)} tool(s) on {url}", file=sys.stderr, flush=True)
+
+        if args.transport == "stdio":
+            # SIGTERM ends the server like Ctrl-C, so the router still closes (background
+            # processes, upstream sessions).
+            signal.signal(signal.SIGTERM, _interrupt)
+            with _until_interrupted():
+                print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
+                anyio.run(serve_stdio, served)
+            return EXIT_OK
+        try:
+            sock = bind_socket(args.host, args.port)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        with _until_interrupted():
+            anyio.run(lambda: serve_http(served, args.host, args.port, args.path, ready, sock=sock))
+    return EXIT_OK
+
+
+# ---- bench -------------------------------------------------------------------------------
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    benches = Path(args.benches).expanduser().resolve()
+    report = benches / "report.py"
+    if not report.is_file():
+        raise CliError(f"no benchmark report script at {report} (run from a toolroute checkout or pass --benches)")
+    command = [sys.executable, str(report), "--benches", str(benches), "--out", str(args.out)]
+    if args.k:
+        command += ["-k", args.k]
+    if args.no_plot:
+        command.append("--no-plot")
+    return subprocess.call(command)
+
+
+# ---- parser ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="toolroute",
+        description="The unified tool router between an LLM agent and the tools it may call.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    tools = sub.add_parser(
+        "tools",
+        help="print the schemas of an allowlist of tools",
+        description="Print the tool definitions a request with this allowlist would expose to the model. "
+        "Default allowlist: the built-in tools.",
+        epilog=EPILOG,
+    )
+    _add_allowlist_options(tools, "tools to include, by exposed name (default: every built-in tool)")
+    tools.add_argument(
+        "--format",
+        choices=("json", "table", "responses", "anthropic"),
+        default="json",
+        help="json: OpenAI Chat Completions definitions (default); table: readable summary; "
+        "responses: OpenAI Responses API; anthropic: Anthropic Messages API",
+    )
+    _add_router_options(tools, limits=False)
+    tools.set_defaults(handler=cmd_tools)
+
+    call = sub.add_parser(
+        "call",
+        help="invoke one tool and print its result",
+        description="Route one call exactly as an agent's tool call would be routed, and print the result "
+        "string on stdout.",
+        epilog=EPILOG,
+    )
+    call.add_argument("name", metavar="NAME", help="exposed tool name (built-in, function, MCP, user_{id}_tool_{t})")
+    call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="arguments object; '-' reads stdin")
+    call.add_argument("--trace", action="store_true", help='print {"text": ..., "trace": ...} as JSON instead')
+    _add_router_options(call, limits=True)
+    call.set_defaults(handler=cmd_call)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve an allowlist of tools as an MCP server",
+        description="Expose exactly the allowlisted tools to MCP clients over stdio or streamable HTTP. "
+        "A call to any other name is refused, whatever the router could otherwise reach.",
+        epilog=EPILOG,
+    )
+    _add_allowlist_options(serve, f"tools to serve ({BUILTINS_TOKEN} = every built-in tool); required")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP port, 0 picks a free one (default: 8000)")
+    serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: /mcp)")
+    _add_router_options(serve, limits=True)
+    serve.set_defaults(handler=cmd_serve)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run the benchmark suite and print the comparison table",
+        description="Run every benches/bench_*.py in one pytest process, print per-group ratios "
+        "(alternative time / toolroute time) and write JSON and a PNG chart.",
+    )
+    bench.add_argument("--benches", default="benches", help="benchmark directory (default: ./benches)")
+    bench.add_argument("--out", default="bench-report", help="output directory (default: ./bench-report)")
+    bench.add_argument("-k", metavar="EXPR", help="only benchmarks matching this pytest -k expression")
+    bench.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    bench.set_defaults(handler=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except CliError as exc:
+        _print_error(str(exc))
+        return exc.code
+    except ToolError as exc:
+        _print_error(str(exc))
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        _print_error(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

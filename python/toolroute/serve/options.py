@@ -1,0 +1,95 @@
+"""Building a router from command-line style options: workspace, limits, modules, MCP config.
+
+Shared by `toolroute tools|call|serve` and by programs that embed the server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolroute.builtins import builtin_tools
+from toolroute.context import BuiltInToolContext, ToolLimits
+from toolroute.errors import ToolArgumentError
+from toolroute.router import ToolRouter
+
+
+@dataclass(frozen=True)
+class RouterOptions:
+    """Everything needed to build a router the way the CLI does."""
+
+    workspace: Path = field(default_factory=Path.cwd)
+    read_only_roots: tuple[Path, ...] = ()
+    modules: tuple[str, ...] = ()  # scanned for @function_tool / @mcp_service
+    mcp_config: Path | None = None  # upstream MCP servers (toolroute.mcp.McpGateway.from_file)
+    max_output_chars: int | None = None
+    timeout: float | None = None  # default bash command timeout, seconds
+    user_id: str | None = None
+
+    def limits(self) -> ToolLimits:
+        changes: dict[str, Any] = {}
+        if self.max_output_chars is not None:
+            changes["max_output_chars"] = self.max_output_chars
+        if self.timeout is not None:
+            changes["command_timeout"] = self.timeout
+            # Asking for a longer default than the cap is a request to raise the cap too.
+            changes["max_command_timeout"] = max(self.timeout, ToolLimits().max_command_timeout)
+        try:
+            return dataclasses.replace(ToolLimits(), **changes)
+        except ValueError as exc:
+            raise ToolArgumentError(str(exc)) from None
+
+    def context(self) -> BuiltInToolContext:
+        try:
+            return BuiltInToolContext(self.workspace, self.read_only_roots, limits=self.limits(), user_id=self.user_id)
+        except (OSError, ValueError) as exc:
+            raise ToolArgumentError(f"bad workspace or read-only root: {exc}") from None
+
+
+def split_list(value: str | None) -> list[str]:
+    """`a,b, c` -> ['a', 'b', 'c']; None or blank -> []."""
+    if not value:
+        return []
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def default_function_list() -> list[str]:
+    """The built-in tools available in this installation, in the spec's order."""
+    return list(builtin_tools())
+
+
+def _load_gateway(config: Path) -> object:
+    if not config.is_file():
+        raise ToolArgumentError(f"MCP config file not found: {config}")
+    try:
+        from toolroute.mcp import McpGateway  # type: ignore[import-not-found,unused-ignore]  # optional
+    except ImportError as exc:
+        raise ToolArgumentError(f"--mcp-config needs toolroute.mcp, which is not available: {exc}") from None
+    return McpGateway.from_file(config)
+
+
+def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ToolArgumentError(f"cannot import module {name!r}: {exc}") from None
+        except Exception as exc:  # a broken tool module is the caller's input, not a toolroute bug
+            raise ToolArgumentError(f"cannot import module {name!r}: {type(exc).__name__}: {exc}") from exc
+        router.scan(name)
+
+
+def build_router(options: RouterOptions) -> ToolRouter:
+    """A router with the options' context as default, the modules scanned, the gateway attached."""
+    gateway = _load_gateway(options.mcp_config) if options.mcp_config is not None else None
+    router = ToolRouter(context=options.context(), gateway=gateway)  # type: ignore[arg-type]
+    try:
+        _import_modules(router, options.modules)
+    except BaseException:
+        router.close()
+        raise
+    return router

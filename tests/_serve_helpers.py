@@ -1,0 +1,95 @@
+"""Shared helpers of the CLI / serve / adapter tests: the installed entry point and a test router."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from toolroute import BuiltInToolContext, ToolRouter
+
+TESTS_DIR = Path(__file__).resolve().parent
+TOOLS_MODULE = "_serve_tools"  # tests/_serve_tools.py, importable with tests/ on PYTHONPATH
+STARTUP_TIMEOUT = 60.0  # generous: the machine is shared; only a hang reaches it
+
+
+def toolroute_exe() -> str:
+    """The installed console script (venv bin first, then PATH); a missing one is a failure."""
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    exe = shutil.which("toolroute", path=search)
+    if exe is None:
+        pytest.fail("the `toolroute` console script is not installed: run `pip install -e .` or `maturin develop`")
+    return exe
+
+
+def tool_env(**extra: str) -> dict[str, str]:
+    """The environment for a subprocess that must import the test tool module."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH", "")]))
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [toolroute_exe(), *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env or tool_env(),
+        timeout=120,
+    )
+
+
+def make_router(workspace: Path) -> ToolRouter:
+    """A router over the test tool module, built-ins confined to `workspace`."""
+    return ToolRouter(packages=[TOOLS_MODULE], context=BuiltInToolContext(workspace))
+
+
+@contextmanager
+def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start `toolroute serve --transport http --port 0 ...`; yields the URL it reports."""
+    proc = subprocess.Popen(
+        [toolroute_exe(), "serve", "--transport", "http", "--port", "0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or tool_env(),
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        seen = []
+        while True:
+            line = lines.get(timeout=STARTUP_TIMEOUT)
+            if line is None:
+                pytest.fail(f"toolroute serve exited early ({proc.wait()}): {''.join(seen)}")
+            seen.append(line)
+            if " on http://" in line:
+                yield line.rsplit(" on ", 1)[1].strip()
+                break
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

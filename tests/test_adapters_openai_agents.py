@@ -1,0 +1,107 @@
+"""OpenAI Agents SDK adapter: the real Runner drives router tools from a recorded model response."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _serve_helpers import make_router
+from _serve_tools import MARKER_ENV
+from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner, Usage
+from agents.models.interface import Model
+from agents.tool_context import ToolContext
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from toolroute.adapters.openai_agents import AgentsTools
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AgentsTools:
+    monkeypatch.setenv(MARKER_ENV, str(tmp_path / "ran"))
+    with make_router(tmp_path) as router:
+        yield AgentsTools(router, ["echo", "add", "touch_marker"], ["notes"])
+
+
+class RecordedModel(Model):
+    """Replays recorded turns: first the tool calls, then a final answer; keeps what it was sent."""
+
+    def __init__(self, *turns: list[Any]) -> None:
+        self.turns = list(turns)
+        self.inputs: list[Any] = []
+        self.tool_names: list[list[str]] = []
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.inputs.append(input)
+        self.tool_names.append([t.name for t in tools])
+        return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def call(call_id: str, name: str, arguments: dict) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(type="function_call", call_id=call_id, name=name, arguments=json.dumps(arguments))
+
+
+def answer(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def test_function_tools_carry_the_router_schema(tools: AgentsTools) -> None:
+    function_tools = tools.function_tools()
+    assert all(isinstance(t, FunctionTool) for t in function_tools)
+    assert [t.name for t in function_tools] == ["echo", "add", "touch_marker", "notes_shout"]
+    add = function_tools[1]
+    assert add.params_json_schema == tools.definitions["add"]["parameters"]
+    assert add.strict_json_schema is False
+    assert add.description == "Add two integers."
+
+
+def test_on_invoke_tool_runs_the_router_and_reports_errors_as_text(tools: AgentsTools) -> None:
+    echo, add = tools.function_tools()[:2]
+
+    async def go() -> tuple[Any, Any]:
+        args = '{"text": "x", "times": 3}'
+        ctx = ToolContext(context=None, tool_name="echo", tool_call_id="c1", tool_arguments=args)
+        ok = await echo.on_invoke_tool(ctx, args)
+        bad = await add.on_invoke_tool(ToolContext(None, tool_name="add", tool_call_id="c2", tool_arguments="{}"), "{}")
+        return ok, bad
+
+    ok, bad = anyio.run(go)
+    assert ok == "xxx"
+    assert bad.startswith("Error: invalid arguments for 'add'")
+
+
+def test_the_runner_executes_recorded_tool_calls(tools: AgentsTools) -> None:
+    model = RecordedModel(
+        [call("c1", "add", {"a": 20, "b": 22}), call("c2", "notes_shout", {"text": "ok"})],
+        [answer("the sum is 42")],
+    )
+    agent = Agent(name="t", instructions="use tools", tools=tools.function_tools(), model=model)
+    result = anyio.run(lambda: Runner.run(agent, "add", run_config=RunConfig(tracing_disabled=True)))
+    assert result.final_output == "the sum is 42"
+    assert model.tool_names[0] == ["echo", "add", "touch_marker", "notes_shout"]
+    outputs = {i["call_id"]: i["output"] for i in model.inputs[1] if i.get("type") == "function_call_output"}
+    assert json.loads(outputs["c1"]) == {"sum": 42}
+    assert outputs["c2"] == "OK"
+
+
+def test_side_effect_tools_can_require_approval(tools: AgentsTools, tmp_path: Path) -> None:
+    function_tools = {t.name: t for t in tools.function_tools(approve_side_effects=True)}
+    assert function_tools["echo"].needs_approval is False  # declared read-only
+    assert function_tools["touch_marker"].needs_approval is True
+    model = RecordedModel([call("c1", "touch_marker", {})], [answer("done")])
+    agent = Agent(name="t", tools=list(function_tools.values()), model=model)
+    result = anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+    assert [i.raw_item.name for i in result.interruptions] == ["touch_marker"]  # paused for approval
+    assert not (tmp_path / "ran").exists()
