@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from toolroute import BuiltInToolContext, ToolRouter
 
 TESTS_DIR = Path(__file__).resolve().parent

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
 from toolroute import ToolExecutionError, ToolTimeoutError, function_tool, mcp_service, mcp_tool
 
 MARKER_ENV = "TOOLROUTE_TEST_MARKER"

@@ -4,20 +4,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _bash_helpers import bash_router
 
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder (its parent, tmp_path, is outside it)."""
     root = tmp_path / "ws"
     root.mkdir()
     return root
 
 
 @pytest.fixture
-def ctx(workspace: Path) -> Iterator[BuiltInToolContext]:
-    context = BuiltInToolContext(workspace)
+def bash(ws: Path) -> Iterator[ToolRouter]:
+    """A router whose built-ins act in `ws`, closed (and its processes ended) after the test."""
+    with bash_router(ws) as router:
+        yield router
+
+
+@pytest.fixture
+def ctx(ws: Path) -> Iterator[BuiltInToolContext]:
+    context = BuiltInToolContext(ws)
     with builtin_tool_context(context):
         yield context
 

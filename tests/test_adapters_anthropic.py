@@ -10,6 +10,7 @@ from _serve_helpers import make_router
 from _serve_tools import MARKER_ENV
 from anthropic.types import Message, MessageParam, ToolParam
 from pydantic import TypeAdapter
+
 from toolroute.adapters.anthropic import AnthropicTools
 
 

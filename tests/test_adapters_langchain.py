@@ -12,6 +12,7 @@ from _serve_tools import MARKER_ENV
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+
 from toolroute.adapters.langchain import LangChainTools
 
 

@@ -12,6 +12,7 @@ from _serve_tools import MARKER_ENV
 from openai.types.chat import ChatCompletion, ChatCompletionFunctionTool, ChatCompletionToolMessageParam
 from openai.types.responses import FunctionTool, Response, ResponseInputParam
 from pydantic import TypeAdapter
+
 from toolroute.adapters.openai import OpenAITools
 
 

@@ -14,6 +14,7 @@ from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner, Usage
 from agents.models.interface import Model
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
 from toolroute.adapters.openai_agents import AgentsTools
 
 

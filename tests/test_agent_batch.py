@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _agent_helpers import Workspace, make_workspace
+
 from toolroute import ToolRouter, ToolTraits, function_tool
 from toolroute.agent import (
     NO_RETRY,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
 from toolroute.agent import (
     AgentToolCall,

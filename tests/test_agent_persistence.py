@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from _agent_helpers import Workspace, make_workspace
+
 from toolroute import ToolOutput, function_tool
 from toolroute.agent import (
     AgentToolCall,

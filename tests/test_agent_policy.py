@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from _agent_helpers import Workspace, make_workspace
+
 from toolroute.agent import (
     AgentToolCall,
     ApprovalRequest,

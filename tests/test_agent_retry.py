@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from toolroute import ToolArgumentError, ToolRouter, function_tool
 from toolroute.agent import AgentToolCall, RetryPolicy, run_tool_calls
 

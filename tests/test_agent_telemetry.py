@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from _agent_helpers import make_workspace
+
 from toolroute.agent import AgentToolCall, Rule, RulePolicy, ToolTelemetry, Verdict, run_tool_calls
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")

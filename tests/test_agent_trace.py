@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from _agent_helpers import BARRIER_TIMEOUT, make_workspace
+
 from toolroute import ToolOutput, ToolRouter, function_tool
 from toolroute.agent import (
     AgentToolCall,

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,6 @@ from _bash_helpers import (
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
 from toolroute.router import ToolRouter
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def bash(ws: Path) -> Iterator[ToolRouter]:
-    with bash_router(ws) as router:
-        yield router
 
 
 def start(router: ToolRouter, command: str, **args: Any) -> str:

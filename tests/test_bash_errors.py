@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _bash_helpers import bash_router, call
+from _bash_helpers import call
 
 from toolroute.builtins.bash import TOOL
 from toolroute.errors import PathDeniedError, ToolArgumentError, ToolExecutionError
 from toolroute.router import ToolRouter
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def bash(ws: Path) -> Iterator[ToolRouter]:
-    with bash_router(ws) as router:
-        yield router
 
 
 def test_the_tool_is_registered_and_not_read_only(bash: ToolRouter) -> None:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,19 +26,6 @@ from _bash_helpers import (
 
 from toolroute.context import BuiltInToolContext, ToolLimits, builtin_tool_context
 from toolroute.router import ToolRouter
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def bash(ws: Path) -> Iterator[ToolRouter]:
-    with bash_router(ws) as router:
-        yield router
 
 
 def test_exit_code_stdout_and_stderr_are_captured_separately(bash: ToolRouter) -> None:

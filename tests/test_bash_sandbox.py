@@ -29,13 +29,6 @@ needs_landlock = pytest.mark.skipif(ABI is None, reason="the kernel does not off
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside() -> Iterator[Path]:
     """A writable directory outside the workspace and outside temp (which the sandbox allows)."""
     temp = (Path(tempfile.gettempdir()).resolve(), Path("/tmp").resolve())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _serve_helpers import TOOLS_MODULE, run_cli, tool_env
+
 from toolroute.builtins import builtin_tools
 from toolroute.cli import EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_TOOL_FAILED, EXIT_USAGE, main
 

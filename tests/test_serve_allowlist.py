@@ -9,6 +9,7 @@ import pytest
 from _serve_helpers import make_router
 from _serve_tools import MARKER_ENV
 from mcp import Client
+
 from toolroute import ToolRouter
 from toolroute.builtins import builtin_tools
 from toolroute.serve import ServedTools, build_server

@@ -14,6 +14,7 @@ import pytest
 from _serve_helpers import TOOLS_MODULE, http_server, run_cli, tool_env, toolroute_exe
 from _serve_tools import MARKER_ENV
 from mcp import Client, StdioServerParameters
+
 from toolroute.builtins import builtin_tools
 
 SERVE_ARGS = ["--modules", TOOLS_MODULE, "--functions", "echo,add", "--mcp-servers", "notes"]
