@@ -129,8 +129,15 @@ def _as_output(result: Any) -> ToolOutput:
     return result if isinstance(result, ToolOutput) else ToolOutput(result_text(result))
 
 
-def _execution_error(name: str, exc: Exception) -> ToolExecutionError:
-    return ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {exc}", tool=name)
+@contextmanager
+def _failures_as_tool_errors(name: str) -> Iterator[None]:
+    """toolroute's own errors pass through; anything else a tool raises is wrapped (and chained)."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {exc}", tool=name) from exc
 
 
 class ToolRouter:
@@ -443,34 +450,31 @@ class ToolRouter:
                 raise ToolArgumentError(f"invalid arguments for {bound.exposed_name!r}: {pname}: {details}") from None
         return kwargs
 
+    def _bind_local(self, name: str, kind: int, target: Any, args: Mapping[str, Any]) -> tuple[Callable[[], Any], bool]:
+        """Validate the arguments of a local call; returns (thunk, thunk_is_async)."""
+        if kind == ToolKind.BUILTIN:
+            ctx = self._context(name)
+            request = validate_request(name, target.request_model, args)
+            return (lambda: target.handler(request, ctx)), False
+        if kind == ToolKind.LOCAL_MCP:
+            kwargs = self._mcp_kwargs(target, args)
+            return (lambda: target.method(**kwargs)), target.is_async
+        request = validate_request(name, target.request_model, args)
+        return (lambda: target.call(request)), target.is_async
+
     def execute(
         self, name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> ToolOutput:
         """Route and run one call; returns the model-facing text and the structured trace."""
         kind, target = self._resolve(name, user_id)
         args = parse_arguments(argument)
-        try:
-            if kind == ToolKind.BUILTIN:
-                ctx = self._context(name)
-                request = validate_request(name, target.request_model, args)
-                with _running_in(self):
-                    return target.handler(request, ctx)
+        with _failures_as_tool_errors(name):
             if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
                 assert self._gateway is not None
                 return self._gateway.call(target, args)
-            if kind == ToolKind.LOCAL_MCP:
-                kwargs = self._mcp_kwargs(target, args)
-                if target.is_async:
-                    return _as_output(run_coroutine_sync(lambda: target.method(**kwargs)))
-                return _as_output(target.method(**kwargs))
-            request = validate_request(name, target.request_model, args)
-            if target.is_async:
-                return _as_output(run_coroutine_sync(lambda: target.call(request)))
-            return _as_output(target.call(request))
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise _execution_error(name, exc) from exc
+            thunk, is_async = self._bind_local(name, kind, target, args)
+            with _running_in(self):
+                return _as_output(run_coroutine_sync(thunk) if is_async else thunk())
 
     async def aexecute(
         self, name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
@@ -478,28 +482,13 @@ class ToolRouter:
         """Async `execute`: sync tools run in a worker thread (context variables carried over)."""
         kind, target = await self._aresolve(name, user_id)
         args = parse_arguments(argument)
-        try:
-            if kind == ToolKind.BUILTIN:
-                ctx = self._context(name)
-                request = validate_request(name, target.request_model, args)
-                with _running_in(self):
-                    return await anyio.to_thread.run_sync(target.handler, request, ctx)
+        with _failures_as_tool_errors(name):
             if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
                 assert self._gateway is not None
                 return await self._gateway.acall(target, args)
-            if kind == ToolKind.LOCAL_MCP:
-                kwargs = self._mcp_kwargs(target, args)
-                if target.is_async:
-                    return _as_output(await target.method(**kwargs))
-                return _as_output(await anyio.to_thread.run_sync(lambda: target.method(**kwargs)))
-            request = validate_request(name, target.request_model, args)
-            if target.is_async:
-                return _as_output(await target.call(request))
-            return _as_output(await anyio.to_thread.run_sync(target.call, request))
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise _execution_error(name, exc) from exc
+            thunk, is_async = self._bind_local(name, kind, target, args)
+            with _running_in(self):
+                return _as_output(await thunk() if is_async else await anyio.to_thread.run_sync(thunk))
 
     def invoke(
         self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
