@@ -59,3 +59,6 @@ impl SkipStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
