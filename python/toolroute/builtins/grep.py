@@ -7,15 +7,11 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field
 
 from toolroute import _core
-from toolroute.builtins._search import assemble, as_list, body_budget, paging_footer, skip_notice, split_globs
+from toolroute.builtins._search import as_list, assemble, body_budget, paging_footer, skip_notice, split_globs
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.context import BuiltInToolContext
 
 OutputMode = Literal["content", "files_with_matches", "count"]
-
-
-def _alias(*names: str) -> Any:
-    return Field(default=None, validation_alias=AliasChoices(*names))
 
 
 class GrepRequest(BuiltinRequest):
