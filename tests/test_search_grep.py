@@ -8,7 +8,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from _search_helpers import call, router_for, small_tree, write
 from toolroute import _core
 from toolroute.context import BuiltInToolContext, builtin_tool_context
@@ -260,7 +259,7 @@ def test_sparse_gigabyte_file_does_not_blow_memory(ws: Path, router: ToolRouter)
     with open(ws / "huge.bin", "wb") as f:
         f.truncate(1 << 30)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    text, trace = call(router, "grep", pattern="needle")
+    _, trace = call(router, "grep", pattern="needle")
     assert trace["skipped"]["binary"] == 2
     # As text the all-zero "line" would be 1 GB; the searcher's heap limit stops it with an error.
     _, trace = call(router, "grep", pattern="needle", path="huge.bin", text=True)
