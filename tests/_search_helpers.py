@@ -135,12 +135,14 @@ def rg_argv(pattern: str, opts: dict[str, Any]) -> list[str]:
     for key, flag in (("max_count", "-m"), ("context", "-C"), ("before", "-B"), ("after", "-A")):
         if opts.get(key) is not None:
             argv += [flag, str(opts[key])]
-    return [*argv, "-e", pattern]
+    # An explicit path: with none, rg would search stdin whenever stdin is a pipe.
+    return [*argv, "-e", pattern, "./"]
 
 
 def rg_rows(root: Path, pattern: str, opts: dict[str, Any]) -> set[tuple[str, int, str]]:
     """(path, line, kind) of every match and context line rg prints."""
-    proc = subprocess.run(rg_argv(pattern, opts), cwd=root, capture_output=True, check=False)
+    argv = rg_argv(pattern, opts)
+    proc = subprocess.run(argv, cwd=root, capture_output=True, check=False, stdin=subprocess.DEVNULL)
     assert proc.returncode in (0, 1), proc.stderr.decode(errors="replace")
     rows: set[tuple[str, int, str]] = set()
     for raw in proc.stdout.split(b"\n"):
@@ -153,5 +155,5 @@ def rg_rows(root: Path, pattern: str, opts: dict[str, Any]) -> set[tuple[str, in
                 kind = "match" if chr(b) == ":" else "context"
                 break
             digits.append(b)
-        rows.add((path.decode(), int(digits), kind))
+        rows.add((path.decode().removeprefix("./"), int(digits), kind))
     return rows
