@@ -42,7 +42,8 @@ def test_patterns(router: ToolRouter) -> None:
 def test_same_ignore_rules_as_grep_and_says_so(router: ToolRouter) -> None:
     text, trace = call(router, "glob", pattern="*.py")
     assert "build/out.py" not in text and ".hidden/h.py" not in text
-    assert trace["skipped"]["ignored"] == 1  # build/, one entry
+    # build/ (one entry) and notes.log: counted as excluded by the ignore rules, which apply first.
+    assert trace["skipped"]["ignored"] == 2
     assert "excluded by ignore files" in text and "no_ignore=true" in text
     _, grep_trace = call(router, "grep", pattern="needle", glob="*.py", output_mode="files_with_matches")
     assert [r["path"] for r in grep_trace["results"]] == ["a.py"]

@@ -51,11 +51,11 @@ pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
     });
     let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
     match sort {
-        GlobSort::Path => files.sort_unstable_by(|a, b| a.path.cmp(&b.path)),
+        GlobSort::Path => files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path)),
         GlobSort::Modified => files.sort_unstable_by(|a, b| {
             b.modified
                 .cmp(&a.modified)
-                .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| super::path_order(&a.path, &b.path))
         }),
     }
     GlobOutcome { files, stats }

@@ -467,7 +467,7 @@ impl Grep {
             }
         });
         let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
-        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path));
         GrepOutcome { files, stats }
     }
 

@@ -20,6 +20,17 @@ pub enum SearchError {
     Argument(String),
 }
 
+/// Order paths component by component (as `Path::cmp` does) but on the raw bytes, which is several
+/// times faster: mapping the separator to the lowest byte makes `a/b` sort before `a-b` and `a.b`.
+pub(crate) fn path_order(a: &std::path::Path, b: &std::path::Path) -> std::cmp::Ordering {
+    let key = |c: &u8| if *c == b'/' { 0 } else { *c };
+    let (a, b) = (
+        a.as_os_str().as_encoded_bytes(),
+        b.as_os_str().as_encoded_bytes(),
+    );
+    a.iter().map(key).cmp(b.iter().map(key))
+}
+
 /// What a walk (and grep's binary check) left out, so the output can say so.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SkipStats {

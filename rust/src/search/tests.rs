@@ -602,3 +602,20 @@ fn glob_matches_sorts_and_respects_ignores() {
         vec!["src/deep/x.py", "a.py"]
     );
 }
+
+#[test]
+fn path_order_matches_component_order() {
+    let mut names: Vec<PathBuf> = [
+        "a-b", "a/b", "a.b", "a/b/c", "a", "ab", "a/a", "b", "a/b-c", "a/b/",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let mut by_components = names.clone();
+    by_components.sort();
+    names.sort_by(|a, b| super::path_order(a, b));
+    // "a/b/" and "a/b" are equal as components; compare the rest.
+    by_components.retain(|p| p.as_os_str() != "a/b/");
+    names.retain(|p| p.as_os_str() != "a/b/");
+    assert_eq!(names, by_components);
+}

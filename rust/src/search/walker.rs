@@ -4,7 +4,8 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
@@ -40,8 +41,20 @@ pub struct Walker {
     roots: Roots,
     start: PathBuf,
     opts: WalkOptions,
-    filter: Override,
+    filters: Filters,
+}
+
+/// The caller's glob and type filters, applied after the ignore rules (see `Walker::builder`).
+#[derive(Clone)]
+struct Filters {
+    globs: Override,
     types: Types,
+}
+
+impl Filters {
+    fn rejects(&self, path: &Path, is_dir: bool) -> bool {
+        self.globs.matched(path, is_dir).is_ignore() || self.types.matched(path, is_dir).is_ignore()
+    }
 }
 
 fn is_vcs_dir(name: &OsStr) -> bool {
@@ -128,8 +141,10 @@ impl Walker {
             roots: roots.clone(),
             start,
             opts,
-            filter,
-            types,
+            filters: Filters {
+                globs: filter,
+                types,
+            },
         })
     }
 
@@ -154,7 +169,7 @@ impl Walker {
         }
     }
 
-    fn builder(&self) -> WalkBuilder {
+    fn builder(&self, filtered: &Arc<AtomicU64>) -> WalkBuilder {
         let o = &self.opts;
         let respect = !o.no_ignore;
         let mut b = WalkBuilder::new(&self.start);
@@ -166,21 +181,26 @@ impl Walker {
             .parents(respect)
             .require_git(o.require_git)
             .follow_links(o.follow_symlinks)
-            .types(self.types.clone())
             .threads(if o.threads == 0 {
                 default_threads()
             } else {
                 o.threads
             });
-        // Globs are applied after the ignore rules (ripgrep applies them before, so a glob can
-        // re-include an ignored file: BurntSushi/ripgrep#1808). Here only `no_ignore` does that.
-        let filter = self.filter.clone();
+        // Globs and types are applied here, after the ignore rules (ripgrep applies globs before
+        // them, so a glob can re-include an ignored file: BurntSushi/ripgrep#1808; here only
+        // `no_ignore` does that). The walker calls this only for entries the ignore rules and the
+        // hidden check let through, so counting rejections here separates "filtered by the
+        // caller's glob/type" from "ignored" without matching anything twice.
+        let filters = self.filters.clone();
+        let filtered = Arc::clone(filtered);
         b.filter_entry(move |dent| {
             let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
-            if is_dir && is_vcs_dir(dent.file_name()) {
-                return false;
+            let rejected =
+                (is_dir && is_vcs_dir(dent.file_name())) || filters.rejects(dent.path(), is_dir);
+            if rejected {
+                filtered.fetch_add(1, Ordering::Relaxed);
             }
-            !filter.matched(dent.path(), is_dir).is_ignore()
+            !rejected
         });
         b
     }
@@ -193,39 +213,35 @@ impl Walker {
         V: FnMut(&DirEntry, &mut SkipStats) + Send,
     {
         let total = Mutex::new(SkipStats::default());
+        let filtered = Arc::new(AtomicU64::new(0));
         let mut builder = VisitorBuilder {
             walker: self,
             make: &make,
             total: &total,
         };
-        self.builder().build_parallel().visit(&mut builder);
+        self.builder(&filtered).build_parallel().visit(&mut builder);
         let mut stats = total.into_inner().unwrap_or_else(|e| e.into_inner());
-        stats.ignored = stats.candidates.saturating_sub(stats.visited);
+        let explained = stats.visited + filtered.load(Ordering::Relaxed);
+        stats.ignored = stats.candidates.saturating_sub(explained);
         stats
     }
 
-    /// Count a directory's children the walker will not yield for a reason the user cannot see
-    /// from the arguments (ignore rules, hidden). Glob/type filters and VCS dirs are not counted.
+    /// Count a directory's children by name only: hidden ones (when `hidden` is off) and the
+    /// rest, the candidates. Candidates the walker neither yields nor filters were ignored.
     fn classify_children(&self, dir: &Path, stats: &mut SkipStats) {
         let Ok(read) = std::fs::read_dir(dir) else {
             return;
         };
         for child in read.flatten() {
             let name = child.file_name();
-            let is_dir = child.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && is_vcs_dir(&name) {
-                continue;
-            }
-            let path = child.path();
-            if self.filter.matched(&path, is_dir).is_ignore()
-                || self.types.matched(&path, is_dir).is_ignore()
-            {
-                continue;
-            }
-            if !self.opts.hidden && is_hidden(&name) {
-                stats.hidden += 1;
-            } else {
+            if self.opts.hidden || !is_hidden(&name) {
                 stats.candidates += 1;
+                continue;
+            }
+            let is_dir = child.file_type().is_ok_and(|t| t.is_dir());
+            // Not worth a notice: VCS dirs, and hidden entries the glob/type would drop anyway.
+            if !(self.filters.rejects(&child.path(), is_dir) || is_dir && is_vcs_dir(&name)) {
+                stats.hidden += 1;
             }
         }
     }
