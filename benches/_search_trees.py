@@ -72,8 +72,11 @@ class Report:
                 size = self.sizes.get((tree, impl))
                 yield f"   {impl:<28} {median * 1000:9.1f} ms  {ratio}  ({size} results)"
 
-    def print(self) -> None:
-        out = sys.__stdout__
-        if out is not None:
-            out.write("\n".join(self.lines()) + "\n")
-            out.flush()
+    def print(self, config: pytest.Config) -> None:
+        """Through the terminal reporter: plain prints from a fixture's teardown are captured."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        for line in self.lines():
+            if reporter is not None:
+                reporter.write_line(line)
+            else:
+                print(line)

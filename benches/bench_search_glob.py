@@ -25,9 +25,9 @@ ROUNDS = {"generated": 15, "stdlib": 15, "large": 5}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report() -> Iterator[None]:
+def _report(pytestconfig: pytest.Config) -> Iterator[None]:
     yield
-    REPORT.print()
+    REPORT.print(pytestconfig)
 
 
 def toolroute_glob(root: Path, sort: str = "path") -> int:

@@ -24,9 +24,9 @@ ROUNDS = {"generated": 10, "stdlib": 10, "large": 3}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report() -> Iterator[None]:
+def _report(pytestconfig: pytest.Config) -> Iterator[None]:
     yield
-    REPORT.print()
+    REPORT.print(pytestconfig)
 
 
 def toolroute_grep(root: Path) -> int:
