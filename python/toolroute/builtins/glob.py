@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 
@@ -32,7 +32,7 @@ class GlobRequest(BuiltinRequest):
     follow_symlinks: bool = Field(False, description="Follow symlinks (only those resolving inside the roots).")
 
 
-def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> Any:
+def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> _core.GlobResult:
     """The structured listing (a `toolroute._core.GlobResult`), for Python callers and the tool."""
     return _core.glob(
         ctx.confinement,

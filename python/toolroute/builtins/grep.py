@@ -51,7 +51,7 @@ class GrepRequest(BuiltinRequest):
     follow_symlinks: bool = Field(False, description="Follow symlinks (only those resolving inside the roots).")
 
 
-def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> Any:
+def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> _core.GrepResult:
     """The structured search (a `toolroute._core.GrepResult`), for Python callers and the tool."""
     context = request.context or 0
     before = request.before if request.before is not None else context
@@ -78,7 +78,7 @@ def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> Any:
     )
 
 
-def _summary(result: Any) -> str:
+def _summary(result: _core.GrepResult) -> str:
     files = result.files_matched
     lines = result.match_lines
     noun = "file" if files == 1 else "files"
@@ -95,12 +95,12 @@ def grep_handler(request: GrepRequest, ctx: BuiltInToolContext) -> ToolOutput:
     limit = request.head_limit or None
     total = result.total
     max_chars = ctx.limits.max_output_chars
+    body: str = ""
+    rows: list[dict[str, Any]] = []
     if total == 0:
         header = f"No matches for {request.pattern!r} in {where}."
-        body, rows = "", []
     elif request.offset >= total:
         header = f"No results at offset {request.offset}: the search has {total} result lines."
-        body, rows = "", []
     else:
         header = _summary(result)
         budget = body_budget(max_chars, header, notice)
