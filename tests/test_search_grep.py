@@ -288,3 +288,15 @@ def test_schema_and_traits(router: ToolRouter) -> None:
 def test_async_execute(router: ToolRouter) -> None:
     out = anyio.run(router.aexecute, "grep", {"pattern": "fn other"})
     assert "src/lib.rs:2:" in out.text
+
+
+def test_git_global_excludes(tmp_path: Path, ws: Path, router: ToolRouter, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git's global excludes file ($XDG_CONFIG_HOME/git/ignore) applies, like in ripgrep."""
+    home = tmp_path / "home"
+    write(home, ".config/git/ignore", "*.js\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    text, _ = call(router, "grep", pattern="needle")
+    assert "src/app.js" not in text and "src/lib.rs:1:" in text
+    text, _ = call(router, "grep", pattern="needle", no_ignore=True)
+    assert "src/app.js:1:" in text
