@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import resource
 import shutil
+import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,11 @@ def need_rg() -> str:
     return RG
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class Report:
     """Collect medians per (tree, implementation) and print ratios once the module is done."""
 
@@ -53,30 +61,46 @@ class Report:
         self.title = title
         self.reference = reference
         self.medians: dict[str, dict[str, float]] = {}
+        self.cpu: dict[tuple[str, str], float] = {}
         self.sizes: dict[tuple[str, str], int] = {}
 
     def run(self, benchmark: Any, tree: str, impl: str, fn: Callable[[], int], rounds: int) -> int:
         benchmark.group = f"{self.title} {tree}"
-        size = benchmark.pedantic(fn, rounds=rounds, warmup_rounds=1, iterations=1)
+        cpu: list[float] = []
+
+        def timed() -> int:
+            # CPU seconds of this process (all threads) and of finished children (rg): on a shared,
+            # loaded machine this is steadier than wall time, which is what the tables show.
+            start = time.process_time() + _children_cpu()
+            found = fn()
+            cpu.append(time.process_time() + _children_cpu() - start)
+            return found
+
+        size = benchmark.pedantic(timed, rounds=rounds, warmup_rounds=1, iterations=1)
         self.medians.setdefault(tree, {})[impl] = benchmark.stats.stats.median
+        self.cpu[(tree, impl)] = statistics.median(cpu[1:] or cpu)
         self.sizes[(tree, impl)] = size
         return size
 
     def lines(self) -> Iterator[str]:
-        yield f"\n==== {self.title}: median seconds and ratio to {self.reference} (<1 = faster) ===="
+        yield f"\n==== {self.title}: medians and ratios to {self.reference} (<1 = faster) ===="
         for tree, row in self.medians.items():
             ref = row.get(self.reference)
-            yield f"-- {tree}"
+            ref_cpu = self.cpu.get((tree, self.reference))
+            yield f"-- {tree}: wall ms, ratio | CPU ms, ratio"
             for impl, median in sorted(row.items(), key=lambda kv: kv[1]):
-                ratio = f"{median / ref:6.2f}x" if ref else "   n/a"
+                ratio = f"{median / ref:5.2f}x" if ref else "  n/a"
+                cpu = self.cpu[(tree, impl)]
+                cpu_ratio = f"{cpu / ref_cpu:5.2f}x" if ref_cpu else "  n/a"
                 size = self.sizes.get((tree, impl))
-                yield f"   {impl:<28} {median * 1000:9.1f} ms  {ratio}  ({size} results)"
+                yield (f"   {impl:<30} {median * 1000:8.1f} {ratio} | {cpu * 1000:8.1f} {cpu_ratio}  ({size} results)")
 
     def print(self, config: pytest.Config) -> None:
-        """Through the terminal reporter: plain prints from a fixture's teardown are captured."""
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        for line in self.lines():
-            if reporter is not None:
-                reporter.write_line(line)
-            else:
-                print(line)
+        """Past the capture: plain prints from a fixture's teardown would be swallowed."""
+        capman = config.pluginmanager.getplugin("capturemanager")
+        text = "\n".join(self.lines())
+        if capman is None:
+            print(text)
+            return
+        with capman.global_and_fixture_disabled():
+            print(text, flush=True)

@@ -21,7 +21,7 @@ __all__ = ["generated_tree", "large_tree", "stdlib_tree"]
 
 PATTERN = "*.py"  # gitignore-style: any depth; the same as **/*.py
 REPORT = Report("glob", reference="rg --files (subprocess)")
-ROUNDS = {"generated": 15, "stdlib": 15, "large": 5}
+ROUNDS = {"generated": 15, "stdlib": 15, "large": 7}
 
 
 @pytest.fixture(scope="module", autouse=True)
