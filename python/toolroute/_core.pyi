@@ -34,3 +34,65 @@ class Confinement:
     @property
     def read_only(self) -> list[Path]: ...
     def resolve(self, path: str, write: bool = False) -> Path: ...
+
+# ---- search: grep and glob (rust/src/py/search.rs) -------------------------------------------
+
+class GrepResult:
+    @property
+    def total(self) -> int: ...
+    @property
+    def files_matched(self) -> int: ...
+    @property
+    def match_lines(self) -> int: ...
+    @property
+    def output_mode(self) -> str: ...
+    @property
+    def stats(self) -> dict[str, Any]: ...
+    def paths(self) -> list[str]: ...
+    def rows(self, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def render(
+        self, offset: int = 0, limit: int | None = None, max_chars: int = 30000, max_line_chars: int = 2000
+    ) -> tuple[str, list[dict[str, Any]]]: ...
+
+class GlobResult:
+    def __len__(self) -> int: ...
+    def paths(self, offset: int = 0, limit: int | None = None) -> list[str]: ...
+    def modified(self, offset: int = 0, limit: int | None = None) -> list[float | None]: ...
+    @property
+    def stats(self) -> dict[str, Any]: ...
+
+def grep(
+    confinement: Confinement,
+    pattern: str,
+    path: str | None = None,
+    *,
+    globs: list[str] = ...,
+    types: list[str] = ...,
+    case_insensitive: bool = False,
+    fixed_strings: bool = False,
+    word: bool = False,
+    multiline: bool = False,
+    before: int = 0,
+    after: int = 0,
+    output_mode: str = "content",
+    max_count: int | None = None,
+    hidden: bool = False,
+    no_ignore: bool = False,
+    require_git: bool = False,
+    follow_symlinks: bool = False,
+    text: bool = False,
+    max_line_bytes: int = 8192,
+    threads: int = 0,
+) -> GrepResult: ...
+def glob(
+    confinement: Confinement,
+    pattern: str,
+    path: str | None = None,
+    *,
+    sort: str = "modified",
+    hidden: bool = False,
+    no_ignore: bool = False,
+    require_git: bool = False,
+    follow_symlinks: bool = False,
+    threads: int = 0,
+) -> GlobResult: ...

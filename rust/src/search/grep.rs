@@ -1,0 +1,569 @@
+//! grep: a parallel search with ripgrep's searcher over the shared walker. Results are collected
+//! per file and sorted by path afterwards (the walk itself stays parallel).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use grep_matcher::Matcher;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{
+    BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch,
+};
+
+use super::walker::Walker;
+use super::{SearchError, SkipStats};
+
+/// A searcher never buffers more than this per file (a huge line, or a whole file in multiline
+/// mode); beyond it the file fails with an error instead of eating memory.
+const HEAP_LIMIT: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputMode {
+    Content,
+    FilesWithMatches,
+    Count,
+}
+
+impl OutputMode {
+    pub fn parse(name: &str) -> Result<Self, SearchError> {
+        match name {
+            "content" => Ok(Self::Content),
+            "files_with_matches" => Ok(Self::FilesWithMatches),
+            "count" => Ok(Self::Count),
+            other => Err(SearchError::Argument(format!(
+                "output_mode must be content, files_with_matches or count, not {other:?}"
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GrepOptions {
+    pub case_insensitive: bool,
+    pub fixed_strings: bool,
+    pub word: bool,
+    /// Patterns may span lines, and `.` matches a newline (rg -U --multiline-dotall).
+    pub multiline: bool,
+    pub before: usize,
+    pub after: usize,
+    pub mode: OutputMode,
+    /// Matches per file (rg -m).
+    pub max_count: Option<u64>,
+    /// Search binary files as text (rg -a) instead of skipping them.
+    pub text: bool,
+    /// Stored line text is cut at this many bytes (spans still refer to the whole line).
+    pub max_line_bytes: usize,
+    /// Total bytes of rows kept from the parallel pass; files past it keep only their counts and
+    /// are searched again if a page needs them.
+    pub store_budget: usize,
+}
+
+impl Default for GrepOptions {
+    fn default() -> Self {
+        Self {
+            case_insensitive: false,
+            fixed_strings: false,
+            word: false,
+            multiline: false,
+            before: 0,
+            after: 0,
+            mode: OutputMode::Content,
+            max_count: None,
+            text: false,
+            max_line_bytes: 8 * 1024,
+            store_budget: 32 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    Match,
+    Context,
+    /// `--` between non-adjacent groups of context.
+    Break,
+    /// files_with_matches: one per file.
+    File,
+    /// count: one per file, with `count`.
+    Count,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub kind: RowKind,
+    /// 1-based line number (0 for File/Count/Break rows).
+    pub line: u64,
+    /// Byte offset of the line's start in the file.
+    pub byte_offset: u64,
+    /// The line without its terminator, lossily decoded, cut at `max_line_bytes`.
+    pub text: String,
+    pub truncated: bool,
+    /// Byte spans of each match within the line.
+    pub submatches: Vec<(usize, usize)>,
+    /// Matching lines (Count rows).
+    pub count: u64,
+}
+
+impl Row {
+    fn bare(kind: RowKind, count: u64) -> Self {
+        Self {
+            kind,
+            line: 0,
+            byte_offset: 0,
+            text: String::new(),
+            truncated: false,
+            submatches: Vec::new(),
+            count,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FileHits {
+    pub path: PathBuf,
+    pub display: String,
+    /// `None` when the store budget ran out; `Grep::rows` then searches the file again.
+    pub rows: Option<Vec<Row>>,
+    pub row_count: usize,
+    pub match_lines: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct GrepOutcome {
+    /// Files with at least one match, sorted by path.
+    pub files: Vec<FileHits>,
+    pub stats: SkipStats,
+}
+
+impl GrepOutcome {
+    pub fn total_rows(&self) -> usize {
+        self.files.iter().map(|f| f.row_count).sum()
+    }
+
+    pub fn match_lines(&self) -> u64 {
+        self.files.iter().map(|f| f.match_lines).sum()
+    }
+}
+
+pub struct Grep {
+    matcher: RegexMatcher,
+    opts: GrepOptions,
+}
+
+/// Explain an invalid regex with the character position of the mistake.
+fn regex_error(pattern: &str, fallback: &str) -> SearchError {
+    use regex_syntax::ast::parse::Parser;
+    let described = match Parser::new().parse(pattern) {
+        Err(e) => Some((e.span().start, e.kind().to_string())),
+        Ok(ast) => regex_syntax::hir::translate::Translator::new()
+            .translate(pattern, &ast)
+            .err()
+            .map(|e| (e.span().start, e.kind().to_string())),
+    };
+    let message = match described {
+        Some((pos, kind)) => {
+            let column = pattern[..pos.offset].chars().count() + 1;
+            format!(
+                "invalid regex {pattern:?}: {kind} at position {column} (Rust regex syntax; set fixed_strings=true to search for the text literally)\n    {pattern}\n    {}^",
+                " ".repeat(column - 1)
+            )
+        }
+        None => format!("invalid regex {pattern:?}: {fallback}"),
+    };
+    SearchError::Regex(message)
+}
+
+/// Split a match block (one line, or several in multiline mode) into rows.
+fn push_lines(
+    rows: &mut Vec<Row>,
+    kind: RowKind,
+    block: &[u8],
+    first_line: u64,
+    offset: u64,
+    spans: &[(usize, usize)],
+    max_line_bytes: usize,
+) -> usize {
+    let mut bytes = 0;
+    let mut start = 0;
+    let mut line = first_line;
+    while start < block.len() {
+        let end = memchr::memchr(b'\n', &block[start..]).map_or(block.len(), |i| start + i + 1);
+        let mut content = &block[start..end];
+        if let Some(stripped) = content.strip_suffix(b"\n") {
+            content = stripped.strip_suffix(b"\r").unwrap_or(stripped);
+        }
+        let truncated = content.len() > max_line_bytes;
+        let shown = &content[..content.len().min(max_line_bytes)];
+        let line_end = start + content.len();
+        // A span belongs to this line if it starts in it, or started earlier and runs into it.
+        let submatches = spans
+            .iter()
+            .filter(|&&(s, e)| (s >= start && s <= line_end) || (s < start && e > start))
+            .map(|&(s, e)| {
+                (
+                    s.max(start) - start,
+                    e.min(line_end).max(s.max(start)) - start,
+                )
+            })
+            .collect();
+        let text = String::from_utf8_lossy(shown).into_owned();
+        bytes += text.len() + 64;
+        rows.push(Row {
+            kind,
+            line,
+            byte_offset: offset + start as u64,
+            text,
+            truncated,
+            submatches,
+            count: 0,
+        });
+        start = end;
+        line += 1;
+    }
+    bytes
+}
+
+struct Collect<'a> {
+    matcher: &'a RegexMatcher,
+    opts: &'a GrepOptions,
+    store: bool,
+    rows: Vec<Row>,
+    row_count: usize,
+    match_lines: u64,
+    bytes: usize,
+    binary: bool,
+}
+
+impl Collect<'_> {
+    fn lines_in(block: &[u8]) -> usize {
+        let n = memchr::memchr_iter(b'\n', block).count();
+        if block.last() == Some(&b'\n') {
+            n.max(1)
+        } else {
+            n + 1
+        }
+    }
+}
+
+impl Sink for Collect<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let block = m.bytes();
+        let lines = Self::lines_in(block);
+        self.match_lines += lines as u64;
+        match self.opts.mode {
+            OutputMode::FilesWithMatches => {
+                self.row_count = 1;
+                return Ok(false);
+            }
+            OutputMode::Count => {
+                self.row_count = 1;
+            }
+            OutputMode::Content => {
+                self.row_count += lines;
+                if self.store {
+                    let mut spans = Vec::new();
+                    self.matcher
+                        .find_iter(block, |found| {
+                            spans.push((found.start(), found.end()));
+                            true
+                        })
+                        .map_err(|e| io::Error::other(e.to_string()))?;
+                    self.bytes += push_lines(
+                        &mut self.rows,
+                        RowKind::Match,
+                        block,
+                        m.line_number().unwrap_or(0),
+                        m.absolute_byte_offset(),
+                        &spans,
+                        self.opts.max_line_bytes,
+                    );
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        if self.opts.mode == OutputMode::Content {
+            self.row_count += 1;
+            if self.store {
+                self.bytes += push_lines(
+                    &mut self.rows,
+                    RowKind::Context,
+                    c.bytes(),
+                    c.line_number().unwrap_or(0),
+                    c.absolute_byte_offset(),
+                    &[],
+                    self.opts.max_line_bytes,
+                );
+            }
+        }
+        Ok(true)
+    }
+
+    fn context_break(&mut self, _s: &Searcher) -> Result<bool, io::Error> {
+        if self.opts.mode == OutputMode::Content && self.row_count > 0 {
+            self.row_count += 1;
+            if self.store {
+                self.rows.push(Row::bare(RowKind::Break, 0));
+            }
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _s: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+/// Open without following a symlink swapped in after the walk saw a regular file, and without
+/// blocking on a FIFO swapped in the same way.
+fn open_confined(path: &Path, follow: bool) -> io::Result<File> {
+    let mut flags = libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    OpenOptions::new().read(true).custom_flags(flags).open(path)
+}
+
+struct Scan {
+    rows: Option<Vec<Row>>,
+    row_count: usize,
+    match_lines: u64,
+    bytes: usize,
+    binary: bool,
+}
+
+impl Grep {
+    pub fn new(pattern: &str, opts: GrepOptions) -> Result<Self, SearchError> {
+        if pattern.is_empty() {
+            return Err(SearchError::Argument("pattern must not be empty".into()));
+        }
+        let mut b = RegexMatcherBuilder::new();
+        b.case_insensitive(opts.case_insensitive)
+            .fixed_strings(opts.fixed_strings)
+            .word(opts.word);
+        if opts.multiline {
+            b.multi_line(true).dot_matches_new_line(true);
+        } else {
+            b.line_terminator(Some(b'\n'));
+        }
+        let matcher = b.build(pattern).map_err(|e| {
+            let text = e.to_string();
+            if text.contains("line terminator") || text.contains("literal \"\\n\"") {
+                SearchError::Regex(format!(
+                    "pattern {pattern:?} can match a line break; set multiline=true to search across lines"
+                ))
+            } else {
+                regex_error(pattern, &text)
+            }
+        })?;
+        Ok(Self { matcher, opts })
+    }
+
+    pub fn options(&self) -> &GrepOptions {
+        &self.opts
+    }
+
+    fn searcher(&self) -> Searcher {
+        let o = &self.opts;
+        let mut b = SearcherBuilder::new();
+        b.line_number(true)
+            .multi_line(o.multiline)
+            .memory_map(MmapChoice::never())
+            .heap_limit(Some(HEAP_LIMIT))
+            .max_matches(o.max_count)
+            .binary_detection(if o.text {
+                BinaryDetection::none()
+            } else {
+                BinaryDetection::quit(b'\x00')
+            });
+        if o.mode == OutputMode::Content {
+            b.before_context(o.before).after_context(o.after);
+        }
+        b.build()
+    }
+
+    fn scan(
+        &self,
+        searcher: &mut Searcher,
+        path: &Path,
+        follow: bool,
+        store: bool,
+    ) -> io::Result<Scan> {
+        let file = open_confined(path, follow)?;
+        let mut sink = Collect {
+            matcher: &self.matcher,
+            opts: &self.opts,
+            store,
+            rows: Vec::new(),
+            row_count: 0,
+            match_lines: 0,
+            bytes: 0,
+            binary: false,
+        };
+        searcher.search_file(&self.matcher, &file, &mut sink)?;
+        Ok(Scan {
+            rows: store.then_some(sink.rows),
+            row_count: sink.row_count,
+            match_lines: sink.match_lines,
+            bytes: sink.bytes,
+            binary: sink.binary,
+        })
+    }
+
+    /// Search everything the walker yields; results sorted by path.
+    pub fn run(&self, walker: &Walker) -> GrepOutcome {
+        let found = Mutex::new(Vec::new());
+        let budget = AtomicUsize::new(self.opts.store_budget);
+        let follow = walker.follows_symlinks();
+        let stats = walker.walk(|| {
+            let mut searcher = self.searcher();
+            let found = &found;
+            let budget = &budget;
+            move |dent: &ignore::DirEntry, stats: &mut SkipStats| {
+                stats.files += 1;
+                let store =
+                    self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
+                match self.scan(&mut searcher, dent.path(), follow, store) {
+                    Ok(scan) => {
+                        if scan.binary {
+                            stats.binary += 1;
+                        }
+                        if scan.row_count == 0 {
+                            return;
+                        }
+                        if scan.bytes > 0 {
+                            let _ =
+                                budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                                    Some(b.saturating_sub(scan.bytes))
+                                });
+                        }
+                        let hits = FileHits {
+                            path: dent.path().to_path_buf(),
+                            display: walker.display(dent.path()),
+                            rows: scan.rows,
+                            row_count: scan.row_count,
+                            match_lines: scan.match_lines,
+                        };
+                        found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
+                    }
+                    Err(err) => {
+                        stats.errors += 1;
+                        if stats.first_errors.len() < 5 {
+                            stats
+                                .first_errors
+                                .push(format!("{}: {err}", walker.display(dent.path())));
+                        }
+                    }
+                }
+            }
+        });
+        let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
+        files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path));
+        GrepOutcome { files, stats }
+    }
+
+    /// The rows of one file: the stored ones, or searched again (the same search, so the same
+    /// rows, unless the file changed in between).
+    pub fn rows(&self, hits: &FileHits, follow: bool) -> Vec<Row> {
+        let rows = match &hits.rows {
+            Some(rows) => rows.clone(),
+            None => {
+                let mut searcher = self.searcher();
+                match self.scan(&mut searcher, &hits.path, follow, true) {
+                    Ok(scan) => scan.rows.unwrap_or_default(),
+                    Err(_) => Vec::new(),
+                }
+            }
+        };
+        match self.opts.mode {
+            OutputMode::Content => rows,
+            OutputMode::FilesWithMatches => vec![Row::bare(RowKind::File, hits.match_lines)],
+            OutputMode::Count => vec![Row::bare(RowKind::Count, hits.match_lines)],
+        }
+    }
+}
+
+/// A page of rows in output order: `(file index, row)` for rows `offset..offset+limit`.
+pub fn page(
+    grep: &Grep,
+    outcome: &GrepOutcome,
+    follow: bool,
+    offset: usize,
+    limit: Option<usize>,
+) -> Vec<(usize, Row)> {
+    let end = limit.map_or(usize::MAX, |l| offset.saturating_add(l));
+    let mut out = Vec::new();
+    let mut first = 0usize;
+    for (index, hits) in outcome.files.iter().enumerate() {
+        let last = first + hits.row_count;
+        if last > offset && first < end {
+            let rows = grep.rows(hits, follow);
+            let from = offset.saturating_sub(first);
+            let to = (end - first).min(rows.len());
+            out.extend(rows.into_iter().take(to).skip(from).map(|r| (index, r)));
+        }
+        if last >= end {
+            break;
+        }
+        first = last;
+    }
+    out
+}
+
+/// Render rows as rg does (`path:line:text`, `path-line-text` for context, `--`), stopping before
+/// `max_chars`. Returns the text and how many rows it holds.
+pub fn render(
+    outcome: &GrepOutcome,
+    rows: &[(usize, Row)],
+    max_chars: usize,
+    max_line_chars: usize,
+) -> (String, usize) {
+    let mut text = String::new();
+    let mut chars = 0usize;
+    for (shown, (index, row)) in rows.iter().enumerate() {
+        let path = &outcome.files[*index].display;
+        let line = match row.kind {
+            RowKind::Match | RowKind::Context => {
+                let sep = if row.kind == RowKind::Match { ':' } else { '-' };
+                let body = cut_line(&row.text, row.truncated, max_line_chars);
+                format!("{path}{sep}{}{sep}{body}", row.line)
+            }
+            RowKind::Break => "--".to_string(),
+            RowKind::File => path.clone(),
+            RowKind::Count => format!("{path}:{}", row.count),
+        };
+        let cost = line.chars().count() + 1;
+        if chars + cost > max_chars && shown > 0 {
+            return (text, shown);
+        }
+        if chars + cost > max_chars {
+            // Even the first row does not fit: show what fits of it rather than nothing.
+            let cut: String = line.chars().take(max_chars.saturating_sub(20)).collect();
+            text.push_str(&cut);
+            text.push_str(" … [cut]\n");
+            return (text, 1);
+        }
+        chars += cost;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    (text, rows.len())
+}
+
+fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
+    let n = text.chars().count();
+    if n <= max_chars && !truncated {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max_chars).collect();
+    format!("{kept} … [line cut at {max_chars} chars]")
+}

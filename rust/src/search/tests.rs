@@ -1,0 +1,621 @@
+//! Tests of the walker, grep and glob on real files in temporary directories.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use super::glob::{self, GlobSort};
+use super::grep::{self, Grep, GrepOptions, OutputMode, RowKind};
+use super::walker::{WalkOptions, Walker};
+use super::SearchError;
+use crate::confine::Roots;
+
+fn write(root: &Path, rel: &str, content: &[u8]) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+fn tree() -> (tempfile::TempDir, PathBuf, Roots) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    write(&ws, "a.py", b"import os\nneedle = 1\nprint(needle)\n");
+    write(&ws, "src/lib.rs", b"fn needle() {}\n");
+    write(&ws, "build/out.py", b"needle\n");
+    write(&ws, "notes.log", b"needle\n");
+    write(&ws, ".hidden/h.py", b"needle\n");
+    write(&ws, ".gitignore", b"build/\n*.log\n");
+    let roots = Roots::new(&ws, &[]).unwrap();
+    let canon = ws.canonicalize().unwrap();
+    (dir, canon, roots)
+}
+
+fn opts() -> WalkOptions {
+    WalkOptions::default()
+}
+
+fn grep_paths(roots: &Roots, pattern: &str, walk: WalkOptions, g: GrepOptions) -> Vec<String> {
+    let grep = Grep::new(pattern, g).unwrap();
+    let walker = Walker::new(roots, None, walk).unwrap();
+    grep.run(&walker)
+        .files
+        .into_iter()
+        .map(|f| f.display)
+        .collect()
+}
+
+fn content() -> GrepOptions {
+    GrepOptions::default()
+}
+
+#[test]
+fn gitignore_applies_outside_git_unless_require_git() {
+    let (_d, _ws, roots) = tree();
+    let found = grep_paths(&roots, "needle", opts(), content());
+    assert_eq!(found, vec!["a.py", "src/lib.rs"]);
+    // ripgrep's default: outside a git repository .gitignore is not read.
+    let rg_like = WalkOptions {
+        require_git: true,
+        ..opts()
+    };
+    let found = grep_paths(&roots, "needle", rg_like, content());
+    assert_eq!(
+        found,
+        vec!["a.py", "build/out.py", "notes.log", "src/lib.rs"]
+    );
+}
+
+#[test]
+fn gitignore_applies_inside_git_with_require_git() {
+    let (_d, ws, roots) = tree();
+    fs::create_dir(ws.join(".git")).unwrap();
+    let rg_like = WalkOptions {
+        require_git: true,
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", rg_like, content()),
+        vec!["a.py", "src/lib.rs"]
+    );
+}
+
+#[test]
+fn dot_ignore_and_no_ignore_and_hidden() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "src/.ignore", b"lib.rs\n");
+    assert_eq!(
+        grep_paths(&roots, "needle", opts(), content()),
+        vec!["a.py"]
+    );
+    let all = WalkOptions {
+        no_ignore: true,
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", all, content()),
+        vec!["a.py", "build/out.py", "notes.log", "src/lib.rs"]
+    );
+    let hidden = WalkOptions {
+        hidden: true,
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", hidden, content()),
+        vec![".hidden/h.py", "a.py"]
+    );
+}
+
+#[test]
+fn skip_statistics_count_ignored_and_hidden() {
+    let (_d, _ws, roots) = tree();
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
+    // build/ (one entry) and notes.log are ignored; .hidden and .gitignore are hidden.
+    assert_eq!(out.stats.ignored, 2);
+    assert_eq!(out.stats.hidden, 2);
+    let all = WalkOptions {
+        no_ignore: true,
+        hidden: true,
+        ..opts()
+    };
+    let out = grep.run(&Walker::new(&roots, None, all).unwrap());
+    assert_eq!((out.stats.ignored, out.stats.hidden), (0, 0));
+}
+
+#[test]
+fn git_dir_never_searched_even_with_hidden() {
+    let (_d, ws, roots) = tree();
+    write(&ws, ".git/config", b"needle\n");
+    let hidden = WalkOptions {
+        hidden: true,
+        ..opts()
+    };
+    let found = grep_paths(&roots, "needle", hidden, content());
+    assert!(!found.iter().any(|p| p.starts_with(".git/")), "{found:?}");
+}
+
+#[test]
+fn globs_and_types_filter_after_ignore_rules() {
+    let (_d, _ws, roots) = tree();
+    let py = WalkOptions {
+        globs: vec!["*.py".into()],
+        ..opts()
+    };
+    assert_eq!(grep_paths(&roots, "needle", py, content()), vec!["a.py"]);
+    let not_py = WalkOptions {
+        globs: vec!["!*.py".into()],
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", not_py, content()),
+        vec!["src/lib.rs"]
+    );
+    // A glob naming an ignored file does not bring it back (only no_ignore does).
+    let log = WalkOptions {
+        globs: vec!["*.log".into()],
+        ..opts()
+    };
+    assert!(grep_paths(&roots, "needle", log, content()).is_empty());
+    let rust = WalkOptions {
+        types: vec!["rust".into()],
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", rust, content()),
+        vec!["src/lib.rs"]
+    );
+    let not_rust = WalkOptions {
+        types: vec!["!rust".into()],
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", not_rust, content()),
+        vec!["a.py"]
+    );
+}
+
+#[test]
+fn bad_type_and_glob_are_argument_errors() {
+    let (_d, _ws, roots) = tree();
+    let bad = WalkOptions {
+        types: vec!["pyy".into()],
+        ..opts()
+    };
+    match Walker::new(&roots, None, bad) {
+        Err(SearchError::Type(m)) => {
+            assert!(m.contains("pyy") && m.contains("did you mean py"), "{m}")
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    let bad = WalkOptions {
+        globs: vec!["a[".into()],
+        ..opts()
+    };
+    assert!(matches!(
+        Walker::new(&roots, None, bad),
+        Err(SearchError::Glob { .. })
+    ));
+}
+
+#[test]
+fn invalid_regex_names_position() {
+    match Grep::new("ab(cd", content()) {
+        Err(SearchError::Regex(m)) => assert!(m.contains("unclosed group at position 3"), "{m}"),
+        other => panic!("{:?}", other.err()),
+    }
+    match Grep::new("x{2,1}", content()) {
+        Err(SearchError::Regex(m)) => assert!(m.contains("position"), "{m}"),
+        other => panic!("{:?}", other.err()),
+    }
+    assert!(Grep::new(
+        "ab(cd",
+        GrepOptions {
+            fixed_strings: true,
+            ..content()
+        }
+    )
+    .is_ok());
+}
+
+#[test]
+fn path_is_confined_and_must_exist() {
+    let (_d, ws, roots) = tree();
+    assert!(matches!(
+        Walker::new(&roots, Some("../"), opts()),
+        Err(SearchError::Confine(_))
+    ));
+    assert!(matches!(
+        Walker::new(&roots, Some("/etc"), opts()),
+        Err(SearchError::Confine(_))
+    ));
+    assert!(matches!(
+        Walker::new(&roots, Some("missing"), opts()),
+        Err(SearchError::Argument(_))
+    ));
+    let file = Walker::new(&roots, Some("build/out.py"), opts()).unwrap();
+    assert_eq!(file.start(), ws.join("build/out.py"));
+    // An explicitly named file is searched even though it is ignored.
+    let out = Grep::new("needle", content()).unwrap().run(&file);
+    assert_eq!(out.files[0].display, "build/out.py");
+}
+
+#[test]
+fn symlinks_out_of_roots_and_loops() {
+    let (dir, ws, roots) = tree();
+    write(dir.path(), "secret/s.txt", b"needle\n");
+    symlink(dir.path().join("secret"), ws.join("outdir")).unwrap();
+    symlink(dir.path().join("secret/s.txt"), ws.join("outfile.txt")).unwrap();
+    symlink(&ws, ws.join("src/loop")).unwrap();
+    symlink(ws.join("a.py"), ws.join("inside.py")).unwrap();
+    // Not following: links are not searched at all.
+    assert_eq!(
+        grep_paths(&roots, "needle", opts(), content()),
+        vec!["a.py", "src/lib.rs"]
+    );
+    // Following: the inside link is searched, the outside ones and the loop are not.
+    let follow = WalkOptions {
+        follow_symlinks: true,
+        ..opts()
+    };
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, follow).unwrap());
+    let found: Vec<_> = out.files.iter().map(|f| f.display.as_str()).collect();
+    assert_eq!(found, vec!["a.py", "inside.py", "src/lib.rs"]);
+    assert_eq!(out.stats.outside_roots, 2);
+    assert!(
+        out.stats.errors >= 1,
+        "the loop is reported: {:?}",
+        out.stats
+    );
+}
+
+#[test]
+fn binary_non_utf8_and_empty_files() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "bin.dat", b"needle\0\x01\x02");
+    write(&ws, "latin1.txt", b"caf\xe9 needle\n\xff\xfe\n");
+    write(&ws, "empty.txt", b"");
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
+    let found: Vec<_> = out.files.iter().map(|f| f.display.as_str()).collect();
+    assert_eq!(found, vec!["a.py", "latin1.txt", "src/lib.rs"]);
+    assert_eq!(out.stats.binary, 1);
+    let rows = out.files[1].rows.as_ref().unwrap();
+    assert_eq!(rows[0].text, "caf\u{fffd} needle");
+    assert_eq!(rows[0].submatches, vec![(5, 11)]);
+    let text = Grep::new(
+        "needle",
+        GrepOptions {
+            text: true,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = text.run(&Walker::new(&roots, None, opts()).unwrap());
+    assert!(out.files.iter().any(|f| f.display == "bin.dat"));
+    assert_eq!(out.stats.binary, 0);
+    let anything = Grep::new("^", content()).unwrap();
+    let file = Walker::new(&roots, Some("empty.txt"), opts()).unwrap();
+    assert!(anything.run(&file).files.is_empty());
+}
+
+#[test]
+fn sparse_gigabyte_file_is_cheap() {
+    let (_d, ws, roots) = tree();
+    let f = fs::File::create(ws.join("huge.bin")).unwrap();
+    f.set_len(1 << 30).unwrap();
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
+    assert_eq!(out.stats.binary, 1);
+    // As text, the all-zero "line" grows past the heap limit: an error, not an allocation of 1 GB.
+    let text = Grep::new(
+        "needle",
+        GrepOptions {
+            text: true,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = text.run(&Walker::new(&roots, Some("huge.bin"), opts()).unwrap());
+    assert!(out.files.is_empty());
+    assert_eq!(out.stats.errors, 1, "{:?}", out.stats);
+}
+
+fn numbered(n: usize) -> Vec<u8> {
+    (1..=n)
+        .map(|i| format!("line {i}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn context_rows_and_breaks() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "n.txt", &numbered(20));
+    let g = GrepOptions {
+        before: 1,
+        after: 1,
+        ..content()
+    };
+    let grep = Grep::new(r"^line (3|4|10)$", g).unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("n.txt"), opts()).unwrap());
+    let rows = out.files[0].rows.as_ref().unwrap();
+    let shape: Vec<(RowKind, u64)> = rows.iter().map(|r| (r.kind, r.line)).collect();
+    use RowKind::*;
+    assert_eq!(
+        shape,
+        vec![
+            (Context, 2),
+            (Match, 3),
+            (Match, 4),
+            (Context, 5),
+            (Break, 0),
+            (Context, 9),
+            (Match, 10),
+            (Context, 11)
+        ]
+    );
+    assert_eq!(out.files[0].row_count, rows.len());
+    let (text, shown) = grep::render(&out, &grep::page(&grep, &out, false, 0, None), 10_000, 100);
+    assert_eq!(shown, 8);
+    assert!(
+        text.starts_with("n.txt-2-line 2\nn.txt:3:line 3\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n--\n"));
+}
+
+#[test]
+fn word_case_fixed_and_max_count() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "w.txt", b"Foo foo fooxbar\nfoo.bar\nFOO\n");
+    let run = |p: &str, g: GrepOptions| {
+        let grep = Grep::new(p, g).unwrap();
+        let out = grep.run(&Walker::new(&roots, Some("w.txt"), opts()).unwrap());
+        out.files.first().map_or(0, |f| f.match_lines)
+    };
+    assert_eq!(run("foo", content()), 2);
+    assert_eq!(
+        run(
+            "foo",
+            GrepOptions {
+                case_insensitive: true,
+                ..content()
+            }
+        ),
+        3
+    );
+    assert_eq!(
+        run(
+            "foox",
+            GrepOptions {
+                word: true,
+                ..content()
+            }
+        ),
+        0
+    );
+    assert_eq!(
+        run(
+            "foo.bar",
+            GrepOptions {
+                fixed_strings: true,
+                ..content()
+            }
+        ),
+        1
+    );
+    assert_eq!(run("foo.bar", content()), 2);
+    assert_eq!(
+        run(
+            "(?i)foo",
+            GrepOptions {
+                max_count: Some(2),
+                ..content()
+            }
+        ),
+        2
+    );
+}
+
+#[test]
+fn multiline_spans_lines() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "m.txt", b"start\nmiddle\nend\nother\n");
+    assert!(Grep::new(r"start\nmiddle", content()).is_err());
+    let grep = Grep::new(
+        r"start.middle",
+        GrepOptions {
+            multiline: true,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("m.txt"), opts()).unwrap());
+    let rows = out.files[0].rows.as_ref().unwrap();
+    let lines: Vec<u64> = rows.iter().map(|r| r.line).collect();
+    assert_eq!(lines, vec![1, 2]);
+    assert_eq!(rows[0].submatches, vec![(0, 5)]);
+    assert_eq!(rows[1].submatches, vec![(0, 6)]);
+    assert_eq!(rows[1].byte_offset, 6);
+}
+
+#[test]
+fn output_modes_and_paging() {
+    let (_d, ws, roots) = tree();
+    for i in 0..5 {
+        write(&ws, &format!("many/f{i}.txt"), &numbered(3));
+    }
+    let walk = || Walker::new(&roots, Some("many"), opts()).unwrap();
+    let files = Grep::new(
+        "line",
+        GrepOptions {
+            mode: OutputMode::FilesWithMatches,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = files.run(&walk());
+    assert_eq!(out.total_rows(), 5);
+    let (text, _) = grep::render(
+        &out,
+        &grep::page(&files, &out, false, 1, Some(2)),
+        1000,
+        100,
+    );
+    assert_eq!(text, "many/f1.txt\nmany/f2.txt\n");
+    let count = Grep::new(
+        "line",
+        GrepOptions {
+            mode: OutputMode::Count,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = count.run(&walk());
+    let (text, _) = grep::render(
+        &out,
+        &grep::page(&count, &out, false, 0, Some(1)),
+        1000,
+        100,
+    );
+    assert_eq!(text, "many/f0.txt:3\n");
+    let lines = Grep::new("line", content()).unwrap();
+    let out = lines.run(&walk());
+    assert_eq!(out.total_rows(), 15);
+    let page = grep::page(&lines, &out, false, 4, Some(3));
+    let got: Vec<(String, u64)> = page
+        .iter()
+        .map(|(i, r)| (out.files[*i].display.clone(), r.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("many/f1.txt".into(), 2),
+            ("many/f1.txt".into(), 3),
+            ("many/f2.txt".into(), 1)
+        ]
+    );
+    // The character cap stops the page early and says how many rows it holds.
+    let all = grep::page(&lines, &out, false, 0, None);
+    let (text, shown) = grep::render(&out, &all, 60, 100);
+    assert_eq!(shown, 2);
+    assert!(text.chars().count() <= 60);
+}
+
+#[test]
+fn rows_past_the_store_budget_are_searched_again() {
+    let (_d, ws, roots) = tree();
+    for i in 0..20 {
+        write(&ws, &format!("many/f{i:02}.txt"), &numbered(50));
+    }
+    let walk = || Walker::new(&roots, Some("many"), opts()).unwrap();
+    let stored = Grep::new("line", content()).unwrap();
+    let tiny = Grep::new(
+        "line",
+        GrepOptions {
+            store_budget: 1,
+            ..content()
+        },
+    )
+    .unwrap();
+    let a = stored.run(&walk());
+    let b = tiny.run(&walk());
+    assert!(b.files.iter().any(|f| f.rows.is_none()));
+    assert_eq!(a.total_rows(), b.total_rows());
+    assert_eq!(
+        grep::page(&stored, &a, false, 0, None),
+        grep::page(&tiny, &b, false, 0, None)
+    );
+}
+
+#[test]
+fn long_lines_are_cut_but_spans_kept() {
+    let (_d, ws, roots) = tree();
+    let mut long = vec![b'x'; 10_000];
+    long.extend_from_slice(b"needle\n");
+    write(&ws, "long.txt", &long);
+    let grep = Grep::new(
+        "needle",
+        GrepOptions {
+            max_line_bytes: 100,
+            ..content()
+        },
+    )
+    .unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("long.txt"), opts()).unwrap());
+    let row = &out.files[0].rows.as_ref().unwrap()[0];
+    assert!(row.truncated && row.text.len() == 100);
+    assert_eq!(row.submatches, vec![(10_000, 10_006)]);
+    let (text, _) = grep::render(&out, &grep::page(&grep, &out, false, 0, None), 1000, 50);
+    assert!(text.contains("[line cut at 50 chars]"), "{text}");
+}
+
+#[test]
+fn glob_matches_sorts_and_respects_ignores() {
+    let (_d, ws, roots) = tree();
+    write(&ws, "src/deep/x.py", b"");
+    write(&ws, "src/y.ts", b"");
+    write(&ws, "src/z.tsx", b"");
+    let g = |pattern: &str, walk: WalkOptions, sort| {
+        let walk = WalkOptions {
+            globs: vec![pattern.into()],
+            ..walk
+        };
+        let out = glob::run(&Walker::new(&roots, None, walk).unwrap(), sort);
+        out.files.into_iter().map(|f| f.display).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        g("*.py", opts(), GlobSort::Path),
+        vec!["a.py", "src/deep/x.py"]
+    );
+    assert_eq!(
+        g("**/*.py", opts(), GlobSort::Path),
+        vec!["a.py", "src/deep/x.py"]
+    );
+    assert_eq!(g("src/*.py", opts(), GlobSort::Path), Vec::<String>::new());
+    assert_eq!(
+        g("src/**/*.py", opts(), GlobSort::Path),
+        vec!["src/deep/x.py"]
+    );
+    assert_eq!(
+        g("*.{ts,tsx}", opts(), GlobSort::Path),
+        vec!["src/y.ts", "src/z.tsx"]
+    );
+    let all = WalkOptions {
+        no_ignore: true,
+        hidden: true,
+        ..opts()
+    };
+    assert_eq!(
+        g("*.py", all, GlobSort::Path),
+        vec![".hidden/h.py", "a.py", "build/out.py", "src/deep/x.py"]
+    );
+    // Newest first.
+    let old = fs::File::options()
+        .write(true)
+        .open(ws.join("a.py"))
+        .unwrap();
+    old.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+    assert_eq!(
+        g("*.py", opts(), GlobSort::Modified),
+        vec!["src/deep/x.py", "a.py"]
+    );
+}
+
+#[test]
+fn path_order_matches_component_order() {
+    let mut names: Vec<PathBuf> = [
+        "a-b", "a/b", "a.b", "a/b/c", "a", "ab", "a/a", "b", "a/b-c", "a/b/",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let mut by_components = names.clone();
+    by_components.sort();
+    names.sort_by(|a, b| super::path_order(a, b));
+    // "a/b/" and "a/b" are equal as components; compare the rest.
+    by_components.retain(|p| p.as_os_str() != "a/b/");
+    names.retain(|p| p.as_os_str() != "a/b/");
+    assert_eq!(names, by_components);
+}
