@@ -37,6 +37,7 @@ class Confinement:
 
 # ---- search: grep and glob (rust/src/py/search.rs) -------------------------------------------
 
+@final
 class GrepResult:
     @property
     def total(self) -> int: ...
@@ -54,6 +55,7 @@ class GrepResult:
         self, offset: int = 0, limit: int | None = None, max_chars: int = 30000, max_line_chars: int = 2000
     ) -> tuple[str, list[dict[str, Any]]]: ...
 
+@final
 class GlobResult:
     def __len__(self) -> int: ...
     def paths(self, offset: int = 0, limit: int | None = None) -> list[str]: ...
