@@ -32,9 +32,10 @@ def test_url_entries_pick_the_transport(entry: dict[str, str], transport: str) -
 
 
 def test_headers_and_timeout_are_kept() -> None:
-    cfg = parse_server("web", {"url": "https://x.test/mcp", "headers": {"Authorization": "Bearer t"}, "timeout": 2})
+    entry = {"url": "https://x.test/mcp", "headers": {"Authorization": "Bearer t"}, "timeout": 2, "connectTimeout": 5}
+    cfg = parse_server("web", entry)
     assert dict(cfg.headers) == {"Authorization": "Bearer t"}
-    assert cfg.timeout == 2.0
+    assert (cfg.timeout, cfg.connect_timeout) == (2.0, 5.0)
 
 
 @pytest.mark.parametrize(

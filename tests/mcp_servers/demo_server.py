@@ -98,6 +98,13 @@ def build(name: str, extra: list[str]) -> MCPServer:
         await ctx.session.send_tool_list_changed()
         return "ok"
 
+    @mcp.tool()
+    async def drop_tool(tool: str, ctx: Context) -> str:
+        """Remove a tool at runtime and announce tools/list_changed."""
+        mcp.remove_tool(tool)
+        await ctx.session.send_tool_list_changed()
+        return "dropped"
+
     for tool in extra:
         mcp.add_tool(lambda tool=tool: f"{name}:{tool}", name=tool, description=f"extra tool {tool}")
     return mcp

@@ -7,7 +7,7 @@
 
 A server with `command` is stdio; one with `url` is streamable HTTP unless `type`/`transport` says
 `sse` (or the URL path ends in `/sse`). Optional per server: `timeout` (seconds per call),
-`disabled: true` (skipped entirely).
+`connectTimeout` (seconds for start-up and handshake), `disabled: true` (skipped entirely).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ _KNOWN_KEYS = {
     "timeout",
     "disabled",
     "description",
+    "connectTimeout",
 }
 
 
@@ -52,6 +53,7 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    connect_timeout: float | None = None
     disabled: bool = False
 
     def describe(self) -> str:
@@ -86,6 +88,15 @@ def _transport(service_id: str, raw: Mapping[str, Any]) -> Transport:
     raise ToolRegistrationError(f"MCP server {service_id!r}: unknown transport {declared!r} (stdio, http or sse)")
 
 
+def _seconds(service_id: str, raw: Mapping[str, Any], key: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ToolRegistrationError(f"MCP server {service_id!r}: {key!r} must be a positive number of seconds")
+    return float(value)
+
+
 def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     if not isinstance(service_id, str) or not service_id:
         raise ToolRegistrationError("an MCP service id must be a non-empty string")
@@ -95,9 +106,8 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     if unknown:
         raise ToolRegistrationError(f"MCP server {service_id!r}: unknown key(s) {', '.join(unknown)}")
     transport = _transport(service_id, raw)
-    timeout = raw.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ToolRegistrationError(f"MCP server {service_id!r}: 'timeout' must be a positive number of seconds")
+    timeout = _seconds(service_id, raw, "timeout")
+    connect_timeout = _seconds(service_id, raw, "connectTimeout")
     args = raw.get("args", ())
     if isinstance(args, str) or not all(isinstance(a, (str, int, float)) for a in args):
         raise ToolRegistrationError(f"MCP server {service_id!r}: 'args' must be a list of strings")
@@ -112,7 +122,8 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
             args=tuple(str(a) for a in args),
             env=_string_map(service_id, "env", raw.get("env")),
             cwd=os.fspath(cwd) if cwd is not None else None,
-            timeout=float(timeout) if timeout is not None else None,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
             disabled=bool(raw.get("disabled", False)),
         )
     url = raw["url"]
@@ -122,7 +133,8 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         transport=transport,
         url=url,
         headers=_string_map(service_id, "headers", raw.get("headers")),
-        timeout=float(timeout) if timeout is not None else None,
+        timeout=timeout,
+        connect_timeout=connect_timeout,
         disabled=bool(raw.get("disabled", False)),
     )
 

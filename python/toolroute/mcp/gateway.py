@@ -134,7 +134,12 @@ class McpGateway:
                 )
             if key in self._services:
                 raise ToolRegistrationError(f"MCP service {key!r} is already registered")
-            conn = Connection(key, config, connect_timeout=self.connect_timeout, on_tools_changed=self._tools_changed)
+            conn = Connection(
+                key,
+                config,
+                connect_timeout=config.connect_timeout or self.connect_timeout,
+                on_tools_changed=self._tools_changed,
+            )
             service = _Service(key, service_id, user_id, config, conn)
             self._services[key] = service
             if user_id is None:
