@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from toolroute import ToolRouter
@@ -130,3 +133,18 @@ def test_a_tool_removed_upstream_disappears_from_the_table() -> None:
         assert wait_until(lambda: router.table.resolve("echo") is None)
         with pytest.raises(ToolNotFoundError):
             router.invoke("echo", {"text": "x"})
+
+
+def test_a_gateway_nobody_closed_still_ends_its_servers_at_interpreter_exit(tmp_path: Path) -> None:
+    script = tmp_path / "forgetful.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "from tests._mcp_helpers import demo_stdio\n"
+        "from toolroute.mcp import McpGateway\n"
+        "gw = McpGateway({'x': demo_stdio('x')}, eager=True)\n"
+        "print(gw.call_tool('pid').text, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True)
+    server_pid = int(done.stdout.split()[0])
+    assert not Path(f"/proc/{server_pid}").exists() or "Z" in Path(f"/proc/{server_pid}/stat").read_text().split()[2]

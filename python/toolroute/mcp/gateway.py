@@ -10,10 +10,12 @@ server's own tool name. All sessions run on one gateway-owned loop thread (see `
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +99,10 @@ class McpGateway:
         self._user_collisions: dict[str, dict[str, list[str]]] = {}
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
+        # A gateway nobody closed still ends its server processes when the interpreter exits.
+        self_ref = weakref.ref(self)
+        self._atexit = lambda: (gw := self_ref()) is not None and gw.close()
+        atexit.register(self._atexit)
         try:
             for sid, cfg in parse_config(config).items():
                 self._add(sid, None, cfg)
@@ -475,6 +481,15 @@ class McpGateway:
 
     # ---- lifecycle ---------------------------------------------------------------------
 
+    def _closing(self) -> bool:
+        """Mark closed; False if it already was."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+        atexit.unregister(self._atexit)
+        return True
+
     async def _aclose_sessions(self) -> None:
         for task in list(self._background):
             task.cancel()
@@ -484,10 +499,8 @@ class McpGateway:
 
     def close(self) -> None:
         """Close every session and stop every server process; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._closing():
+            return
         try:
             if not self._loop.on_loop_thread():
                 self._loop.run(self._aclose_sessions())
@@ -495,10 +508,8 @@ class McpGateway:
             self._loop.stop()
 
     async def aclose(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._closing():
+            return
         try:
             await self._loop.arun(self._aclose_sessions())
         finally:
