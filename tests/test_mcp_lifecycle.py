@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,24 @@ def test_a_gateway_nobody_closed_still_ends_its_servers_at_interpreter_exit(tmp_
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True)
     server_pid = int(done.stdout.split()[0])
     assert not Path(f"/proc/{server_pid}").exists() or "Z" in Path(f"/proc/{server_pid}/stat").read_text().split()[2]
+
+
+def test_close_during_in_flight_calls_fails_them_instead_of_hanging() -> None:
+    gw = McpGateway({"busy": demo_stdio("busy")}, eager=True)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            gw.call_tool("slow", {"seconds": 60})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    assert wait_until(lambda: len(gw._services["busy"].connection._session._dispatcher._pending) == 3)  # type: ignore[union-attr]
+    gw.close()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert len(errors) == 3 and all(isinstance(e, ToolExecutionError) for e in errors)

@@ -139,8 +139,13 @@ class Connection:
         if owner is None or stop is None:
             return
         stop.set()
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(owner)
+        try:
+            await asyncio.shield(owner)  # the owner exits its own contexts
+        except asyncio.CancelledError:
+            if not owner.done():
+                raise  # we were cancelled; the owner still finishes closing on its own
+        except Exception as exc:
+            log.debug("MCP server %r: closing raised %s", self.key, describe(exc))
 
     async def reset(self) -> None:
         """Drop the session (and the server process); the next use starts a fresh one."""
