@@ -16,7 +16,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,23 @@ class _Service:
     failed_at: float = 0.0
 
 
+def _close_at_exit(ref: weakref.ReferenceType[McpGateway]) -> Callable[[], None]:
+    def close() -> None:
+        gateway = ref()
+        if gateway is not None:
+            gateway.close()
+
+    return close
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _user_tool_key(service_id: str, tool: str, collides: bool) -> str:
     return f"{service_id}_{tool}" if collides else tool
 
@@ -100,13 +117,12 @@ class McpGateway:
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
         # A gateway nobody closed still ends its server processes when the interpreter exits.
-        self_ref = weakref.ref(self)
-        self._atexit = lambda: (gw := self_ref()) is not None and gw.close()
+        self._atexit = _close_at_exit(weakref.ref(self))
         atexit.register(self._atexit)
         try:
             for sid, cfg in parse_config(config).items():
                 self._add(sid, None, cfg)
-            if eager:
+            if eager and not _loop_running_here():  # inside a loop, `async with` connects instead
                 self.connect()
         except BaseException:
             self.close()
@@ -119,7 +135,7 @@ class McpGateway:
         try:
             for sid, cfg in load_config_file(path).items():
                 gateway._add(sid, None, cfg)
-            if gateway.eager:
+            if gateway.eager and not _loop_running_here():
                 gateway.connect()
         except BaseException:
             gateway.close()
@@ -517,7 +533,7 @@ class McpGateway:
 
     async def __aenter__(self) -> McpGateway:
         if self.eager:
-            await self.aconnect()
+            await self._loop.arun(self._load_all(list(self._services.values()), raise_errors=True, only_missing=True))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
