@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -51,6 +52,11 @@ def report(request: pytest.FixtureRequest) -> Iterator[None]:
             if base in MEDIANS and other in MEDIANS:
                 ratio = MEDIANS[other] / MEDIANS[base]
                 lines.append(f"  {other} / {base}: {ratio:.3f}  (overhead {100 * (ratio - 1):+.1f}%)")
+    for cost in ("own-cost/sync-call", "own-cost/in-loop-per-call"):
+        for base in ("stdio/direct-sdk", "http/direct-sdk"):
+            if cost in MEDIANS and base in MEDIANS:
+                share = 100 * MEDIANS[cost] / MEDIANS[base]
+                lines.append(f"  {cost} as a share of a {base} round trip: {share:.1f}%")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         if reporter is not None:
@@ -239,6 +245,43 @@ def test_stdio_batch_gateway_in_loop(benchmark: Any, gateway: McpGateway) -> Non
 
     benchmark.pedantic(lambda: gateway._loop.run(batch()), rounds=40, iterations=1, warmup_rounds=5)
     _record(benchmark, "stdio-batch20/gateway-in-loop")
+
+
+@pytest.fixture
+def instant_gateway() -> Iterator[McpGateway]:
+    """A gateway whose session answers instantly: what is left is the gateway's own cost."""
+    with McpGateway({"i": demo_stdio("instant")}, eager=True) as gw:
+        session = gw._services["i"].connection._session
+        assert session is not None
+        answer = types.CallToolResult(content=[types.TextContent(text="5")], structured_content={"result": 5})
+
+        async def instant(name: str, arguments: Any, read_timeout_seconds: float | None = None) -> Any:
+            return answer
+
+        session.call_tool = instant  # type: ignore[method-assign]
+        yield gw
+
+
+@pytest.mark.benchmark(group="gateway-own-cost")
+def test_own_cost_sync_call(benchmark: Any, instant_gateway: McpGateway) -> None:
+    """Thread hop + routing + result conversion, per sync call."""
+    out = benchmark.pedantic(
+        lambda: instant_gateway.call_tool("add", ARGS), rounds=2000, iterations=1, warmup_rounds=100
+    )
+    assert out.text == "5"
+    _record(benchmark, "own-cost/sync-call")
+
+
+@pytest.mark.benchmark(group="gateway-own-cost")
+def test_own_cost_in_loop(benchmark: Any, instant_gateway: McpGateway) -> None:
+    """Routing + result conversion only (100 calls awaited on the gateway loop, per call)."""
+
+    async def batch() -> None:
+        for _ in range(100):
+            await instant_gateway.acall_tool("add", ARGS)
+
+    benchmark.pedantic(lambda: instant_gateway._loop.run(batch()), rounds=50, iterations=1, warmup_rounds=5)
+    MEDIANS["own-cost/in-loop-per-call"] = benchmark.stats.stats.median / 100
 
 
 # ---- streamable HTTP round trip --------------------------------------------------------------
