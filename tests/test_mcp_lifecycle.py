@@ -43,6 +43,8 @@ def test_crash_mid_call_is_reported_then_reconnected_without_touching_others() -
         assert router.invoke("b_pid") == pid_b  # the other server kept its session and process
         new_pid = router.invoke("a_pid")  # reconnected on the next call
         assert new_pid != pid_a
+        service = gw._services["a"]
+        assert wait_until(lambda: service.listed_on == service.connection.connects == 2)  # re-listed after restart
         assert router.invoke("only_a") == "a:only_a"
 
 

@@ -61,6 +61,7 @@ class _Service:
     tools: list[types.Tool] | None = None  # None: not listed yet
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # by the server's tool name
     stale: bool = False
+    listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
     failed_at: float = 0.0
 
@@ -346,6 +347,7 @@ class McpGateway:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
+            service.listed_on = service.connection.connects
             return self._sync(service.user_id)
 
     async def _refresh(self, user_id: str | None) -> bool:
@@ -467,6 +469,8 @@ class McpGateway:
             raise ToolNotFoundError(target.exposed_name, [], f"MCP service {target.service_key!r} is gone")
         timeout = service.config.timeout or self.call_timeout
         result = await service.connection.call_tool(target.tool, arguments, timeout, exposed=target.exposed_name)
+        if service.connection.connects != service.listed_on and not service.stale:
+            self._tools_changed(service.connection)  # a restarted server may offer other tools now
         return to_output(result, service=service.key, tool=target.tool, exposed_name=target.exposed_name)
 
     async def _call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
