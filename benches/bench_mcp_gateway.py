@@ -45,6 +45,8 @@ def report(request: pytest.FixtureRequest) -> Iterator[None]:
         ("http/direct-sdk", ("http/gateway-sync", "http/router-invoke")),
         ("fanout100/direct-sdk", ("fanout100/gateway-async",)),
         ("stdio/paired-direct-sdk", ("stdio/paired-gateway-sync",)),
+        ("stdio/same-session-direct-sdk", ("stdio/same-session-gateway",)),
+        ("http/same-session-direct-sdk", ("http/same-session-gateway",)),
         ("stdio-batch20/direct-sdk", ("stdio-batch20/gateway-in-loop",)),
         ("http/paired-direct-sdk", ("http/paired-gateway-sync",)),
     ):
@@ -245,6 +247,40 @@ def test_stdio_batch_gateway_in_loop(benchmark: Any, gateway: McpGateway) -> Non
 
     benchmark.pedantic(lambda: gateway._loop.run(batch()), rounds=40, iterations=1, warmup_rounds=5)
     _record(benchmark, "stdio-batch20/gateway-in-loop")
+
+
+def _same_session(benchmark: Any, gateway: McpGateway, service: str, exposed: str, label: str) -> None:
+    """The fairest comparison: the gateway's own SDK session called directly and through the
+    gateway, alternated on the same loop (order flipped every round), so server, transport and
+    machine noise are shared; only the gateway's work differs."""
+    session = gateway._services[service].connection._session
+    assert session is not None
+    times: dict[str, list[float]] = {"direct": [], "gateway": []}
+
+    async def rounds(n: int) -> None:
+        for i in range(n):
+            order = ("direct", "gateway") if i % 2 else ("gateway", "direct")
+            for which in order:
+                t0 = time.perf_counter()
+                if which == "direct":
+                    await session.call_tool("add", ARGS)
+                else:
+                    await gateway.acall_tool(exposed, ARGS)
+                times[which].append(time.perf_counter() - t0)
+
+    benchmark.pedantic(lambda: gateway._loop.run(rounds(20)), rounds=20, iterations=1, warmup_rounds=2)
+    MEDIANS[f"{label}/same-session-direct-sdk"] = statistics.median(times["direct"])
+    MEDIANS[f"{label}/same-session-gateway"] = statistics.median(times["gateway"])
+
+
+@pytest.mark.benchmark(group="same-session")
+def test_stdio_same_session(benchmark: Any, gateway: McpGateway) -> None:
+    _same_session(benchmark, gateway, "s", "s_add", "stdio")
+
+
+@pytest.mark.benchmark(group="same-session")
+def test_http_same_session(benchmark: Any, gateway: McpGateway) -> None:
+    _same_session(benchmark, gateway, "h", "h_add", "http")
 
 
 @pytest.fixture

@@ -90,3 +90,12 @@ def test_duplicate_and_user_form_global_ids_are_refused() -> None:
             gw.add_server("user_1_service_a", {"command": "y"})
         gw.add_user_server("u1", "a", {"command": "y"})  # same id per user is fine: isolated by key
         assert gw.has_service("a", "u1")
+
+
+def test_the_gateway_implements_the_routers_gateway_protocol() -> None:
+    from toolroute.gateway import ToolGateway
+
+    with McpGateway() as gw:
+        assert isinstance(gw, ToolGateway)
+        assert gw.get_global_mcp_tools([]) == []
+        assert gw.refresh() is False  # nothing configured: nothing changed

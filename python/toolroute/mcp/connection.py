@@ -31,7 +31,6 @@ log = logging.getLogger("toolroute.mcp")
 
 MAX_TOOL_PAGES = 1000  # a server that pages forever is cut off here
 STDERR_TAIL_BYTES = 4096
-TIMEOUT_GRACE = 5.0  # our own hard stop, in case the SDK's read timeout cannot fire
 
 
 class Connection:
@@ -220,8 +219,11 @@ class Connection:
         for attempt in (1, 2):
             session = await self.session()
             try:
-                async with hard_deadline(timeout + TIMEOUT_GRACE):
-                    result = await session.call_tool(name, arguments, read_timeout_seconds=timeout)
+                # One asyncio deadline over the whole request (the SDK's own read timeout starts only
+                # after the write, and its anyio cancel scope costs more); cancelling the call makes
+                # the SDK send notifications/cancelled and keeps the session usable.
+                async with hard_deadline(timeout):
+                    result = await session.call_tool(name, arguments)
             except Exception as exc:
                 if is_session_lost(exc) and attempt == 1:
                     log.info("MCP server %r forgot the session; re-initialising", self.key)
