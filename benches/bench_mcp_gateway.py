@@ -1,0 +1,393 @@
+"""Gateway overhead: `call_tool` through McpGateway (and the router) vs the SDK's own
+`ClientSession.call_tool`, over stdio and streamable HTTP, plus 100 concurrent calls on 10 servers.
+
+Run: python -m pytest benches/bench_mcp_gateway.py --benchmark-only
+Ratios (median gateway / median direct SDK) are printed at the end of the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from toolroute import ToolRouter
+from toolroute.mcp import McpGateway
+
+from tests._mcp_helpers import DEMO, HttpServer, demo_stdio
+
+ROUNDS = 300
+ARGS = {"a": 2, "b": 3}
+MEDIANS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["", "MCP gateway overhead (median, lower is better):"]
+    for name in sorted(MEDIANS):
+        lines.append(f"  {name:38s} {MEDIANS[name] * 1e6:10.1f} us")
+    for base, others in (
+        ("stdio/direct-sdk", ("stdio/gateway-sync", "stdio/gateway-async", "stdio/router-invoke")),
+        ("http/direct-sdk", ("http/gateway-sync", "http/router-invoke")),
+        ("fanout100/direct-sdk", ("fanout100/gateway-async",)),
+        ("stdio/paired-direct-sdk", ("stdio/paired-gateway-sync",)),
+        ("stdio/same-session-direct-sdk", ("stdio/same-session-gateway",)),
+        ("http/same-session-direct-sdk", ("http/same-session-gateway",)),
+        ("stdio-batch20/direct-sdk", ("stdio-batch20/gateway-in-loop",)),
+        ("http/paired-direct-sdk", ("http/paired-gateway-sync",)),
+    ):
+        for other in others:
+            if base in MEDIANS and other in MEDIANS:
+                ratio = MEDIANS[other] / MEDIANS[base]
+                lines.append(f"  {other} / {base}: {ratio:.3f}  (overhead {100 * (ratio - 1):+.1f}%)")
+    for cost in ("own-cost/sync-call", "own-cost/in-loop-per-call"):
+        for base in ("stdio/direct-sdk", "http/direct-sdk"):
+            if cost in MEDIANS and base in MEDIANS:
+                share = 100 * MEDIANS[cost] / MEDIANS[base]
+                lines.append(f"  {cost} as a share of a {base} round trip: {share:.1f}%")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        if reporter is not None:
+            for line in lines:
+                reporter.write_line(line)
+        else:
+            print("\n".join(lines))
+
+
+def _record(benchmark: Any, name: str) -> None:
+    MEDIANS[name] = benchmark.stats.stats.median
+
+
+class DirectSessions:
+    """What a user would otherwise write: the SDK's sessions on their own event loop, each held
+    open by one task that enters and exits its transport (the pattern the SDK requires)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.holders: list[tuple[asyncio.Task[None], asyncio.Event]] = []
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    @staticmethod
+    async def _hold(
+        transport: contextlib.AbstractAsyncContextManager[Any], ready: asyncio.Future[Any], stop: asyncio.Event
+    ) -> None:
+        try:
+            async with transport as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                await session.list_tools()  # like the gateway: tool list (and output schemas) cached
+                ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    def open(self, transport: contextlib.AbstractAsyncContextManager[Any]) -> ClientSession:
+        ready: asyncio.Future[Any] = self.loop.create_future()
+        stop = asyncio.Event()
+        task = self.loop.create_task(self._hold(transport, ready, stop))
+        self.holders.append((task, stop))
+        return self.run(ready)
+
+    def open_stdio(self, name: str) -> ClientSession:
+        params = StdioServerParameters(command=sys.executable, args=[DEMO, "--name", name])
+        return self.open(stdio_client(params))
+
+    def open_http(self, url: str) -> ClientSession:
+        @contextlib.asynccontextmanager
+        async def transport() -> AsyncIterator[Any]:
+            async with httpx2.AsyncClient() as http, streamable_http_client(url, http_client=http) as streams:
+                yield streams
+
+        return self.open(transport())
+
+    def close(self) -> None:
+        for _, stop in self.holders:
+            stop.set()
+
+        async def join() -> None:
+            await asyncio.gather(*(task for task, _ in self.holders), return_exceptions=True)
+
+        self.run(join())
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def direct() -> Iterator[DirectSessions]:
+    d = DirectSessions()
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[HttpServer]:
+    server = HttpServer("bench").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(web: HttpServer) -> Iterator[McpGateway]:
+    with McpGateway({"s": demo_stdio("s"), "h": {"url": web.url}}, eager=True) as gw:
+        yield gw
+
+
+def _pedantic(benchmark: Any, fn: Any) -> Any:
+    return benchmark.pedantic(fn, rounds=ROUNDS, iterations=1, warmup_rounds=30)
+
+
+# ---- stdio round trip ----------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_stdio_direct_sdk(benchmark: Any, direct: DirectSessions) -> None:
+    session = direct.open_stdio("direct")
+    result = _pedantic(benchmark, lambda: direct.run(session.call_tool("add", ARGS)))
+    assert result.content[0].text == "5"
+    _record(benchmark, "stdio/direct-sdk")
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_stdio_gateway_sync(benchmark: Any, gateway: McpGateway) -> None:
+    assert _pedantic(benchmark, lambda: gateway.call_tool("s_add", ARGS)).text == "5"
+    _record(benchmark, "stdio/gateway-sync")
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_stdio_gateway_async(benchmark: Any, gateway: McpGateway) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        out = _pedantic(benchmark, lambda: loop.run_until_complete(gateway.acall_tool("s_add", ARGS)))
+    finally:
+        loop.close()
+    assert out.text == "5"
+    _record(benchmark, "stdio/gateway-async")
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_stdio_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
+    router = ToolRouter(gateway=gateway)
+    assert _pedantic(benchmark, lambda: router.invoke("s_add", ARGS)) == "5"
+    _record(benchmark, "stdio/router-invoke")
+
+
+def _paired(benchmark: Any, direct_call: Any, gateway_call: Any, label: str) -> None:
+    """Alternate one direct and one gateway call per round, so a noisy neighbour hits both alike;
+    the ratio of the two medians is the gateway's overhead."""
+    times: dict[str, list[float]] = {"direct": [], "gateway": []}
+
+    def pair() -> None:
+        t0 = time.perf_counter()
+        direct_call()
+        t1 = time.perf_counter()
+        gateway_call()
+        t2 = time.perf_counter()
+        times["direct"].append(t1 - t0)
+        times["gateway"].append(t2 - t1)
+
+    benchmark.pedantic(pair, rounds=ROUNDS, iterations=1, warmup_rounds=30)
+    MEDIANS[f"{label}/paired-direct-sdk"] = statistics.median(times["direct"])
+    MEDIANS[f"{label}/paired-gateway-sync"] = statistics.median(times["gateway"])
+
+
+@pytest.mark.benchmark(group="stdio-paired")
+def test_stdio_paired(benchmark: Any, direct: DirectSessions, gateway: McpGateway) -> None:
+    session = direct.open_stdio("paired")
+    _paired(
+        benchmark, lambda: direct.run(session.call_tool("add", ARGS)), lambda: gateway.call_tool("s_add", ARGS), "stdio"
+    )
+
+
+@pytest.mark.benchmark(group="http-paired")
+def test_http_paired(benchmark: Any, direct: DirectSessions, gateway: McpGateway, web: HttpServer) -> None:
+    session = direct.open_http(web.url)
+    _paired(
+        benchmark, lambda: direct.run(session.call_tool("add", ARGS)), lambda: gateway.call_tool("h_add", ARGS), "http"
+    )
+
+
+BATCH = 20
+
+
+@pytest.mark.benchmark(group="stdio-batch-in-loop")
+def test_stdio_batch_direct_sdk(benchmark: Any, direct: DirectSessions) -> None:
+    """20 sequential calls inside one coroutine: no thread hop on either side, so the ratio
+    against the gateway's batch is the gateway's own per-call bookkeeping."""
+    session = direct.open_stdio("batch")
+
+    async def batch() -> None:
+        for _ in range(BATCH):
+            await session.call_tool("add", ARGS)
+
+    benchmark.pedantic(lambda: direct.run(batch()), rounds=40, iterations=1, warmup_rounds=5)
+    _record(benchmark, "stdio-batch20/direct-sdk")
+
+
+@pytest.mark.benchmark(group="stdio-batch-in-loop")
+def test_stdio_batch_gateway_in_loop(benchmark: Any, gateway: McpGateway) -> None:
+    async def batch() -> None:
+        for _ in range(BATCH):
+            await gateway.acall_tool("s_add", ARGS)  # on the gateway loop: awaited directly
+
+    benchmark.pedantic(lambda: gateway._loop.run(batch()), rounds=40, iterations=1, warmup_rounds=5)
+    _record(benchmark, "stdio-batch20/gateway-in-loop")
+
+
+def _same_session(benchmark: Any, gateway: McpGateway, service: str, exposed: str, label: str) -> None:
+    """The fairest comparison: the gateway's own SDK session called directly and through the
+    gateway, alternated on the same loop (order flipped every round), so server, transport and
+    machine noise are shared; only the gateway's work differs."""
+    session = gateway._services[service].connection._session
+    assert session is not None
+    times: dict[str, list[float]] = {"direct": [], "gateway": []}
+
+    async def rounds(n: int) -> None:
+        for i in range(n):
+            order = ("direct", "gateway") if i % 2 else ("gateway", "direct")
+            for which in order:
+                t0 = time.perf_counter()
+                if which == "direct":
+                    await session.call_tool("add", ARGS)
+                else:
+                    await gateway.acall_tool(exposed, ARGS)
+                times[which].append(time.perf_counter() - t0)
+
+    benchmark.pedantic(lambda: gateway._loop.run(rounds(20)), rounds=20, iterations=1, warmup_rounds=2)
+    MEDIANS[f"{label}/same-session-direct-sdk"] = statistics.median(times["direct"])
+    MEDIANS[f"{label}/same-session-gateway"] = statistics.median(times["gateway"])
+
+
+@pytest.mark.benchmark(group="same-session")
+def test_stdio_same_session(benchmark: Any, gateway: McpGateway) -> None:
+    _same_session(benchmark, gateway, "s", "s_add", "stdio")
+
+
+@pytest.mark.benchmark(group="same-session")
+def test_http_same_session(benchmark: Any, gateway: McpGateway) -> None:
+    _same_session(benchmark, gateway, "h", "h_add", "http")
+
+
+@pytest.fixture
+def instant_gateway() -> Iterator[McpGateway]:
+    """A gateway whose session answers instantly: what is left is the gateway's own cost."""
+    with McpGateway({"i": demo_stdio("instant")}, eager=True) as gw:
+        session = gw._services["i"].connection._session
+        assert session is not None
+        answer = types.CallToolResult(content=[types.TextContent(text="5")], structured_content={"result": 5})
+
+        async def instant(name: str, arguments: Any, read_timeout_seconds: float | None = None) -> Any:
+            return answer
+
+        session.call_tool = instant  # type: ignore[method-assign]
+        yield gw
+
+
+@pytest.mark.benchmark(group="gateway-own-cost")
+def test_own_cost_sync_call(benchmark: Any, instant_gateway: McpGateway) -> None:
+    """Thread hop + routing + result conversion, per sync call."""
+    out = benchmark.pedantic(
+        lambda: instant_gateway.call_tool("add", ARGS), rounds=2000, iterations=1, warmup_rounds=100
+    )
+    assert out.text == "5"
+    _record(benchmark, "own-cost/sync-call")
+
+
+@pytest.mark.benchmark(group="gateway-own-cost")
+def test_own_cost_in_loop(benchmark: Any, instant_gateway: McpGateway) -> None:
+    """Routing + result conversion only (100 calls awaited on the gateway loop, per call)."""
+
+    async def batch() -> None:
+        for _ in range(100):
+            await instant_gateway.acall_tool("add", ARGS)
+
+    benchmark.pedantic(lambda: instant_gateway._loop.run(batch()), rounds=50, iterations=1, warmup_rounds=5)
+    MEDIANS["own-cost/in-loop-per-call"] = benchmark.stats.stats.median / 100
+
+
+# ---- streamable HTTP round trip --------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="http-roundtrip")
+def test_http_direct_sdk(benchmark: Any, direct: DirectSessions, web: HttpServer) -> None:
+    session = direct.open_http(web.url)
+    result = _pedantic(benchmark, lambda: direct.run(session.call_tool("add", ARGS)))
+    assert result.content[0].text == "5"
+    _record(benchmark, "http/direct-sdk")
+
+
+@pytest.mark.benchmark(group="http-roundtrip")
+def test_http_gateway_sync(benchmark: Any, gateway: McpGateway) -> None:
+    assert _pedantic(benchmark, lambda: gateway.call_tool("h_add", ARGS)).text == "5"
+    _record(benchmark, "http/gateway-sync")
+
+
+@pytest.mark.benchmark(group="http-roundtrip")
+def test_http_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
+    router = ToolRouter(gateway=gateway)
+    assert _pedantic(benchmark, lambda: router.invoke("h_add", ARGS)) == "5"
+    _record(benchmark, "http/router-invoke")
+
+
+# ---- 100 concurrent calls across 10 servers ------------------------------------------------------
+
+FANOUT_SERVERS = 10
+FANOUT_CALLS = 100
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[McpGateway]:
+    config = {f"f{i}": demo_stdio(f"f{i}", f"work_{i}") for i in range(FANOUT_SERVERS)}
+    with McpGateway(config, eager=True) as gw:
+        yield gw
+
+
+@pytest.mark.benchmark(group="fanout-100x10")
+def test_fanout_direct_sdk(benchmark: Any) -> None:
+    d = DirectSessions()
+    try:
+        sessions = [d.open_stdio(f"d{i}") for i in range(FANOUT_SERVERS)]
+
+        async def burst() -> list[Any]:
+            calls = [sessions[i % FANOUT_SERVERS].call_tool("add", ARGS) for i in range(FANOUT_CALLS)]
+            return list(await asyncio.gather(*calls))
+
+        results = benchmark.pedantic(lambda: d.run(burst()), rounds=30, iterations=1, warmup_rounds=3)
+        assert len(results) == FANOUT_CALLS
+    finally:
+        d.close()
+    _record(benchmark, "fanout100/direct-sdk")
+
+
+@pytest.mark.benchmark(group="fanout-100x10")
+def test_fanout_gateway_async(benchmark: Any, fleet: McpGateway) -> None:
+    loop = asyncio.new_event_loop()
+    assert fleet.call_tool("work_3").text == "f3:work_3"
+    adds = [n for n in fleet.global_tool_names() if n.endswith("_add")]
+    assert len(adds) == FANOUT_SERVERS  # every server offers `add`: a collision, so service-qualified
+
+    async def burst() -> list[Any]:
+        calls = [fleet.acall_tool(adds[i % FANOUT_SERVERS], ARGS) for i in range(FANOUT_CALLS)]
+        return list(await asyncio.gather(*calls))
+
+    try:
+        results = benchmark.pedantic(lambda: loop.run_until_complete(burst()), rounds=30, iterations=1, warmup_rounds=3)
+    finally:
+        loop.close()
+    assert len(results) == FANOUT_CALLS and {r.text for r in results} == {"5"}
+    _record(benchmark, "fanout100/gateway-async")

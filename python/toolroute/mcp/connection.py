@@ -1,0 +1,294 @@
+"""One upstream MCP connection, owned by its own task on the gateway loop.
+
+The owner task enters the transport and the `ClientSession` and exits them itself, in order, so
+connections can be started and stopped in any order (the SDK's `ClientSessionGroup` cannot). A
+connection that died is started again on the next use; other connections never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from toolroute.mcp.config import ServerConfig
+from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
+
+log = logging.getLogger("toolroute.mcp")
+
+MAX_TOOL_PAGES = 1000  # a server that pages forever is cut off here
+STDERR_TAIL_BYTES = 4096
+
+
+class Connection:
+    """A lazily (re)started session to one server; safe for concurrent calls (JSON-RPC multiplexes)."""
+
+    def __init__(
+        self,
+        key: str,
+        config: ServerConfig,
+        *,
+        connect_timeout: float,
+        on_tools_changed: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.key = key
+        self.config = config
+        self.connect_timeout = connect_timeout
+        self.connects = 0  # successful handshakes so far (a reconnect increments it)
+        self._on_tools_changed = on_tools_changed
+        self._session: ClientSession | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+        self._stderr: IO[bytes] | None = None
+        self._closed = False
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None and not _dispatcher_closed(self._session)
+
+    async def session(self) -> ClientSession:
+        """The live session, starting (or restarting) the server first if needed."""
+        if self.connected:
+            assert self._session is not None
+            return self._session
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._closed:
+                raise ToolExecutionError(f"MCP server {self.key!r} is closed")
+            if not self.connected:
+                await self._stop_owner()
+                await self._start()
+            assert self._session is not None
+            return self._session
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[ClientSession] = loop.create_future()
+        stop = asyncio.Event()
+        owner = loop.create_task(self._own(ready, stop), name=f"toolroute-mcp:{self.key}")
+        try:
+            session = await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+        self._session, self._owner, self._stop = session, owner, stop
+        self.connects += 1
+
+    async def _own(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        # A real file, so the child can write to it; its tail makes start-up failures readable.
+        stderr = tempfile.TemporaryFile() if self.config.transport == "stdio" else None  # noqa: SIM115
+        self._stderr = stderr
+        try:
+            async with (
+                self._transport(stderr) as (read, write),
+                ClientSession(read, write, message_handler=self._on_message) as session,
+            ):
+                with anyio.fail_after(self.connect_timeout):
+                    await session.initialize()
+                ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(self._connect_error(exc))
+            elif not isinstance(leaf(exc), (asyncio.CancelledError, anyio.get_cancelled_exc_class())):
+                log.debug("MCP server %r: session ended with %s", self.key, describe(exc))
+        finally:
+            if self._session is not None and self._stop is stop:
+                self._session = None
+            if stderr is not None:
+                stderr.close()
+
+    def _transport(self, stderr: IO[bytes] | None) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
+        cfg = self.config
+        if cfg.transport == "stdio":
+            assert cfg.command is not None
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
+            return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # a real file: the child writes to it
+        assert cfg.url is not None
+        if cfg.transport == "sse":
+            return sse_client(cfg.url, headers=dict(cfg.headers), timeout=self.connect_timeout)
+        return _streamable_http(cfg.url, dict(cfg.headers), self.connect_timeout)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._on_tools_changed is not None:
+            self._on_tools_changed(self)
+        elif isinstance(message, Exception):
+            log.debug("MCP server %r: transport error %s", self.key, describe(message))
+
+    async def _stop_owner(self) -> None:
+        owner, stop = self._owner, self._stop
+        self._owner = self._stop = None
+        self._session = None
+        if owner is None or stop is None:
+            return
+        stop.set()
+        try:
+            await asyncio.shield(owner)  # the owner exits its own contexts
+        except asyncio.CancelledError:
+            if not owner.done():
+                raise  # we were cancelled; the owner still finishes closing on its own
+        except Exception as exc:
+            log.debug("MCP server %r: closing raised %s", self.key, describe(exc))
+
+    async def reset(self) -> None:
+        """Drop the session (and the server process); the next use starts a fresh one."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            await self._stop_owner()
+
+    async def close(self) -> None:
+        self._closed = True
+        await self.reset()
+
+    # ---- errors ------------------------------------------------------------------------
+
+    def stderr_tail(self) -> str:
+        f = self._stderr
+        if f is None or f.closed:
+            return ""
+        try:
+            end = f.seek(0, 2)
+            f.seek(max(0, end - STDERR_TAIL_BYTES))
+            text = f.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        lines = [ln for ln in text.splitlines() if ln.strip()][-10:]
+        return "\n".join(lines)
+
+    def _with_stderr(self, message: str) -> str:
+        tail = self.stderr_tail()
+        return f"{message}\nserver stderr (last lines):\n{tail}" if tail else message
+
+    def _connect_error(self, exc: BaseException) -> ToolError:
+        inner = leaf(exc)
+        where = f"MCP server {self.key!r} ({self.config.describe()})"
+        if is_timeout(inner):
+            err: ToolError = ToolTimeoutError(
+                self._with_stderr(f"{where} did not complete the MCP handshake within {self.connect_timeout}s")
+            )
+        else:
+            err = ToolExecutionError(self._with_stderr(f"cannot connect to {where}: {describe(inner)}"))
+        err.__cause__ = inner
+        return err
+
+    # ---- requests ------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool, following `next_cursor` page by page."""
+        session = await self.session()
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_TOOL_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                with anyio.fail_after(self.connect_timeout):
+                    page = await session.list_tools(params=params)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:
+            if is_connection_lost(exc) or is_session_lost(exc):
+                await self.reset()
+            raise self._request_error(exc, "listing the tools", None, self.connect_timeout) from None
+        return tools
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], timeout: float, *, exposed: str | None = None
+    ) -> types.CallToolResult:
+        """One `tools/call`. A forgotten HTTP session is re-initialised and retried once (the
+        server never ran the request); a crash is reported and the server restarted next time."""
+        for attempt in (1, 2):
+            session = await self.session()
+            try:
+                # One asyncio deadline over the whole request (the SDK's own read timeout starts only
+                # after the write, and its anyio cancel scope costs more); cancelling the call makes
+                # the SDK send notifications/cancelled and keeps the session usable.
+                async with hard_deadline(timeout):
+                    result = await session.call_tool(name, arguments)
+            except Exception as exc:
+                if is_session_lost(exc) and attempt == 1:
+                    log.info("MCP server %r forgot the session; re-initialising", self.key)
+                    await self.reset()
+                    continue
+                if is_connection_lost(exc) or is_session_lost(exc):
+                    tail = self.stderr_tail()
+                    await self.reset()
+                    message = (
+                        f"MCP server {self.key!r} closed the connection during the call to {name!r} "
+                        "(it will be restarted on the next call)"
+                    )
+                    err = ToolExecutionError(f"{message}\nserver stderr (last lines):\n{tail}" if tail else message)
+                    err.tool = exposed
+                    raise err from None
+                raise self._request_error(exc, f"the call to {name!r}", exposed, timeout) from None
+            if not isinstance(result, types.CallToolResult):
+                raise ToolExecutionError(
+                    f"MCP server {self.key!r} answered {name!r} with an unsupported result ({type(result).__name__})",
+                    tool=exposed,
+                )
+            return result
+        raise AssertionError("unreachable")
+
+    def _request_error(self, exc: BaseException, what: str, tool: str | None, timeout: float) -> ToolError:
+        inner = leaf(exc)
+        if isinstance(inner, ToolError):
+            return inner
+        if is_timeout(inner):
+            err: ToolError = ToolTimeoutError(
+                f"MCP server {self.key!r} did not answer {what} within {timeout}s", tool=tool
+            )
+        else:
+            err = ToolExecutionError(f"MCP server {self.key!r} failed {what}: {describe(inner)}", tool=tool)
+        err.__cause__ = inner
+        return err
+
+
+def hard_deadline(seconds: float) -> contextlib.AbstractAsyncContextManager[Any]:
+    """A timeout for one request on the gateway's own (asyncio) loop. `asyncio.timeout` costs a
+    fraction of anyio's cancel scope, which matters on every call; Python 3.10 falls back."""
+    if sys.version_info >= (3, 11):
+        return asyncio.timeout(seconds)
+    return _anyio_deadline(seconds)  # pragma: no cover
+
+
+@contextlib.asynccontextmanager
+async def _anyio_deadline(seconds: float) -> AsyncIterator[None]:  # pragma: no cover
+    with anyio.fail_after(seconds):
+        yield
+
+
+def _dispatcher_closed(session: ClientSession) -> bool:
+    """The SDK marks its dispatcher closed once the transport reached EOF (server gone)."""
+    dispatcher = getattr(session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
+
+
+@contextlib.asynccontextmanager
+async def _streamable_http(
+    url: str, headers: dict[str, str], connect_timeout: float
+) -> AsyncIterator[TransportStreams]:
+    timeout = httpx2.Timeout(connect_timeout, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams

@@ -1,0 +1,550 @@
+"""`McpGateway`: global and per-user MCP servers behind the router (spec 4, 5, 5.1, 9, 13.4).
+
+Global servers are keyed by service id; a user's servers by `user_{userId}_service_{serviceId}`,
+each with its own connection (one per user and server: a shared legacy session would share
+server-side state between users). Tools enter the router's table as GLOBAL_MCP entries or as
+`user_{userId}_tool_{toolName}` entries, with a `McpTarget` that maps the exposed name back to the
+server's own tool name. All sessions run on one gateway-owned loop thread (see `loop.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from toolroute._core import RouteTable
+from toolroute.builtins.base import ToolOutput
+from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, ToolRegistrationError
+from toolroute.gateway import ToolDefinition
+from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
+from toolroute.mcp.connection import Connection
+from toolroute.mcp.loop import LoopThread
+from toolroute.mcp.naming import NamePlan, plan_names
+from toolroute.mcp.projection import tool_definition
+from toolroute.mcp.results import to_output
+from toolroute.naming import encode_user_tool, parse_user_service_key, user_service_key, validate_user_id
+
+log = logging.getLogger("toolroute.mcp")
+
+GLOBAL_MCP = 4  # ToolKind.GLOBAL_MCP (router.py imports us indirectly; keep the int)
+RETRY_FAILED_AFTER = 5.0  # seconds a failed server is skipped by `refresh` (explicit use retries at once)
+
+
+@dataclass(frozen=True)
+class McpTarget:
+    """What the routing table stores for a remote tool; the gateway alone interprets it."""
+
+    service_key: str  # "time", or "user_7_service_time"
+    service_id: str
+    tool: str  # the server's own tool name
+    exposed_name: str
+    user_id: str | None = None
+
+
+@dataclass
+class _Service:
+    key: str
+    service_id: str
+    user_id: str | None
+    config: ServerConfig
+    connection: Connection
+    tools: list[types.Tool] | None = None  # None: not listed yet
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # by the server's tool name
+    stale: bool = False
+    listed_on: int = 0  # the connection's `connects` count when the tools were listed
+    error: ToolError | None = None
+    failed_at: float = 0.0
+
+
+def _close_at_exit(ref: weakref.ReferenceType[McpGateway]) -> Callable[[], None]:
+    def close() -> None:
+        gateway = ref()
+        if gateway is not None:
+            gateway.close()
+
+    return close
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _user_tool_key(service_id: str, tool: str, collides: bool) -> str:
+    return f"{service_id}_{tool}" if collides else tool
+
+
+class McpGateway:
+    """MCP servers behind the router: lazy or eager connection, cached tool lists refreshed on
+    `notifications/tools/list_changed`, per-call timeouts, reconnect after a crash, clean close."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        call_timeout: float = 60.0,
+        connect_timeout: float = 30.0,
+        eager: bool = False,
+    ) -> None:
+        if call_timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+        self.call_timeout = call_timeout
+        self.connect_timeout = connect_timeout
+        self.eager = eager
+        self._lock = threading.RLock()
+        self._loop = LoopThread()
+        self._closed = False
+        self._services: dict[str, _Service] = {}  # by key: global id or user service key
+        self._global_ids: list[str] = []
+        self._user_ids: dict[str, list[str]] = {}  # user id -> service ids
+        self._tables: list[RouteTable] = []
+        self._global_plan = NamePlan()
+        self._global_targets: dict[str, McpTarget] = {}  # exposed name -> target
+        self._user_targets: dict[str, dict[str, McpTarget]] = {}  # user id -> tool key -> target
+        self._user_collisions: dict[str, dict[str, list[str]]] = {}
+        self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
+        self._background: set[asyncio.Task[Any]] = set()
+        # A gateway nobody closed still ends its server processes when the interpreter exits.
+        self._atexit = _close_at_exit(weakref.ref(self))
+        atexit.register(self._atexit)
+        try:
+            for sid, cfg in parse_config(config).items():
+                self._add(sid, None, cfg)
+            if eager and not _loop_running_here():  # inside a loop, `async with` connects instead
+                self.connect()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> McpGateway:
+        """A gateway from an `mcpServers` JSON file (Claude Desktop / Cursor format)."""
+        gateway = cls(None, **kwargs)
+        try:
+            for sid, cfg in load_config_file(path).items():
+                gateway._add(sid, None, cfg)
+            if gateway.eager and not _loop_running_here():
+                gateway.connect()
+        except BaseException:
+            gateway.close()
+            raise
+        return gateway
+
+    # ---- registration ------------------------------------------------------------------
+
+    def _add(self, service_id: str, user_id: str | None, config: ServerConfig) -> _Service:
+        key = user_service_key(user_id, service_id) if user_id is not None else service_id
+        with self._lock:
+            if self._closed:
+                raise ToolExecutionError("the MCP gateway is closed")
+            if user_id is None and parse_user_service_key(service_id) is not None:
+                raise ToolRegistrationError(
+                    f"global MCP service id {service_id!r} has the per-user form user_{{userId}}_service_{{id}}; "
+                    "register it with add_user_server instead"
+                )
+            if key in self._services:
+                raise ToolRegistrationError(f"MCP service {key!r} is already registered")
+            conn = Connection(
+                key,
+                config,
+                connect_timeout=config.connect_timeout or self.connect_timeout,
+                on_tools_changed=self._tools_changed,
+            )
+            service = _Service(key, service_id, user_id, config, conn)
+            self._services[key] = service
+            if user_id is None:
+                self._global_ids.append(service_id)
+            else:
+                self._user_ids.setdefault(user_id, []).append(service_id)
+        return service
+
+    def add_server(self, service_id: str, server_config: Mapping[str, Any]) -> None:
+        """Register a global server (an `mcpServers` entry); connected now only if `eager`."""
+        service = self._add(service_id, None, parse_server(service_id, server_config))
+        if self.eager:
+            self._loop.run(self._load(service))
+
+    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
+        """Register a server for one user, under `user_{userId}_service_{serviceId}`."""
+        validate_user_id(user_id)
+        service = self._add(service_id, user_id, parse_server(service_id, server_config))
+        if self.eager:
+            self._loop.run(self._load(service))
+
+    def connect(self) -> None:
+        """Connect every server now and load its tools (what `eager=True` does at start)."""
+        self._loop.run(self._load_all(list(self._services.values()), raise_errors=True))
+
+    async def aconnect(self) -> None:
+        await self._loop.arun(self._load_all(list(self._services.values()), raise_errors=True))
+
+    # ---- the ToolGateway protocol -------------------------------------------------------
+
+    def attach(self, table: RouteTable) -> None:
+        with self._lock:
+            self._tables.append(table)
+            for name, target in self._global_targets.items():
+                self._insert_global(table, name, target)
+            for uid, targets in self._user_targets.items():
+                for key, target in targets.items():
+                    table.insert_user(uid, key, target)
+
+    def has_service(self, service_id: str, user_id: str | None = None) -> bool:
+        if user_id is None:
+            return service_id in self._global_ids
+        return service_id in self._user_ids.get(user_id, ()) or service_id in self._global_ids
+
+    def get_global_mcp_tools(self, service_ids: Sequence[str]) -> list[ToolDefinition]:
+        """Definitions of exactly the named global services' tools; an unknown id raises."""
+        services = [self._global_service(sid) for sid in dict.fromkeys(service_ids)]
+        self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
+        return self._definitions(services)
+
+    def get_user_mcp_tools(self, service_ids: Sequence[str], user_id: str) -> list[ToolDefinition]:
+        """That user's services (names `user_{userId}_tool_{tool}`); an id the user has no server
+        for falls back to the global server of that id, which every user may see."""
+        services = [self._user_or_global_service(sid, user_id) for sid in dict.fromkeys(service_ids)]
+        self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
+        return self._definitions(services)
+
+    def refresh(self, user_id: str | None = None) -> bool:
+        return self._loop.run(self._refresh(user_id))
+
+    async def arefresh(self, user_id: str | None = None) -> bool:
+        return await self._loop.arun(self._refresh(user_id))
+
+    def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
+        return self._loop.run(self._call(target, dict(arguments)))
+
+    async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
+        return await self._loop.arun(self._call(target, dict(arguments)))
+
+    # ---- direct calls (AI4J's gateway.callTool / callUserTool) --------------------------
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        """Call a global tool by its exposed name; never reaches a user's server."""
+        return self._loop.run(self._call_global(name, dict(arguments or {})))
+
+    async def acall_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        return await self._loop.arun(self._call_global(name, dict(arguments or {})))
+
+    def call_user_tool(self, user_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        """Call one of `user_id`'s tools (by tool name or `user_{userId}_tool_{tool}`); never global."""
+        return self._loop.run(self._call_user(user_id, tool, dict(arguments or {})))
+
+    async def acall_user_tool(self, user_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        return await self._loop.arun(self._call_user(user_id, tool, dict(arguments or {})))
+
+    # ---- introspection -----------------------------------------------------------------
+
+    @property
+    def collisions(self) -> dict[str, list[str]]:
+        """Tool names offered by several global servers: `{name: [service ids]}`. Each of those
+        tools is exposed under its service-qualified name `{service}_{tool}` instead."""
+        with self._lock:
+            return {k: list(v) for k, v in self._global_plan.collisions.items()}
+
+    def user_collisions(self, user_id: str) -> dict[str, list[str]]:
+        with self._lock:
+            return {k: list(v) for k, v in self._user_collisions.get(user_id, {}).items()}
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """`{"service/tool": exposed}` for every global tool not exposed under its own name."""
+        with self._lock:
+            return dict(self._global_plan.renamed)
+
+    @property
+    def skipped_tools(self) -> dict[str, str]:
+        """Tools left out because their input schema cannot be function parameters."""
+        with self._lock:
+            return dict(self._skipped)
+
+    def errors(self) -> dict[str, str]:
+        """The last connection error of each server that has one."""
+        with self._lock:
+            return {k: str(s.error) for k, s in self._services.items() if s.error is not None}
+
+    def global_tool_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._global_targets)
+
+    def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
+        with self._lock:
+            if user_id is None:
+                return self._global_targets.get(exposed_name)
+            for target in self._user_targets.get(user_id, {}).values():
+                if target.exposed_name == exposed_name:
+                    return target
+            return None
+
+    # ---- lookup helpers ----------------------------------------------------------------
+
+    def _global_service(self, service_id: str) -> _Service:
+        with self._lock:
+            if service_id in self._global_ids:
+                return self._services[service_id]
+            known = list(self._global_ids)
+        raise ToolNotFoundError(
+            service_id, [s for s in known if s.lower() == service_id.lower()], "no such global MCP service"
+        )
+
+    def _user_or_global_service(self, service_id: str, user_id: str) -> _Service:
+        validate_user_id(user_id)
+        parsed = parse_user_service_key(service_id)
+        if parsed is not None:
+            if parsed[0] != user_id:
+                raise ToolNotFoundError(service_id, [], f"not an MCP service of user {user_id!r}")
+            service_id = parsed[1]
+        with self._lock:
+            if service_id in self._user_ids.get(user_id, ()):
+                return self._services[user_service_key(user_id, service_id)]
+            if service_id in self._global_ids:
+                return self._services[service_id]
+        raise ToolNotFoundError(service_id, [], f"user {user_id!r} has no such MCP service")
+
+    def _definitions(self, services: list[_Service]) -> list[ToolDefinition]:
+        out: list[ToolDefinition] = []
+        with self._lock:
+            for service in services:
+                out.extend(service.definitions.values())
+        return out
+
+    # ---- loading (on the gateway loop) -------------------------------------------------
+
+    async def _load_all(self, services: list[_Service], *, raise_errors: bool, only_missing: bool = False) -> bool:
+        todo = [s for s in services if not (only_missing and s.tools is not None and not s.stale)]
+        if not todo:
+            return False
+        results = await asyncio.gather(*(self._load(s) for s in todo), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors and raise_errors:
+            raise errors[0]
+        return any(r is True for r in results)
+
+    async def _load(self, service: _Service) -> bool:
+        """List the service's tools and sync the route tables; True if exposed names changed."""
+        try:
+            tools = await service.connection.list_tools()
+        except ToolError as exc:
+            with self._lock:
+                service.error, service.failed_at = exc, time.monotonic()
+            raise
+        with self._lock:
+            if self._services.get(service.key) is not service:
+                return False  # removed or closed meanwhile
+            service.tools, service.stale, service.error = tools, False, None
+            service.listed_on = service.connection.connects
+            return self._sync(service.user_id)
+
+    async def _refresh(self, user_id: str | None) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            keys = list(self._global_ids)
+            candidates = [self._services[k] for k in keys]
+            if user_id is not None:
+                candidates += [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
+            todo = [
+                s
+                for s in candidates
+                if (s.tools is None or s.stale) and not (s.error is not None and now - s.failed_at < RETRY_FAILED_AFTER)
+            ]
+        return await self._load_all(todo, raise_errors=False)
+
+    def _tools_changed(self, connection: Connection) -> None:
+        """`notifications/tools/list_changed`: mark stale and re-list in the background."""
+        with self._lock:
+            service = self._services.get(connection.key)
+            if service is None or self._closed:
+                return
+            service.stale = True
+        task = asyncio.get_running_loop().create_task(self._reload_quietly(service))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _reload_quietly(self, service: _Service) -> None:
+        try:
+            await self._load(service)
+        except ToolError as exc:
+            log.warning("MCP server %r: re-listing tools after list_changed failed: %s", service.key, exc)
+
+    # ---- table synchronisation (under self._lock) ---------------------------------------
+
+    def _sync(self, user_id: str | None) -> bool:
+        return self._sync_global() if user_id is None else self._sync_user(user_id)
+
+    def _project(self, service: _Service, tool: types.Tool, exposed: str) -> bool:
+        try:
+            service.definitions[tool.name] = tool_definition(exposed, tool)
+        except ToolRegistrationError as exc:
+            self._skipped[f"{service.key}/{tool.name}"] = str(exc)
+            log.warning("MCP server %r: tool %r left out: %s", service.key, tool.name, exc)
+            return False
+        self._skipped.pop(f"{service.key}/{tool.name}", None)
+        return True
+
+    def _sync_global(self) -> bool:
+        loaded = [self._services[s] for s in self._global_ids if self._services[s].tools is not None]
+        plan = plan_names({s.service_id: [t.name for t in s.tools or ()] for s in loaded})
+        for plain, owners in plan.collisions.items():
+            if self._global_plan.collisions.get(plain) != owners:
+                log.warning(
+                    "MCP tool name %r is offered by several servers (%s); each is exposed service-qualified",
+                    plain,
+                    ", ".join(owners),
+                )
+        targets: dict[str, McpTarget] = {}
+        for service in loaded:
+            service.definitions = {}
+            for tool in service.tools or ():
+                exposed = plan.names[(service.service_id, tool.name)]
+                if self._project(service, tool, exposed):
+                    targets[exposed] = McpTarget(service.key, service.service_id, tool.name, exposed)
+        changed = targets != self._global_targets
+        for table in self._tables:
+            for name in self._global_targets.keys() - targets.keys():
+                table.remove(GLOBAL_MCP, name)
+            for name, target in targets.items():
+                if self._global_targets.get(name) != target:
+                    self._insert_global(table, name, target)
+        self._global_plan, self._global_targets = plan, targets
+        return changed
+
+    @staticmethod
+    def _insert_global(table: RouteTable, name: str, target: McpTarget) -> None:
+        try:
+            table.insert(GLOBAL_MCP, name, target, True)
+        except ToolError as exc:  # cannot happen for planned names; never let one tool break the rest
+            log.error("cannot route MCP tool %r: %s", name, exc)
+
+    def _sync_user(self, user_id: str) -> bool:
+        services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
+        loaded = [s for s in services if s.tools is not None]
+        owners: dict[str, list[str]] = {}
+        for service in loaded:
+            for tool in service.tools or ():
+                owners.setdefault(tool.name, []).append(service.service_id)
+        collisions = {name: sorted(ids) for name, ids in owners.items() if len(ids) > 1}
+        targets: dict[str, McpTarget] = {}
+        for service in loaded:
+            service.definitions = {}
+            for tool in service.tools or ():
+                key = _user_tool_key(service.service_id, tool.name, tool.name in collisions)
+                exposed = encode_user_tool(user_id, key)
+                if self._project(service, tool, exposed):
+                    targets[key] = McpTarget(service.key, service.service_id, tool.name, exposed, user_id)
+        old = self._user_targets.get(user_id, {})
+        changed = targets != old
+        for table in self._tables:
+            for key in old.keys() - targets.keys():
+                table.remove_user(user_id, key)
+            for key, target in targets.items():
+                if old.get(key) != target:
+                    table.insert_user(user_id, key, target)
+        self._user_targets[user_id] = targets
+        self._user_collisions[user_id] = collisions
+        return changed
+
+    # ---- calls (on the gateway loop) ---------------------------------------------------
+
+    async def _call(self, target: Any, arguments: dict[str, Any]) -> ToolOutput:
+        if not isinstance(target, McpTarget):
+            raise ToolExecutionError(f"not an MCP gateway target: {target!r}")
+        with self._lock:
+            service = self._services.get(target.service_key)
+        if service is None:
+            raise ToolNotFoundError(target.exposed_name, [], f"MCP service {target.service_key!r} is gone")
+        timeout = service.config.timeout or self.call_timeout
+        result = await service.connection.call_tool(target.tool, arguments, timeout, exposed=target.exposed_name)
+        if service.connection.connects != service.listed_on and not service.stale:
+            self._tools_changed(service.connection)  # a restarted server may offer other tools now
+        return to_output(result, service=service.key, tool=target.tool, exposed_name=target.exposed_name)
+
+    async def _call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+        target = self.target(name)
+        if target is None and await self._refresh(None):
+            target = self.target(name)
+        if target is None:
+            with self._lock:
+                suggestions = [n for n in self._global_targets if name in n or n.endswith(f"_{name}")][:3]
+            raise ToolNotFoundError(name, suggestions, "no global MCP tool of that name")
+        return await self._call(target, arguments)
+
+    def _user_target(self, user_id: str, tool: str) -> McpTarget | None:
+        with self._lock:
+            targets = self._user_targets.get(user_id, {})
+            if tool in targets:
+                return targets[tool]
+        return self.target(tool, user_id)
+
+    async def _call_user(self, user_id: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        validate_user_id(user_id)
+        target = self._user_target(user_id, tool)
+        if target is None and await self._refresh(user_id):
+            target = self._user_target(user_id, tool)
+        if target is None:
+            raise ToolNotFoundError(tool, [], f"user {user_id!r} has no MCP tool of that name")
+        return await self._call(target, arguments)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def _closing(self) -> bool:
+        """Mark closed; False if it already was."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+        atexit.unregister(self._atexit)
+        return True
+
+    async def _aclose_sessions(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        with self._lock:
+            connections = [s.connection for s in self._services.values()]
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+    def close(self) -> None:
+        """Close every session and stop every server process; idempotent."""
+        if not self._closing():
+            return
+        try:
+            if not self._loop.on_loop_thread():
+                self._loop.run(self._aclose_sessions())
+        finally:
+            self._loop.stop()
+
+    async def aclose(self) -> None:
+        if not self._closing():
+            return
+        try:
+            await self._loop.arun(self._aclose_sessions())
+        finally:
+            self._loop.stop()
+
+    async def __aenter__(self) -> McpGateway:
+        if self.eager:
+            await self._loop.arun(self._load_all(list(self._services.values()), raise_errors=True, only_missing=True))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> McpGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

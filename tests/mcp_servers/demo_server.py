@@ -1,0 +1,131 @@
+"""A small MCP server written with the SDK's own server API (`MCPServer`), for the gateway tests.
+
+Run: `python demo_server.py [--name N] [--http PORT | --sse PORT] [--extra TOOL]`. HTTP binds to
+127.0.0.1 only. Tools cover what the gateway must handle: nested schemas, names that are not
+legal for OpenAI, error results, mixed content, a crash mid-call, a slow call and a tool list
+that changes at runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import sys
+
+import anyio
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+
+
+class Person(BaseModel):
+    name: str
+    address: Address
+    tags: list[str] = []
+
+
+def build(name: str, extra: list[str]) -> MCPServer:
+    mcp = MCPServer(name, version="1.0")
+
+    @mcp.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @mcp.tool()
+    def echo(text: str) -> str:
+        """Echo the text back, tagged with the server name."""
+        return f"{name}:{text}"
+
+    @mcp.tool()
+    def describe(person: Person) -> str:
+        """Describe a person (nested model parameter)."""
+        return f"{person.name} lives in {person.address.city} ({','.join(person.tags)})"
+
+    @mcp.tool(name="text.shout", description="Upper-case a string.")
+    def shout(text: str) -> str:
+        return text.upper() + "!"
+
+    @mcp.tool(name="a_really_long_tool_name_that_goes_on_and_on_well_past_the_sixty_four_char_limit")
+    def long_named() -> str:
+        return "long ok"
+
+    @mcp.tool()
+    def fail(message: str) -> str:
+        """Fail with a tool error (an isError result)."""
+        raise ToolError(message)
+
+    @mcp.tool()
+    def crash() -> str:
+        """Kill the server process in the middle of the call."""
+        os._exit(3)
+
+    @mcp.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return "done"
+
+    @mcp.tool()
+    def pid() -> int:
+        """The server's process id (tells a reconnect apart)."""
+        return os.getpid()
+
+    @mcp.tool()
+    def media() -> list[types.ContentBlock]:
+        """Mixed content: text, an image, an embedded resource and a link."""
+        return [
+            types.TextContent(text="here you go"),
+            types.ImageContent(data=base64.b64encode(b"\x89PNG0123456789").decode(), mime_type="image/png"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="file:///notes.txt", text="hello notes", mime_type="text/plain")
+            ),
+            types.ResourceLink(uri="file:///big.bin", name="big.bin", mime_type="application/octet-stream", size=2048),
+        ]
+
+    @mcp.tool()
+    async def enable_extra(tool: str, ctx: Context) -> str:
+        """Register a new tool at runtime and announce tools/list_changed."""
+        mcp.add_tool(lambda: f"{tool} ok", name=tool, description="added at runtime")
+        await ctx.session.send_tool_list_changed()
+        return "ok"
+
+    @mcp.tool()
+    async def drop_tool(tool: str, ctx: Context) -> str:
+        """Remove a tool at runtime and announce tools/list_changed."""
+        mcp.remove_tool(tool)
+        await ctx.session.send_tool_list_changed()
+        return "dropped"
+
+    for tool in extra:
+        mcp.add_tool(lambda tool=tool: f"{name}:{tool}", name=tool, description=f"extra tool {tool}")
+    return mcp
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="demo")
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--sse", type=int)
+    parser.add_argument("--extra", action="append", default=[])
+    args = parser.parse_args()
+    mcp = build(args.name, args.extra)
+    if args.http:
+        mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
+    elif args.sse:
+        mcp.run("sse", host="127.0.0.1", port=args.sse)
+    else:
+        print(f"demo server {args.name} starting", file=sys.stderr)
+        mcp.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Pure parts of the gateway: results to text, schema projection, exposed-name planning."""
+
+from __future__ import annotations
+
+import base64
+
+import jsonschema
+import mcp_types as types
+import pytest
+from toolroute.errors import ToolExecutionError, ToolRegistrationError
+from toolroute.mcp.naming import plan_names
+from toolroute.mcp.projection import tool_definition
+from toolroute.mcp.results import content_text, to_output
+from toolroute.naming import has_user_form, is_valid_tool_name
+
+
+def _result(*blocks: object, is_error: bool = False, structured: object = None) -> types.CallToolResult:
+    return types.CallToolResult(content=list(blocks), is_error=is_error, structured_content=structured)
+
+
+def test_text_blocks_join_and_binary_blocks_are_summarised_not_dumped() -> None:
+    png = base64.b64encode(b"x" * 300).decode()
+    text = content_text(
+        [
+            types.TextContent(text="one"),
+            types.TextContent(text="two"),
+            types.ImageContent(data=png, mime_type="image/png"),
+            types.AudioContent(data=base64.b64encode(b"abc").decode(), mime_type="audio/wav"),
+            types.EmbeddedResource(resource=types.BlobResourceContents(uri="file:///a.bin", blob=png)),
+        ]
+    )
+    assert text.splitlines() == [
+        "one",
+        "two",
+        "[image: image/png, 300 bytes]",
+        "[audio: audio/wav, 3 bytes]",
+        "[resource file:///a.bin (unknown type, 300 bytes)]",
+    ]
+    assert png not in text
+
+
+def test_structured_content_goes_to_the_trace() -> None:
+    out = to_output(
+        _result(types.TextContent(text="5"), structured={"result": 5}), service="s", tool="t", exposed_name="t"
+    )
+    assert out.text == "5"
+    assert out.trace["structured_content"] == {"result": 5}
+    assert out.trace["content"] == [{"type": "text", "chars": 1}]
+
+
+def test_is_error_raises_with_the_servers_message() -> None:
+    # AI4J ignores isError and hands the error text to the model as a success.
+    with pytest.raises(ToolExecutionError, match="quota exceeded") as info:
+        to_output(
+            _result(types.TextContent(text="quota exceeded"), is_error=True), service="s", tool="t", exposed_name="x"
+        )
+    assert info.value.tool == "x"
+
+
+NESTED = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "createArguments",
+    "type": "object",
+    "properties": {
+        "person": {"$ref": "#/$defs/Person"},
+        "color": {"$ref": "#/$defs/Color", "default": "red"},
+    },
+    "required": ["person"],
+    "$defs": {
+        "Address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "Person": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/Address"}},
+            "required": ["name", "address"],
+        },
+        "Color": {"enum": ["red", "blue"], "type": "string"},
+    },
+}
+
+
+def test_nested_schema_fields_survive_projection() -> None:
+    # AI4J drops nested fields; here the nested object is inlined, complete and still validates.
+    params = tool_definition("create", types.Tool(name="create", input_schema=NESTED))["function"]["parameters"]
+    assert "$ref" not in str(params) and "$schema" not in params and "$defs" not in params
+    assert params["properties"]["person"]["properties"]["address"]["required"] == ["city"]
+    assert params["properties"]["color"] == {"enum": ["red", "blue"], "type": "string", "default": "red"}
+    validator = jsonschema.Draft202012Validator(params)
+    assert validator.is_valid({"person": {"name": "a", "address": {"city": "Paris"}}})
+    assert not validator.is_valid({"person": {"name": "a", "address": {}}})
+
+
+@pytest.mark.parametrize("schema", [{}, {"type": "object"}, {"properties": {"x": {"type": "integer"}}}])
+def test_schemas_become_object_parameters(schema: dict[str, object]) -> None:
+    params = tool_definition("t", types.Tool(name="t", input_schema=schema))["function"]["parameters"]
+    assert params["type"] == "object" and isinstance(params["properties"], dict)
+
+
+def test_a_dangling_ref_is_refused() -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/Missing"}}}
+    with pytest.raises(ToolRegistrationError, match="names nothing"):
+        tool_definition("t", types.Tool(name="t", input_schema=schema))
+
+
+def test_unique_names_stay_plain_and_collisions_are_qualified_for_every_owner() -> None:
+    plan = plan_names({"github": ["search", "create_issue"], "jira": ["search"], "web": ["fetch"]})
+    assert plan.names[("github", "create_issue")] == "create_issue"
+    assert plan.names[("web", "fetch")] == "fetch"
+    assert plan.names[("github", "search")] == "github_search"
+    assert plan.names[("jira", "search")] == "jira_search"
+    assert plan.collisions == {"search": ["github", "jira"]}
+
+
+def test_plan_is_independent_of_load_order() -> None:
+    a = plan_names({"x": ["t", "u"], "y": ["t"]})
+    b = plan_names({"y": ["t"], "x": ["u", "t"]})
+    assert a.names == b.names
+
+
+def test_illegal_and_long_names_are_sanitised_and_distinct() -> None:
+    long_a = "a" * 70 + "_one"
+    long_b = "a" * 70 + "_two"
+    plan = plan_names({"s": ["text.shout", "files/read", long_a, long_b]})
+    names = list(plan.names.values())
+    assert all(is_valid_tool_name(n) for n in names)
+    assert len(set(names)) == 4
+    assert plan.names[("s", "text.shout")] == "text_shout"
+    assert plan.renamed["s/text.shout"] == "text_shout"
+
+
+def test_user_form_names_are_never_exposed_for_shared_tools() -> None:
+    plan = plan_names({"s": ["user_1_tool_x"]})
+    name = plan.names[("s", "user_1_tool_x")]
+    assert not has_user_form(name) and is_valid_tool_name(name)
+    assert plan.renamed == {"s/user_1_tool_x": name}
+
+
+def test_same_tool_name_twice_on_one_server_after_sanitising() -> None:
+    plan = plan_names({"s": ["a.b", "a_b"]})
+    assert plan.collisions == {}
+    assert len(set(plan.names.values())) == 2
