@@ -9,6 +9,7 @@ from toolroute._core import (
     has_user_form,
     is_valid_tool_name,
     sanitize_tool_name,
+    user_form_candidates,
     validate_user_id,
     with_hash_suffix,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "is_valid_tool_name",
     "parse_user_service_key",
     "sanitize_tool_name",
+    "user_form_candidates",
     "user_service_key",
     "validate_user_id",
     "with_hash_suffix",

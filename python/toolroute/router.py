@@ -38,8 +38,11 @@ from toolroute.gateway import ToolDefinition, ToolGateway
 from toolroute.naming import (
     NameAllocator,
     generate_api_function_name,
+    has_user_form,
     is_valid_tool_name,
     parse_user_service_key,
+    user_form_candidates,
+    validate_user_id,
 )
 from toolroute.registration import (
     SPEC_ATTR,
@@ -401,8 +404,10 @@ class ToolRouter:
         if self._closed:
             raise ToolExecutionError("the router is closed", tool=name)
         hit = self._table.resolve(name, user_id)
-        if hit is None and self._gateway is not None and self._gateway.refresh(user_id):
-            hit = self._table.resolve(name, user_id)
+        if hit is None and self._gateway is not None:
+            refreshed = [self._gateway.refresh(uid) for uid in _refresh_scopes(name, user_id)]
+            if any(refreshed):
+                hit = self._table.resolve(name, user_id)
         if hit is None:
             raise self._not_found(name, user_id)
         return hit
@@ -412,8 +417,10 @@ class ToolRouter:
         if self._closed:
             raise ToolExecutionError("the router is closed", tool=name)
         hit = self._table.resolve(name, user_id)
-        if hit is None and self._gateway is not None and await self._gateway.arefresh(user_id):
-            hit = self._table.resolve(name, user_id)
+        if hit is None and self._gateway is not None:
+            refreshed = [await self._gateway.arefresh(uid) for uid in _refresh_scopes(name, user_id)]
+            if any(refreshed):
+                hit = self._table.resolve(name, user_id)
         if hit is None:
             raise self._not_found(name, user_id)
         return hit
@@ -527,6 +534,22 @@ class ToolRouter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refresh_scopes(name: str, user_id: str | None) -> list[str | None]:
+    """Whose tool lists a miss should load: the caller's, or the users a user-form name may name
+    (so per-user servers connect lazily too); never a user the caller did not name."""
+    if user_id is not None or not has_user_form(name):
+        return [user_id]
+    return [uid for uid, _ in user_form_candidates(name) if _valid_user_id(uid)]
+
+
+def _valid_user_id(user_id: str) -> bool:
+    try:
+        validate_user_id(user_id)
+    except ToolArgumentError:
+        return False
+    return True
 
 
 def _dedupe(tools: list[ToolDefinition]) -> list[ToolDefinition]:

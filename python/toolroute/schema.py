@@ -64,8 +64,8 @@ def as_parameters(schema: JsonSchema | None) -> JsonSchema:
     out = inline_refs(schema or {})
     out.pop("title", None)
     out.pop("$schema", None)
-    if out.get("type") is None and "properties" not in out:
-        out = {"type": "object", "properties": {}, **out}
+    if out.get("type") is None:  # MCP servers often omit it beside "properties"
+        out = {"type": "object", **out}
     if out.get("type") != "object":
         raise ToolRegistrationError(f"tool parameters must be a JSON object schema, got type {out.get('type')!r}")
     out.setdefault("properties", {})

@@ -10,12 +10,15 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolroute.builtins import builtin_tools
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
+
+if TYPE_CHECKING:
+    from toolroute.mcp import McpGateway
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,14 @@ def default_function_list() -> list[str]:
     return list(builtin_tools())
 
 
-def _load_gateway(config: Path) -> object:
+def _load_gateway(config: Path) -> McpGateway:
     if not config.is_file():
         raise ToolArgumentError(f"MCP config file not found: {config}")
-    try:
-        from toolroute.mcp import McpGateway  # type: ignore[import-not-found,unused-ignore]  # optional
-    except ImportError as exc:
-        raise ToolArgumentError(f"--mcp-config needs toolroute.mcp, which is not available: {exc}") from None
-    return McpGateway.from_file(config)
+    from toolroute.mcp import McpGateway  # the mcp SDK is imported only when a config is given
+
+    # Eager: every upstream is listed before any name is shown, so a tool name two upstreams share
+    # is qualified from the start instead of changing once the second server connects.
+    return McpGateway.from_file(config, eager=True)
 
 
 def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:

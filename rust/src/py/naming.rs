@@ -56,6 +56,15 @@ fn has_user_form(name: &str) -> bool {
     naming::has_user_form(name)
 }
 
+/// Every (user id, tool) split of a user-form name (more than one when a user id has `_tool_`).
+#[pyfunction]
+fn user_form_candidates(name: &str) -> Vec<(String, String)> {
+    naming::user_form_candidates(name)
+        .into_iter()
+        .map(|(u, t)| (u.to_string(), t.to_string()))
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(generate_api_function_name, m)?)?;
     m.add_function(wrap_pyfunction!(generate_api_function_names, m)?)?;
@@ -66,5 +75,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_user_tool, m)?)?;
     m.add_function(wrap_pyfunction!(validate_user_id, m)?)?;
     m.add_function(wrap_pyfunction!(has_user_form, m)?)?;
+    m.add_function(wrap_pyfunction!(user_form_candidates, m)?)?;
     Ok(())
 }
