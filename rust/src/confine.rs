@@ -274,6 +274,39 @@ impl Roots {
         }))
     }
 
+    /// Read at most `max_bytes` from the start of a confined file (for showing part of a file too
+    /// big to load); returns the bytes read and the file's full size.
+    pub fn read_head(
+        &self,
+        shown: &str,
+        resolved: &Path,
+        max_bytes: u64,
+    ) -> Result<(Vec<u8>, u64), FsError> {
+        use std::io::Read;
+        let file = File::open(resolved).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => FsError::NotFound {
+                path: shown.to_string(),
+            },
+            _ => FsError::io("open", shown, e),
+        })?;
+        self.verify_open(shown, &file, Access::Read)?;
+        let meta = file.metadata().map_err(|e| FsError::io("stat", shown, e))?;
+        if meta.is_dir() {
+            return Err(FsError::IsDir {
+                path: shown.to_string(),
+            });
+        }
+        if !meta.is_file() {
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
+            return Err(FsError::io("read", shown, e));
+        }
+        let mut bytes = Vec::with_capacity(meta.len().min(max_bytes) as usize);
+        file.take(max_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FsError::io("read", shown, e))?;
+        Ok((bytes, meta.len()))
+    }
+
     /// Like `read_existing`, but a missing file is an error.
     pub fn read_required(
         &self,
