@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from _files_helpers import router_for, tree_hash, write
-
 from toolroute.context import ToolLimits
 from toolroute.errors import ToolArgumentError
 
@@ -31,7 +30,7 @@ def test_not_unique_then_replace_all(tmp_path: Path) -> None:
 
 
 def test_miss_points_at_the_near_match(tmp_path: Path) -> None:
-    write(tmp_path, "main.go", "package main\n\nfunc main() {\n\tfmt.Println(\"hi\")\n\treturn\n}\n")
+    write(tmp_path, "main.go", 'package main\n\nfunc main() {\n\tfmt.Println("hi")\n\treturn\n}\n')
     r = router_for(tmp_path)
     with pytest.raises(ToolArgumentError) as err:
         r.invoke("edit", {"path": "main.go", "old_string": '    fmt.Println("hi")\n    return', "new_string": "x"})

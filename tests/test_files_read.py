@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from _files_helpers import router_for, write
-
 from toolroute.context import ToolLimits
 from toolroute.errors import PathDeniedError, ToolArgumentError
 
@@ -96,7 +95,7 @@ def test_errors(tmp_path: Path) -> None:
     assert r.invoke("read_file", {"path": "e.txt"}) == "e.txt is empty (0 lines)."
     with pytest.raises(ToolArgumentError, match="no such file"):
         r.invoke("read_file", {"path": "missing.txt"})
-    with pytest.raises(ToolArgumentError, match="past the end of one.txt, which has 1 lines"):
+    with pytest.raises(ToolArgumentError, match=r"past the end of one\.txt, which has 1 lines"):
         r.invoke("read_file", {"path": "one.txt", "offset": 5})
     with pytest.raises(ToolArgumentError, match="offset"):
         r.invoke("read_file", {"path": "one.txt", "offset": 0})
