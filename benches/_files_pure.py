@@ -97,9 +97,12 @@ def edit_text(content: bytes, old: str, new: str, replace_all: bool) -> tuple[by
     if count > 1 and not replace_all:
         raise ValueError(f"old_string is not unique ({count} occurrences)")
     starts: list[int] = []
+    line, last = 1, 0
     pos = text.find(old)
     while pos != -1:
-        starts.append(text.count("\n", 0, pos) + 1)
+        line += text.count("\n", last, pos)
+        starts.append(line)
+        last = pos
         pos = text.find(old, pos + len(old))
     return text.replace(old, new).encode("utf-8"), count, starts
 

@@ -18,12 +18,15 @@ def record(benchmark: pytest.FixtureRequest, key: str) -> None:
 @pytest.fixture(scope="module")
 def ratio_report(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    pairs = sorted({k.rsplit(":", 1)[0] for k in MEANS})
-    for pair in pairs:
-        rust, pure = MEANS.get(f"{pair}:toolroute"), MEANS.get(f"{pair}:pure-python")
-        if rust and pure and reporter is not None:
-            reporter.write_line(
-                f"[files bench] {pair}: toolroute {rust * 1e3:.2f} ms, pure Python {pure * 1e3:.2f} ms, "
-                f"ratio {pure / rust:.1f}x"
-            )
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.getplugin("terminalreporter"), plugins.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():  # teardown output is captured otherwise
+        for pair in sorted({k.rsplit(":", 1)[0] for k in MEANS}):
+            rust, pure = MEANS.get(f"{pair}:toolroute"), MEANS.get(f"{pair}:pure-python")
+            if rust and pure:
+                reporter.write_line(
+                    f"[files bench] {pair}: toolroute {rust * 1e3:.2f} ms, pure Python {pure * 1e3:.2f} ms "
+                    f"(means), pure Python / toolroute = {pure / rust:.1f}x"
+                )
