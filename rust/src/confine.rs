@@ -200,7 +200,9 @@ pub enum FsError {
     IsDir { path: String },
     #[error("{path} is {size} bytes, over the {limit}-byte limit for this tool")]
     TooLarge { path: String, size: u64, limit: u64 },
-    #[error("{path} already exists (mode \"create\" never overwrites; use \"overwrite\" or \"append\")")]
+    #[error(
+        "{path} already exists (mode \"create\" never overwrites; use \"overwrite\" or \"append\")"
+    )]
     Exists { path: String },
     #[error("cannot {action} {path}: {source}")]
     Io {
@@ -338,7 +340,8 @@ impl Roots {
         let parent = resolved.parent().ok_or_else(|| FsError::IsDir {
             path: shown.to_string(),
         })?;
-        let created = create_dirs(parent).map_err(|e| FsError::io("create folders for", shown, e))?;
+        let created =
+            create_dirs(parent).map_err(|e| FsError::io("create folders for", shown, e))?;
         let result = (|| {
             let perms = std::fs::Permissions::from_mode(mode.unwrap_or(NEW_FILE_MODE));
             let mut tmp = tempfile::Builder::new()
@@ -569,7 +572,9 @@ mod tests {
         let (_d, r, base) = setup();
         let target = base.join("ws/a.txt");
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
-        let old = r.read_required("a.txt", &target, Access::Write, 100).unwrap();
+        let old = r
+            .read_required("a.txt", &target, Access::Write, 100)
+            .unwrap();
         assert_eq!(old.bytes, b"a");
         r.write_atomic("a.txt", &target, b"new", Some(old.mode), false)
             .unwrap();
@@ -590,7 +595,13 @@ mod tests {
         assert!(!base.join("f.txt").exists());
         let leftovers = std::fs::read_dir(&base)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".toolroute-"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".toolroute-")
+            })
             .count();
         assert_eq!(leftovers, 0);
     }
@@ -599,7 +610,9 @@ mod tests {
     fn atomic_write_creates_and_reports_folders() {
         let (_d, r, base) = setup();
         let target = r.resolve("n1/n2/f.txt", Access::Write).unwrap();
-        let created = r.write_atomic("n1/n2/f.txt", &target, b"x", None, true).unwrap();
+        let created = r
+            .write_atomic("n1/n2/f.txt", &target, b"x", None, true)
+            .unwrap();
         assert_eq!(created, vec![base.join("ws/n1"), base.join("ws/n1/n2")]);
         std::fs::remove_file(&target).unwrap();
         remove_dirs(&created);

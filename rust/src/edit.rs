@@ -29,7 +29,11 @@ pub struct NearMatch {
 
 impl std::fmt::Display for NearMatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "The nearest near-match is at line {}: {}.", self.line, self.note)?;
+        write!(
+            f,
+            "The nearest near-match is at line {}: {}.",
+            self.line, self.note
+        )?;
         for (n, text) in &self.excerpt {
             write!(f, "\n{n:>6}\t{text}")?;
         }
@@ -138,7 +142,8 @@ pub fn apply_edit(
         }
     }
     let grown = hits.len() * new_bytes.len();
-    let mut out = Vec::with_capacity((content.len() + grown).saturating_sub(hits.len() * old_bytes.len()));
+    let mut out =
+        Vec::with_capacity((content.len() + grown).saturating_sub(hits.len() * old_bytes.len()));
     let mut cursor = 0;
     for &h in &hits {
         out.extend_from_slice(&content[cursor..h]);
@@ -215,8 +220,14 @@ fn indent_note(file_line: &str, wanted: &str) -> &'static str {
 /// most similar to old_string's first non-blank line.
 pub fn near_match(content: &[u8], old: &str) -> Option<NearMatch> {
     let text = String::from_utf8_lossy(content);
-    let file: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
-    let wanted: Vec<&str> = old.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+    let file: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    let wanted: Vec<&str> = old
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
     let first = wanted.iter().position(|l| !l.trim().is_empty())?;
     let last = wanted.iter().rposition(|l| !l.trim().is_empty())?;
     let wanted = &wanted[first..=last];
@@ -227,13 +238,18 @@ pub fn near_match(content: &[u8], old: &str) -> Option<NearMatch> {
     };
     if let Some((at, tier)) = seek(&file, wanted, 0, false) {
         let note = match tier {
-            Tier::Exact => "the same lines, but old_string's first or last line is cut differently".to_string(),
+            Tier::Exact => {
+                "the same lines, but old_string's first or last line is cut differently".to_string()
+            }
             Tier::TrailingWhitespace => "the same text except trailing whitespace".to_string(),
             Tier::Whitespace => format!(
                 "the same text except indentation or surrounding whitespace{}",
                 indent_note(file[at], wanted[0])
             ),
-            Tier::Unicode => "the same text except quotes, dashes or special spaces (Unicode punctuation)".to_string(),
+            Tier::Unicode => {
+                "the same text except quotes, dashes or special spaces (Unicode punctuation)"
+                    .to_string()
+            }
         };
         return Some(NearMatch {
             line: at + 1,
@@ -251,7 +267,11 @@ pub fn near_match(content: &[u8], old: &str) -> Option<NearMatch> {
         .count();
     let note = if agree == 0 {
         let score = strsim::normalized_levenshtein(file[at].trim(), probe.trim());
-        format!("the line most similar to old_string's first line ({:.0}% similar){}", score * 100.0, indent_note(file[at], probe))
+        format!(
+            "the line most similar to old_string's first line ({:.0}% similar){}",
+            score * 100.0,
+            indent_note(file[at], probe)
+        )
     } else if at + agree < file.len() && agree < wanted.len() {
         format!(
             "old_string's first {agree} line(s) match there, then line {} differs: the file has {:?}, old_string has {:?}",
@@ -302,7 +322,12 @@ fn most_similar_line(file: &[&str], probe: &str) -> Option<usize> {
     let probe_clipped = clip(probe);
     let best = scored
         .iter()
-        .map(|&(_, i)| (strsim::normalized_levenshtein(&clip(file[i].trim()), &probe_clipped), i))
+        .map(|&(_, i)| {
+            (
+                strsim::normalized_levenshtein(&clip(file[i].trim()), &probe_clipped),
+                i,
+            )
+        })
         .fold(None, |best: Option<(f64, usize)>, cur| match best {
             Some(b) if b.0 >= cur.0 => Some(b),
             _ => Some(cur),
@@ -324,7 +349,13 @@ mod tests {
     #[test]
     fn not_unique_unless_replace_all() {
         let err = apply_edit(b"x\nx\ny\nx", "x", "z", false).unwrap_err();
-        assert_eq!(err, EditError::NotUnique { count: 3, lines: vec![1, 2, 4] });
+        assert_eq!(
+            err,
+            EditError::NotUnique {
+                count: 3,
+                lines: vec![1, 2, 4]
+            }
+        );
         assert!(err.to_string().contains("replace_all"));
         let out = apply_edit(b"x\nx\ny\nx", "x", "z", true).unwrap();
         assert_eq!(out.bytes, b"z\nz\ny\nz");
@@ -354,7 +385,10 @@ mod tests {
 
     #[test]
     fn rewrites_follow_the_file_style() {
-        assert_eq!(conform_to_style(b"\xef\xbb\xbfa\r\nb\r\n", "x\ny\n"), b"\xef\xbb\xbfx\r\ny\r\n");
+        assert_eq!(
+            conform_to_style(b"\xef\xbb\xbfa\r\nb\r\n", "x\ny\n"),
+            b"\xef\xbb\xbfx\r\ny\r\n"
+        );
         assert_eq!(conform_to_style(b"a\r\nb\n", "x\ny\n"), b"x\ny\n");
         assert_eq!(conform_to_style(b"", "x\n"), b"x\n");
         assert_eq!(conform_to_style(b"a\r\n", "x\r\ny\n"), b"x\r\ny\n");
@@ -375,15 +409,21 @@ mod tests {
         let err = apply_edit(src, "    let x = 1;\n    println!(\"{x}\");", "", false).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("line 2") && msg.contains("tabs"), "{msg}");
-        let EditError::NotFound { near: Some(n) } = err else { panic!() };
+        let EditError::NotFound { near: Some(n) } = err else {
+            panic!()
+        };
         assert_eq!(n.excerpt[0], (2, "\tlet x = 1;".to_string()));
         let msg = apply_edit(src, "\tlet x = 1;\n\tprintln!(\"{y}\");", "", false)
             .unwrap_err()
             .to_string();
         assert!(msg.contains("then line 3 differs"), "{msg}");
-        let msg = apply_edit(src, "printn!(\"{x}\")", "", false).unwrap_err().to_string();
+        let msg = apply_edit(src, "printn!(\"{x}\")", "", false)
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("line 3") && msg.contains("similar"), "{msg}");
-        let msg = apply_edit(src, "zzz qqq", "", false).unwrap_err().to_string();
+        let msg = apply_edit(src, "zzz qqq", "", false)
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("No similar text"), "{msg}");
     }
 }

@@ -7,7 +7,7 @@
 
 use super::parse::{Chunk, ChunkLine};
 use super::seek::{seek, Tier};
-use super::text::{render, Line, TextFile};
+use super::text::{Line, Replacement, TextFile};
 
 /// Where one chunk landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,20 +25,18 @@ pub struct ChunkError {
     pub message: String,
 }
 
-struct Replacement<'a> {
-    start: usize,
-    old_len: usize,
-    new: Vec<Line<'a>>,
-}
-
 fn show_lines(lines: &[&str]) -> String {
-    lines.iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    lines
+        .iter()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The chunk's new lines, taking context lines from the file at `at`.
 fn new_lines<'a>(
     ops: &'a [ChunkLine],
-    file: &[Line<'a>],
+    file: &TextFile<'a>,
     mut at: usize,
     eol: &'a str,
 ) -> Vec<Line<'a>> {
@@ -48,12 +46,13 @@ fn new_lines<'a>(
     for op in ops {
         match op {
             ChunkLine::Context(_) => {
-                out.push(file[at]);
+                out.push(file.line(at));
                 at += 1;
             }
             ChunkLine::Delete(_) => {
-                if !file[at].eol.is_empty() {
-                    replaced_eol = file[at].eol;
+                let gone = file.line(at).eol;
+                if !gone.is_empty() {
+                    replaced_eol = gone;
                 }
                 at += 1;
             }
@@ -72,7 +71,7 @@ pub fn apply_chunks(
     chunks: &[Chunk],
 ) -> Result<(String, Vec<ChunkReport>), ChunkError> {
     let file = TextFile::parse(content);
-    let texts = file.texts();
+    let texts = &file.texts;
     let eol = file.default_eol();
     let mut replacements: Vec<Replacement<'_>> = Vec::with_capacity(chunks.len());
     let mut reports = Vec::with_capacity(chunks.len());
@@ -83,7 +82,7 @@ pub fn apply_chunks(
             message,
         };
         for anchor in &chunk.anchors {
-            match seek(&texts, &[anchor.as_str()], line_index, false) {
+            match seek(texts, &[anchor.as_str()], line_index, false) {
                 Some((i, _)) => line_index = i + 1,
                 None => {
                     return Err(fail(format!(
@@ -97,11 +96,15 @@ pub fn apply_chunks(
         let mut ops: &[ChunkLine] = &chunk.lines;
         let mut old = chunk.old_lines();
         if old.is_empty() {
-            let at = if chunk.anchors.is_empty() { texts.len() } else { line_index };
+            let at = if chunk.anchors.is_empty() {
+                texts.len()
+            } else {
+                line_index
+            };
             replacements.push(Replacement {
                 start: at,
                 old_len: 0,
-                new: new_lines(ops, &file.lines, at, eol),
+                new: new_lines(ops, &file, at, eol),
             });
             reports.push(ChunkReport {
                 line: at + 1,
@@ -109,14 +112,14 @@ pub fn apply_chunks(
             });
             continue;
         }
-        let mut found = seek(&texts, &old, line_index, chunk.end_of_file);
+        let mut found = seek(texts, &old, line_index, chunk.end_of_file);
         // A trailing empty context line often stands for the final newline: retry without it.
         if found.is_none() && old.last() == Some(&"") {
             if let Some(ChunkLine::Context(t)) = ops.last() {
                 if t.is_empty() {
                     ops = &ops[..ops.len() - 1];
                     old.pop();
-                    found = seek(&texts, &old, line_index, chunk.end_of_file);
+                    found = seek(texts, &old, line_index, chunk.end_of_file);
                 }
             }
         }
@@ -137,7 +140,7 @@ pub fn apply_chunks(
         replacements.push(Replacement {
             start,
             old_len: old.len(),
-            new: new_lines(ops, &file.lines, start, eol),
+            new: new_lines(ops, &file, start, eol),
         });
         reports.push(ChunkReport {
             line: start + 1,
@@ -147,7 +150,6 @@ pub fn apply_chunks(
     }
     // Un-anchored pure additions sit at the end; keep every other chunk's order.
     replacements.sort_by_key(|r| r.start);
-    let mut out: Vec<Line<'_>> = Vec::with_capacity(file.lines.len() + 16);
     let mut cursor = 0;
     for r in &replacements {
         if r.start < cursor {
@@ -156,12 +158,9 @@ pub fn apply_chunks(
                 message: format!("hunks overlap in {path} near line {}", r.start + 1),
             });
         }
-        out.extend_from_slice(&file.lines[cursor..r.start]);
-        out.extend(r.new.iter().copied());
         cursor = r.start + r.old_len;
     }
-    out.extend_from_slice(&file.lines[cursor..]);
-    Ok((render(file.bom, &out, eol), reports))
+    Ok((file.render(&replacements), reports))
 }
 
 #[cfg(test)]
@@ -185,7 +184,10 @@ mod tests {
     #[test]
     fn basic_replace_and_multiple_chunks() {
         let src = "l1\nl2\nl3\nl4\n";
-        assert_eq!(apply(src, "@@\n-l2\n+c2\n@@\n-l4\n+c4").unwrap(), "l1\nc2\nl3\nc4\n");
+        assert_eq!(
+            apply(src, "@@\n-l2\n+c2\n@@\n-l4\n+c4").unwrap(),
+            "l1\nc2\nl3\nc4\n"
+        );
         assert_eq!(apply(src, "@@\n l1\n-l2\n l3").unwrap(), "l1\nl3\nl4\n");
     }
 
@@ -199,9 +201,15 @@ mod tests {
             .iter()
             .map(|b| apply_chunks("f", src, &chunks_of(b)).unwrap().1[0].tier)
             .collect();
-        assert_eq!(tiers, vec![Tier::TrailingWhitespace, Tier::Whitespace, Tier::Unicode]);
+        assert_eq!(
+            tiers,
+            vec![Tier::TrailingWhitespace, Tier::Whitespace, Tier::Unicode]
+        );
         // A fuzzy match keeps the file's own context line bytes.
-        assert_eq!(apply(src, "@@\n   b\n-\"c\"\n+C").unwrap(), "a  \n\tb\nC\nd\n");
+        assert_eq!(
+            apply(src, "@@\n   b\n-\"c\"\n+C").unwrap(),
+            "a  \n\tb\nC\nd\n"
+        );
     }
 
     #[test]
@@ -209,16 +217,31 @@ mod tests {
         let src = "class A:\n    x = 1\nclass B:\n    x = 1\n";
         let out = apply(src, "@@ class B:\n-    x = 1\n+    x = 2").unwrap();
         assert_eq!(out, "class A:\n    x = 1\nclass B:\n    x = 2\n");
-        assert_eq!(apply("l1\nl2\n", "@@\n+a1\n+a2").unwrap(), "l1\nl2\na1\na2\n");
-        assert_eq!(apply(src, "@@ class A:\n+    y = 0").unwrap(), "class A:\n    y = 0\n    x = 1\nclass B:\n    x = 1\n");
+        assert_eq!(
+            apply("l1\nl2\n", "@@\n+a1\n+a2").unwrap(),
+            "l1\nl2\na1\na2\n"
+        );
+        assert_eq!(
+            apply(src, "@@ class A:\n+    y = 0").unwrap(),
+            "class A:\n    y = 0\n    x = 1\nclass B:\n    x = 1\n"
+        );
         let err = apply(src, "@@ class C:\n-x\n+y").unwrap_err();
-        assert!(err.message.contains("Failed to find context 'class C:'"), "{err}");
+        assert!(
+            err.message.contains("Failed to find context 'class C:'"),
+            "{err}"
+        );
     }
 
     #[test]
     fn end_of_file_and_trailing_newline() {
-        assert_eq!(apply("x\ny\nx\n", "@@\n-x\n+z\n*** End of File").unwrap(), "x\ny\nz\n");
-        assert_eq!(apply("no newline", "@@\n-no newline\n+a\n+b").unwrap(), "a\nb\n");
+        assert_eq!(
+            apply("x\ny\nx\n", "@@\n-x\n+z\n*** End of File").unwrap(),
+            "x\ny\nz\n"
+        );
+        assert_eq!(
+            apply("no newline", "@@\n-no newline\n+a\n+b").unwrap(),
+            "a\nb\n"
+        );
         // Trailing empty context line standing for the final newline.
         assert_eq!(apply("a\nb\n", "@@\n-b\n+c\n ").unwrap(), "a\nc\n");
     }
@@ -236,6 +259,9 @@ mod tests {
     fn failure_names_hunk_and_lines() {
         let err = apply("a\nb\n", "@@\n-a\n+A\n@@\n-missing\n+x").unwrap_err();
         assert_eq!(err.chunk, 2);
-        assert!(err.message.contains("hunk 2") && err.message.contains("    missing"), "{err}");
+        assert!(
+            err.message.contains("hunk 2") && err.message.contains("    missing"),
+            "{err}"
+        );
     }
 }

@@ -16,7 +16,9 @@ pub enum PatchError {
     #[error("{0}")]
     Empty(String),
     /// The patch does not fit the files (missing file, context not found, not UTF-8, …).
-    #[error("apply_patch failed on {path} (file operation {hunk}): {message}; no file was changed")]
+    #[error(
+        "apply_patch failed on {path} (file operation {hunk}): {message}; no file was changed"
+    )]
     Mismatch {
         path: String,
         hunk: usize,
@@ -26,12 +28,12 @@ pub enum PatchError {
     File {
         path: String,
         hunk: usize,
-        source: FsError,
+        source: Box<FsError>,
     },
     #[error("apply_patch could not write {path}: {source}; {rollback}")]
     Commit {
         path: String,
-        source: FsError,
+        source: Box<FsError>,
         rollback: String,
     },
 }
@@ -98,9 +100,9 @@ impl<'r> Staging<'r> {
                     path: shown.to_string(),
                 });
             }
-            let original = self
-                .roots
-                .read_existing(shown, &resolved, Access::Write, self.max_bytes)?;
+            let original =
+                self.roots
+                    .read_existing(shown, &resolved, Access::Write, self.max_bytes)?;
             let slot = Slot {
                 shown: shown.to_string(),
                 mode: original.as_ref().map(|o| o.mode),
@@ -143,7 +145,7 @@ pub(crate) fn apply_patch_inner(
         let file_err = |source: FsError| PatchError::File {
             path: hunk.path().to_string(),
             hunk: n,
-            source,
+            source: Box::new(source),
         };
         let mismatch = |message: String| PatchError::Mismatch {
             path: hunk.path().to_string(),
@@ -256,7 +258,7 @@ fn commit(staging: &Staging<'_>, fail_write: Option<usize>) -> Result<(), PatchE
                 let rollback = roll_back(staging, &done);
                 return Err(PatchError::Commit {
                     path: slot.shown.clone(),
-                    source,
+                    source: Box::new(source),
                     rollback,
                 });
             }

@@ -86,7 +86,10 @@ fn hunk_err(line: usize, message: impl Into<String>) -> ParseError {
 
 /// Drop the `<<'EOF'` … `EOF` wrapper some models put around the patch.
 fn strip_heredoc<'a>(lines: &'a [&'a str]) -> &'a [&'a str] {
-    let opens = matches!(lines.first().map(|l| l.trim()), Some("<<EOF" | "<<'EOF'" | "<<\"EOF\""));
+    let opens = matches!(
+        lines.first().map(|l| l.trim()),
+        Some("<<EOF" | "<<'EOF'" | "<<\"EOF\"")
+    );
     let closes = lines.last().is_some_and(|l| l.trim_end().ends_with("EOF"));
     if lines.len() >= 4 && opens && closes {
         &lines[1..lines.len() - 1]
@@ -259,9 +262,9 @@ impl<'a> Parser<'a> {
                     return Err(hunk_err(
                         self.line_no(),
                         format!(
-                            "Unexpected line found in update hunk: '{line}'. Every line should start \
+                        "Unexpected line found in update hunk: '{line}'. Every line should start \
                              with ' ' (context line), '+' (added line), or '-' (removed line)"
-                        ),
+                    ),
                     ))
                 }
                 Some(_) => break,
@@ -270,7 +273,10 @@ impl<'a> Parser<'a> {
             self.pos += 1;
         }
         if chunk.lines.is_empty() {
-            return Err(hunk_err(start_line, "Update hunk does not contain any lines"));
+            return Err(hunk_err(
+                start_line,
+                "Update hunk does not contain any lines",
+            ));
         }
         Ok(chunk)
     }
@@ -308,8 +314,18 @@ mod tests {
                 contents: "one\n\nthree\n".into()
             }
         );
-        assert_eq!(hunks[1], Hunk::Delete { path: "gone.txt".into() });
-        let Hunk::Update { path, move_to, chunks } = &hunks[2] else {
+        assert_eq!(
+            hunks[1],
+            Hunk::Delete {
+                path: "gone.txt".into()
+            }
+        );
+        let Hunk::Update {
+            path,
+            move_to,
+            chunks,
+        } = &hunks[2]
+        else {
             panic!("expected update")
         };
         assert_eq!(path, "src/a.py");
@@ -317,7 +333,10 @@ mod tests {
         assert_eq!(chunks.len(), 2);
         assert_eq!(chunks[0].anchors, vec!["class A", "def f():"]);
         // The empty line inside the chunk is an empty context line.
-        assert_eq!(chunks[0].lines, vec![ctx("ctx"), del("old"), ins("new"), ctx("")]);
+        assert_eq!(
+            chunks[0].lines,
+            vec![ctx("ctx"), del("old"), ins("new"), ctx("")]
+        );
         assert!(!chunks[0].end_of_file);
         assert_eq!(chunks[1].lines, vec![del("tail"), ins("TAIL")]);
         assert!(chunks[1].end_of_file);
@@ -338,12 +357,17 @@ mod tests {
     #[test]
     fn heredoc_wrapper_and_crlf_patch() {
         let patch = "<<'EOF'\r\n*** Begin Patch\r\n*** Delete File: x\r\n*** End Patch\r\nEOF\r\n";
-        assert_eq!(parse_patch(patch).unwrap(), vec![Hunk::Delete { path: "x".into() }]);
+        assert_eq!(
+            parse_patch(patch).unwrap(),
+            vec![Hunk::Delete { path: "x".into() }]
+        );
     }
 
     #[test]
     fn empty_patch_parses_to_nothing() {
-        assert!(parse_patch("*** Begin Patch\n*** End Patch").unwrap().is_empty());
+        assert!(parse_patch("*** Begin Patch\n*** End Patch")
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -354,9 +378,15 @@ mod tests {
         assert!(err("*** Begin Patch\n*** Delete File: x\n").contains("last line"));
         assert!(err("*** Begin Patch").contains("last line"));
         let e = err("*** Begin Patch\n*** Frobnicate File: foo\n*** End Patch");
-        assert!(e.contains("line 2") && e.contains("not a valid hunk header"), "{e}");
+        assert!(
+            e.contains("line 2") && e.contains("not a valid hunk header"),
+            "{e}"
+        );
         let e = err("*** Begin Patch\n*** Update File: foo\n*** End Patch");
-        assert!(e.contains("Update file hunk for path 'foo' is empty"), "{e}");
+        assert!(
+            e.contains("Update file hunk for path 'foo' is empty"),
+            "{e}"
+        );
         let e = err("*** Begin Patch\n*** Update File: foo\n@@\n*** End Patch");
         assert!(e.contains("does not contain any lines"), "{e}");
         let e = err("*** Begin Patch\n*** Update File: foo\n@@\n-a\nbogus\n*** End Patch");

@@ -36,7 +36,12 @@ pub fn normalise_unicode(s: &str) -> String {
     s.trim().chars().map(ascii_punct).collect()
 }
 
-fn matches_at<F: Fn(&str, &str) -> bool>(lines: &[&str], pattern: &[&str], at: usize, eq: &F) -> bool {
+fn matches_at<F: Fn(&str, &str) -> bool>(
+    lines: &[&str],
+    pattern: &[&str],
+    at: usize,
+    eq: &F,
+) -> bool {
     pattern.iter().zip(&lines[at..]).all(|(p, l)| eq(l, p))
 }
 
@@ -96,15 +101,33 @@ mod tests {
 
     #[test]
     fn tiers_in_order() {
-        let lines = ["a", "foo   ", "\t  bar  ", "x \u{201C}q\u{201D} \u{2014} it\u{2019}s", "a"];
+        let lines = [
+            "a",
+            "foo   ",
+            "\t  bar  ",
+            "x \u{201C}q\u{201D} \u{2014} it\u{2019}s",
+            "a",
+        ];
         assert_eq!(seek(&lines, &["a"], 0, false), Some((0, Tier::Exact)));
         assert_eq!(seek(&lines, &["a"], 1, false), Some((4, Tier::Exact)));
-        assert_eq!(seek(&lines, &["foo"], 0, false), Some((1, Tier::TrailingWhitespace)));
-        assert_eq!(seek(&lines, &["bar"], 0, false), Some((2, Tier::Whitespace)));
-        assert_eq!(seek(&lines, &["  x \"q\" - it's"], 0, false), Some((3, Tier::Unicode)));
+        assert_eq!(
+            seek(&lines, &["foo"], 0, false),
+            Some((1, Tier::TrailingWhitespace))
+        );
+        assert_eq!(
+            seek(&lines, &["bar"], 0, false),
+            Some((2, Tier::Whitespace))
+        );
+        assert_eq!(
+            seek(&lines, &["  x \"q\" - it's"], 0, false),
+            Some((3, Tier::Unicode))
+        );
         assert_eq!(seek(&lines, &["nothing"], 0, false), None);
         // A multi-line pattern must match on every line, in one tier.
-        assert_eq!(seek(&lines, &["foo", "bar"], 0, false), Some((1, Tier::Whitespace)));
+        assert_eq!(
+            seek(&lines, &["foo", "bar"], 0, false),
+            Some((1, Tier::Whitespace))
+        );
     }
 
     #[test]

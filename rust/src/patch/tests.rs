@@ -44,7 +44,11 @@ fn patch(body: &str) -> String {
 
 #[test]
 fn add_update_move_delete_in_one_patch() {
-    let (dir, roots) = setup(&[("a.txt", "1\n2\n3\n"), ("old/m.txt", "m\n"), ("d.txt", "bye\n")]);
+    let (dir, roots) = setup(&[
+        ("a.txt", "1\n2\n3\n"),
+        ("old/m.txt", "m\n"),
+        ("d.txt", "bye\n"),
+    ]);
     let p = patch(
         "*** Add File: new/n.txt\n+hello\n\
          *** Update File: a.txt\n@@\n 1\n-2\n+two\n\
@@ -54,9 +58,18 @@ fn add_update_move_delete_in_one_patch() {
     let out = apply_patch_inner(&roots, &p, MAX, None).unwrap();
     assert_eq!(out.added, vec!["new/n.txt"]);
     assert_eq!(out.modified, vec!["a.txt"]);
-    assert_eq!(out.moved, vec![("old/m.txt".to_string(), "moved/m.txt".to_string())]);
+    assert_eq!(
+        out.moved,
+        vec![("old/m.txt".to_string(), "moved/m.txt".to_string())]
+    );
     assert_eq!(out.deleted, vec!["d.txt"]);
-    assert_eq!(out.files[1].chunks, vec![ChunkReport { line: 1, tier: Tier::Exact }]);
+    assert_eq!(
+        out.files[1].chunks,
+        vec![ChunkReport {
+            line: 1,
+            tier: Tier::Exact
+        }]
+    );
     let t = tree(dir.path());
     assert_eq!(t["new/n.txt"], b"hello\n");
     assert_eq!(t["a.txt"], b"1\ntwo\n3\n");
@@ -114,12 +127,21 @@ fn failed_write_rolls_back_what_was_written() {
 fn error_messages_name_file_hunk_and_lines() {
     let (_dir, roots) = setup(&[("a.txt", "1\n2\n")]);
     let p = patch("*** Update File: a.txt\n@@\n-1\n+one\n@@\n 2\n-3\n+x");
-    let msg = apply_patch_inner(&roots, &p, MAX, None).unwrap_err().to_string();
-    assert!(msg.contains("a.txt") && msg.contains("hunk 2") && msg.contains("    3"), "{msg}");
+    let msg = apply_patch_inner(&roots, &p, MAX, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("a.txt") && msg.contains("hunk 2") && msg.contains("    3"),
+        "{msg}"
+    );
     assert!(msg.contains("no file was changed"), "{msg}");
-    let msg = apply_patch_inner(&roots, &patch(""), MAX, None).unwrap_err().to_string();
+    let msg = apply_patch_inner(&roots, &patch(""), MAX, None)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("No files were modified"), "{msg}");
-    let msg = apply_patch_inner(&roots, "garbage", MAX, None).unwrap_err().to_string();
+    let msg = apply_patch_inner(&roots, "garbage", MAX, None)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("Invalid patch"), "{msg}");
 }
 
@@ -128,11 +150,19 @@ fn non_utf8_refused_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("l1.txt"), b"caf\xe9\n").unwrap();
     let roots = Roots::new(dir.path(), &[]).unwrap();
-    let err = apply_patch_inner(&roots, &patch("*** Update File: l1.txt\n-caf\n+x"), MAX, None)
-        .unwrap_err()
-        .to_string();
+    let err = apply_patch_inner(
+        &roots,
+        &patch("*** Update File: l1.txt\n-caf\n+x"),
+        MAX,
+        None,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("not valid UTF-8"), "{err}");
-    assert_eq!(std::fs::read(dir.path().join("l1.txt")).unwrap(), b"caf\xe9\n");
+    assert_eq!(
+        std::fs::read(dir.path().join("l1.txt")).unwrap(),
+        b"caf\xe9\n"
+    );
 }
 
 #[test]
@@ -156,6 +186,9 @@ fn permissions_kept_on_update_and_move() {
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     let body = "*** Update File: run.sh\n*** Move to: bin/run.sh\n-echo a\n+echo b";
     apply_patch_inner(&roots, &patch(body), MAX, None).unwrap();
-    let mode = std::fs::metadata(dir.path().join("bin/run.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(dir.path().join("bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
 }

@@ -58,18 +58,16 @@ fn fs_err(py: Python<'_>, e: FsError) -> PyErr {
 }
 
 fn patch_err(py: Python<'_>, e: PatchError) -> PyErr {
-    match e {
-        PatchError::File {
-            source: FsError::Denied(_),
-            ..
-        } => raise(py, "PathDeniedError", e.to_string()),
-        PatchError::File {
-            source: FsError::Io { .. },
-            ..
-        }
-        | PatchError::Commit { .. } => raise(py, "ToolExecutionError", e.to_string()),
-        _ => raise(py, "ToolArgumentError", e.to_string()),
-    }
+    let class = match &e {
+        PatchError::File { source, .. } => match **source {
+            FsError::Denied(_) => "PathDeniedError",
+            FsError::Io { .. } => "ToolExecutionError",
+            _ => "ToolArgumentError",
+        },
+        PatchError::Commit { .. } => "ToolExecutionError",
+        _ => "ToolArgumentError",
+    };
+    raise(py, class, e.to_string())
 }
 
 /// Read a confined file: `(resolved, head, size)`, at most `max_bytes` of it from the start.
@@ -178,12 +176,14 @@ fn edit_file<'py>(
     }
     let roots = &confinement.get().roots;
     let done = py.detach(|| {
-        let resolved = roots.resolve(&path, Access::Write).map_err(|e| Failure::Fs(e.into()))?;
+        let resolved = roots
+            .resolve(&path, Access::Write)
+            .map_err(|e| Failure::Fs(e.into()))?;
         let existing = roots
             .read_required(&path, &resolved, Access::Write, max_bytes)
             .map_err(Failure::Fs)?;
-        let outcome =
-            apply_edit(&existing.bytes, &old_string, &new_string, replace_all).map_err(Failure::Edit)?;
+        let outcome = apply_edit(&existing.bytes, &old_string, &new_string, replace_all)
+            .map_err(Failure::Edit)?;
         roots
             .write_atomic(&path, &resolved, &outcome.bytes, Some(existing.mode), false)
             .map_err(Failure::Fs)?;
@@ -205,7 +205,10 @@ fn outcome_dict<'py>(py: Python<'py>, o: &Outcome) -> PyResult<Bound<'py, PyDict
     let out = PyDict::new(py);
     out.set_item("added", &o.added)?;
     out.set_item("modified", &o.modified)?;
-    out.set_item("moved", PyList::new(py, o.moved.iter().map(|(a, b)| (a, b)))?)?;
+    out.set_item(
+        "moved",
+        PyList::new(py, o.moved.iter().map(|(a, b)| (a, b)))?,
+    )?;
     out.set_item("deleted", &o.deleted)?;
     let files = PyList::empty(py);
     for f in &o.files {
@@ -245,11 +248,11 @@ fn py_apply_patch<'py>(
 
 /// In memory: apply the single `*** Update File:` section of `patch` to `content`.
 #[pyfunction]
-fn apply_update_to_text(py: Python<'_>, patch: String, content: String) -> PyResult<String> {
-    let hunks = parse_patch(&patch).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
+fn apply_update_to_text(py: Python<'_>, patch: &str, content: &str) -> PyResult<String> {
+    let hunks = parse_patch(patch).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
     match hunks.as_slice() {
         [Hunk::Update { path, chunks, .. }] => py
-            .detach(|| apply_chunks(path, &content, chunks))
+            .detach(|| apply_chunks(path, content, chunks))
             .map(|(text, _)| text)
             .map_err(|e| raise(py, "ToolArgumentError", e.message)),
         _ => Err(raise(
@@ -272,7 +275,11 @@ fn edit_bytes<'py>(
     let outcome = py
         .detach(|| apply_edit(content, &old_string, &new_string, replace_all))
         .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
-    Ok((PyBytes::new(py, &outcome.bytes), outcome.replacements, outcome.lines))
+    Ok((
+        PyBytes::new(py, &outcome.bytes),
+        outcome.replacements,
+        outcome.lines,
+    ))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
