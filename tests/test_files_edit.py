@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _files_helpers import router_for, tree_hash, write
@@ -72,7 +73,7 @@ def test_bad_requests_change_nothing(tmp_path: Path) -> None:
     write(tmp_path, "big.txt", "z" * 200)
     r = router_for(tmp_path, limits=ToolLimits(max_file_bytes=100))
     before = tree_hash(tmp_path)
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"path": "a.txt", "old_string": "", "new_string": "x"}, "must not be empty"),
         ({"path": "a.txt", "old_string": "beta", "new_string": "beta"}, "identical"),
         ({"path": "a.txt", "old_string": "gamma", "new_string": "x"}, "not found"),

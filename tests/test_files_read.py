@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from _files_helpers import router_for, write
 from toolroute.context import ToolLimits
-from toolroute.errors import PathDeniedError, ToolArgumentError
+from toolroute.errors import PathDeniedError, ToolArgumentError, ToolExecutionError
 
 
 def test_numbered_lines_and_trace(tmp_path: Path) -> None:
@@ -118,3 +119,9 @@ def test_read_only_root_is_readable(tmp_path: Path) -> None:
     write(ro, "doc.md", "docs\n")
     out = router_for(ws, read_only=(ro,)).invoke("read_file", {"path": str(ro / "doc.md")})
     assert out == "     1\tdocs"
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ToolExecutionError, match="not a regular file"):
+        router_for(tmp_path).invoke("read_file", {"path": "pipe"})

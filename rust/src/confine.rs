@@ -244,6 +244,9 @@ impl Roots {
     ) -> Result<Option<Existing>, FsError> {
         use std::io::Read;
         use std::os::unix::fs::PermissionsExt;
+        if !check_regular(shown, resolved)? {
+            return Ok(None);
+        }
         let mut file = match File::open(resolved) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -285,6 +288,11 @@ impl Roots {
         max_bytes: u64,
     ) -> Result<(Vec<u8>, u64), FsError> {
         use std::io::Read;
+        if !check_regular(shown, resolved)? {
+            return Err(FsError::NotFound {
+                path: shown.to_string(),
+            });
+        }
         let file = File::open(resolved).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => FsError::NotFound {
                 path: shown.to_string(),
@@ -405,6 +413,23 @@ impl Roots {
             });
         }
         std::fs::remove_file(resolved).map_err(|e| FsError::io("delete", shown, e))
+    }
+}
+
+/// Refuse folders and special files (FIFOs, devices) before opening: opening a FIFO would block.
+fn check_regular(shown: &str, resolved: &Path) -> Result<bool, FsError> {
+    match std::fs::metadata(resolved) {
+        Ok(meta) if meta.is_dir() => Err(FsError::IsDir {
+            path: shown.to_string(),
+        }),
+        Ok(meta) if !meta.is_file() => Err(FsError::io(
+            "read",
+            shown,
+            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+        )),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(FsError::io("stat", shown, e)),
     }
 }
 
@@ -644,6 +669,19 @@ mod tests {
             r.remove_file("sub", &base.join("ws/sub")),
             Err(FsError::IsDir { .. })
         ));
+        // A FIFO is refused before opening (an open would block forever).
+        let fifo = base.join("ws/fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            assert!(matches!(
+                r.read_existing("fifo", &fifo, Access::Read, 10),
+                Err(FsError::Io { .. })
+            ));
+            assert!(matches!(
+                r.read_head("fifo", &fifo, 10),
+                Err(FsError::Io { .. })
+            ));
+        }
     }
 
     #[test]
