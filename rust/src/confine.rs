@@ -343,6 +343,18 @@ impl Roots {
         mode: Option<u32>,
         no_clobber: bool,
     ) -> Result<Vec<PathBuf>, FsError> {
+        self.write_atomic_parts(shown, resolved, &[bytes], mode, no_clobber)
+    }
+
+    /// `write_atomic` of the concatenation of `parts`, streamed (no joined copy in memory).
+    pub fn write_atomic_parts(
+        &self,
+        shown: &str,
+        resolved: &Path,
+        parts: &[&[u8]],
+        mode: Option<u32>,
+        no_clobber: bool,
+    ) -> Result<Vec<PathBuf>, FsError> {
         use std::io::Write;
         use std::os::unix::fs::PermissionsExt;
         let parent = resolved.parent().ok_or_else(|| FsError::IsDir {
@@ -352,7 +364,7 @@ impl Roots {
             create_dirs(parent).map_err(|e| FsError::io("create folders for", shown, e))?;
         let result = (|| {
             let perms = std::fs::Permissions::from_mode(mode.unwrap_or(NEW_FILE_MODE));
-            let mut tmp = tempfile::Builder::new()
+            let tmp = tempfile::Builder::new()
                 .prefix(".toolroute-")
                 .suffix(".tmp")
                 .permissions(perms.clone())
@@ -364,8 +376,13 @@ impl Roots {
                     .set_permissions(perms)
                     .map_err(|e| FsError::io("set permissions on", shown, e))?;
             }
-            tmp.write_all(bytes)
-                .map_err(|e| FsError::io("write", shown, e))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+            for part in parts {
+                out.write_all(part)
+                    .map_err(|e| FsError::io("write", shown, e))?;
+            }
+            out.flush().map_err(|e| FsError::io("write", shown, e))?;
+            drop(out);
             tmp.as_file()
                 .sync_all()
                 .map_err(|e| FsError::io("fsync", shown, e))?;

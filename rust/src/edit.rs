@@ -9,13 +9,57 @@ use memchr::memmem;
 
 use crate::patch::{seek, Tier};
 
+/// A checked edit, not yet applied: where `old` was found and what goes there instead. The new
+/// file is `parts(content)` in order, so it can be streamed out without building a copy first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditPlan {
+    /// Byte offsets of the replaced occurrences.
+    pub hits: Vec<usize>,
+    pub old_len: usize,
+    pub new_bytes: Vec<u8>,
+    /// 1-based line (in the original file) where each replacement starts.
+    pub lines: Vec<usize>,
+    /// The strings were rewritten to the file's line endings before matching.
+    pub eol_adapted: bool,
+}
+
+impl EditPlan {
+    pub fn replacements(&self) -> usize {
+        self.hits.len()
+    }
+
+    pub fn output_len(&self, content_len: usize) -> usize {
+        content_len + self.hits.len() * self.new_bytes.len() - self.hits.len() * self.old_len
+    }
+
+    /// The new file as slices of the old one and the replacement, in order.
+    pub fn parts<'a>(&'a self, content: &'a [u8]) -> Vec<&'a [u8]> {
+        let mut out = Vec::with_capacity(self.hits.len() * 2 + 1);
+        let mut cursor = 0;
+        for &h in &self.hits {
+            out.push(&content[cursor..h]);
+            out.push(self.new_bytes.as_slice());
+            cursor = h + self.old_len;
+        }
+        out.push(&content[cursor..]);
+        out
+    }
+
+    /// Write the new file into `buf`, which must be `output_len` bytes long.
+    pub fn fill(&self, content: &[u8], buf: &mut [u8]) {
+        let mut at = 0;
+        for part in self.parts(content) {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditOutcome {
     pub bytes: Vec<u8>,
     pub replacements: usize,
-    /// 1-based line (in the original file) where each replacement starts.
     pub lines: Vec<usize>,
-    /// The strings were rewritten to the file's line endings before matching.
     pub eol_adapted: bool,
 }
 
@@ -95,12 +139,28 @@ fn adapt_eol(content: &[u8], old: &str, new: &str) -> Option<(String, String)> {
     }
 }
 
+/// Plan and apply in one go (the new bytes in memory).
 pub fn apply_edit(
     content: &[u8],
     old: &str,
     new: &str,
     replace_all: bool,
 ) -> Result<EditOutcome, EditError> {
+    let plan = plan_edit(content, old, new, replace_all)?;
+    Ok(EditOutcome {
+        bytes: plan.parts(content).concat(),
+        replacements: plan.replacements(),
+        lines: plan.lines,
+        eol_adapted: plan.eol_adapted,
+    })
+}
+
+pub fn plan_edit(
+    content: &[u8],
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<EditPlan, EditError> {
     if old.is_empty() {
         return Err(EditError::EmptyOld);
     }
@@ -141,19 +201,10 @@ pub fn apply_edit(
             });
         }
     }
-    let grown = hits.len() * new_bytes.len();
-    let mut out =
-        Vec::with_capacity((content.len() + grown).saturating_sub(hits.len() * old_bytes.len()));
-    let mut cursor = 0;
-    for &h in &hits {
-        out.extend_from_slice(&content[cursor..h]);
-        out.extend_from_slice(&new_bytes);
-        cursor = h + old_bytes.len();
-    }
-    out.extend_from_slice(&content[cursor..]);
-    Ok(EditOutcome {
-        bytes: out,
-        replacements: hits.len(),
+    Ok(EditPlan {
+        hits,
+        old_len: old_bytes.len(),
+        new_bytes,
         lines,
         eol_adapted,
     })

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{confine_err, raise};
 use crate::confine::{Access, FsError, Roots};
-use crate::edit::{apply_edit, conform_to_style, EditError};
+use crate::edit::{conform_to_style, plan_edit, EditError};
 use crate::patch::{apply_chunks, apply_patch, parse_patch, Hunk, Outcome, PatchError};
 
 /// Canonicalised roots of one context; `resolve` confines a user-supplied path to them.
@@ -182,12 +182,14 @@ fn edit_file<'py>(
         let existing = roots
             .read_required(&path, &resolved, Access::Write, max_bytes)
             .map_err(Failure::Fs)?;
-        let outcome = apply_edit(&existing.bytes, &old_string, &new_string, replace_all)
+        let plan = plan_edit(&existing.bytes, &old_string, &new_string, replace_all)
             .map_err(Failure::Edit)?;
+        let parts = plan.parts(&existing.bytes);
         roots
-            .write_atomic(&path, &resolved, &outcome.bytes, Some(existing.mode), false)
+            .write_atomic_parts(&path, &resolved, &parts, Some(existing.mode), false)
             .map_err(Failure::Fs)?;
-        Ok((resolved, outcome))
+        drop(parts);
+        Ok((resolved, plan))
     });
     let (resolved, outcome) = done.map_err(|f| match f {
         Failure::Fs(e) => fs_err(py, e),
@@ -195,8 +197,8 @@ fn edit_file<'py>(
     })?;
     let out = PyDict::new(py);
     out.set_item("resolved", resolved)?;
-    out.set_item("replacements", outcome.replacements)?;
-    out.set_item("lines", outcome.lines)?;
+    out.set_item("replacements", outcome.replacements())?;
+    out.set_item("lines", &outcome.lines)?;
     out.set_item("eol_adapted", outcome.eol_adapted)?;
     Ok(out)
 }
@@ -272,14 +274,15 @@ fn edit_bytes<'py>(
     new_string: String,
     replace_all: bool,
 ) -> PyResult<(Bound<'py, PyBytes>, usize, Vec<usize>)> {
-    let outcome = py
-        .detach(|| apply_edit(content, &old_string, &new_string, replace_all))
+    let plan = py
+        .detach(|| plan_edit(content, &old_string, &new_string, replace_all))
         .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
-    Ok((
-        PyBytes::new(py, &outcome.bytes),
-        outcome.replacements,
-        outcome.lines,
-    ))
+    // Fill the result bytes object directly: no intermediate copy of the new file.
+    let bytes = PyBytes::new_with(py, plan.output_len(content.len()), |buf| {
+        plan.fill(content, buf);
+        Ok(())
+    })?;
+    Ok((bytes, plan.replacements(), plan.lines))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
