@@ -229,13 +229,15 @@ pub fn conform_to_style(existing: &[u8], content: &str) -> Vec<u8> {
 }
 
 fn line_numbers(content: &[u8], offsets: &[usize]) -> Vec<usize> {
+    // One pass over the newlines for all offsets (offsets are increasing).
+    let mut newlines = memchr::memchr_iter(b'\n', content).peekable();
     let mut line = 1;
-    let mut pos = 0;
     offsets
         .iter()
         .map(|&o| {
-            line += memchr::memchr_iter(b'\n', &content[pos..o]).count();
-            pos = o;
+            while newlines.next_if(|&nl| nl < o).is_some() {
+                line += 1;
+            }
             line
         })
         .collect()
