@@ -141,6 +141,12 @@ def _failures_as_tool_errors(name: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {exc}", tool=name) from exc
+    except BaseException as exc:
+        # pyo3's PanicException derives from BaseException; a core bug must not escape a caller's
+        # `except Exception` and end an agent's whole batch.
+        if type(exc).__module__ != "pyo3_runtime":
+            raise
+        raise ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name) from exc
 
 
 class ToolRouter:

@@ -1,1 +1,19 @@
 //! The Codex-style structured patch: parser and transactional applier (`apply_patch`).
+//!
+//! `parse` reads the grammar, `seek` finds a chunk's lines with Codex's four matching tiers,
+//! `text` keeps each line's own ending, `apply` updates one file's text in memory, and `commit`
+//! stages every file before writing any, so a failed patch changes nothing.
+
+pub mod apply;
+pub mod commit;
+pub mod parse;
+pub mod seek;
+pub mod text;
+
+pub use apply::{apply_chunks, ChunkError, ChunkReport};
+pub use commit::{apply_patch, FileReport, Outcome, PatchError};
+pub use parse::{parse_patch, Chunk, ChunkLine, Hunk, ParseError};
+pub use seek::{seek, Tier};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,39 @@
+"""apply_patch: the Codex CLI patch format, applied to every file or to none."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+
+from toolroute._core import apply_patch as apply_patch_core
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.context import BuiltInToolContext
+
+
+class ApplyPatchRequest(BuiltinRequest):
+    patch: str = Field(
+        description="The whole patch, from '*** Begin Patch' to '*** End Patch'.",
+        validation_alias=AliasChoices("patch", "input"),
+    )
+
+
+def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutput:
+    result = apply_patch_core(ctx.confinement, request.patch, ctx.limits.max_file_bytes)
+    summary: str = result.pop("summary")
+    result["moved"] = [{"from": src, "to": dst} for src, dst in result["moved"]]
+    return ToolOutput(summary, result)
+
+
+TOOL = BuiltinTool(
+    name="apply_patch",
+    description=(
+        "Apply a patch in the Codex format. Envelope: '*** Begin Patch' ... '*** End Patch'. Sections: "
+        "'*** Add File: <path>' then '+' lines; '*** Delete File: <path>'; '*** Update File: <path>' "
+        "(optionally '*** Move to: <path>') then hunks starting with '@@' or '@@ <class/def line>', with "
+        "' ' context, '-' removed and '+' added lines (3 lines of context around changes), and "
+        "'*** End of File' for changes at the end. Paths are relative to the workspace. The patch is "
+        "all-or-nothing: if any hunk does not match, no file is changed."
+    ),
+    request_model=ApplyPatchRequest,
+    handler=apply_patch,
+    read_only=False,
+)

@@ -1,0 +1,60 @@
+"""edit: replace an exact string in a file (unique unless replace_all), bytes elsewhere untouched."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+
+from toolroute._core import edit_file
+from toolroute.builtins._fileio import display_path
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.context import BuiltInToolContext
+
+
+class EditRequest(BuiltinRequest):
+    path: str = Field(description="File to edit, relative to the workspace root.")
+    old_string: str = Field(description="Exact text to replace, including whitespace and indentation (tabs stay tabs).")
+    new_string: str = Field(description="Replacement text (must differ from old_string).")
+    replace_all: bool = Field(
+        default=False,
+        description="Replace every occurrence; otherwise old_string must occur exactly once.",
+        validation_alias=AliasChoices("replace_all", "replaceAll"),
+    )
+
+
+def _lines_text(lines: list[int]) -> str:
+    shown = ", ".join(str(n) for n in lines[:10])
+    return shown + (", …" if len(lines) > 10 else "")
+
+
+def edit(request: EditRequest, ctx: BuiltInToolContext) -> ToolOutput:
+    result = edit_file(
+        ctx.confinement,
+        request.path,
+        request.old_string,
+        request.new_string,
+        request.replace_all,
+        ctx.limits.max_file_bytes,
+    )
+    shown = display_path(ctx, result["resolved"])
+    count: int = result["replacements"]
+    lines: list[int] = result["lines"]
+    noun = "replacement" if count == 1 else "replacements"
+    where = "line" if count == 1 else "lines"
+    text = f"Edited {shown}: {count} {noun} at {where} {_lines_text(lines)}."
+    if result["eol_adapted"]:
+        text += " (old_string/new_string line endings were matched to the file's.)"
+    trace = {"path": shown, "replacements": count, "lines": lines, "eol_adapted": result["eol_adapted"]}
+    return ToolOutput(text, trace)
+
+
+TOOL = BuiltinTool(
+    name="edit",
+    description=(
+        "Replace an exact string in a file. old_string must match the file exactly (whitespace, tabs and "
+        "indentation included) and occur once, unless replace_all is true. On a miss the error shows the "
+        "nearest near-match (line and excerpt). Line endings, BOM and non-UTF-8 bytes elsewhere are kept."
+    ),
+    request_model=EditRequest,
+    handler=edit,
+    read_only=False,
+)

@@ -1,0 +1,267 @@
+//! Applying an update's chunks to one file's text, in memory.
+//!
+//! Chunks are located in order, each at or after the end of the previous one. Context lines keep
+//! the file's own text and endings (a fuzzy tier never rewrites them); inserted lines take the
+//! file's default ending. Deliberate difference from Codex: a pure addition with an `@@` anchor
+//! goes right after the anchor (Codex appends it at the end of the file).
+
+use super::parse::{Chunk, ChunkLine};
+use super::seek::{seek, Tier};
+use super::text::{Line, Replacement, TextFile};
+
+/// Where one chunk landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkReport {
+    /// 1-based line in the original file where the chunk's lines start.
+    pub line: usize,
+    pub tier: Tier,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ChunkError {
+    /// 1-based index of the failing chunk within the file's update.
+    pub chunk: usize,
+    pub message: String,
+}
+
+fn show_lines(lines: &[&str]) -> String {
+    lines
+        .iter()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The chunk's new lines, taking context lines from the file at `at`.
+fn new_lines<'a>(
+    ops: &'a [ChunkLine],
+    file: &TextFile<'a>,
+    mut at: usize,
+    eol: &'a str,
+) -> Vec<Line<'a>> {
+    let mut out = Vec::with_capacity(ops.len());
+    // A line replacing a deleted one takes that line's ending (mixed files stay as they were).
+    let mut replaced_eol = eol;
+    for op in ops {
+        match op {
+            ChunkLine::Context(_) => {
+                out.push(file.line(at));
+                at += 1;
+            }
+            ChunkLine::Delete(_) => {
+                let gone = file.line(at).eol;
+                if !gone.is_empty() {
+                    replaced_eol = gone;
+                }
+                at += 1;
+            }
+            ChunkLine::Insert(t) => out.push(Line {
+                text: t,
+                eol: replaced_eol,
+            }),
+        }
+    }
+    out
+}
+
+pub fn apply_chunks(
+    path: &str,
+    content: &str,
+    chunks: &[Chunk],
+) -> Result<(String, Vec<ChunkReport>), ChunkError> {
+    let file = TextFile::parse(content);
+    let texts = &file.texts;
+    let eol = file.default_eol();
+    let mut replacements: Vec<Replacement<'_>> = Vec::with_capacity(chunks.len());
+    let mut reports = Vec::with_capacity(chunks.len());
+    let mut line_index = 0;
+    for (n, chunk) in chunks.iter().enumerate() {
+        let fail = |message: String| ChunkError {
+            chunk: n + 1,
+            message,
+        };
+        for anchor in &chunk.anchors {
+            match seek(texts, &[anchor.as_str()], line_index, false) {
+                Some((i, _)) => line_index = i + 1,
+                None => {
+                    return Err(fail(format!(
+                        "Failed to find context '{anchor}' in {path} (hunk {} at patch line {})",
+                        n + 1,
+                        chunk.patch_line
+                    )))
+                }
+            }
+        }
+        let mut ops: &[ChunkLine] = &chunk.lines;
+        let mut old = chunk.old_lines();
+        if old.is_empty() {
+            let at = if chunk.anchors.is_empty() {
+                texts.len()
+            } else {
+                line_index
+            };
+            replacements.push(Replacement {
+                start: at,
+                old_len: 0,
+                new: new_lines(ops, &file, at, eol),
+            });
+            reports.push(ChunkReport {
+                line: at + 1,
+                tier: Tier::Exact,
+            });
+            continue;
+        }
+        let mut found = seek(texts, &old, line_index, chunk.end_of_file);
+        // A trailing empty context line often stands for the final newline: retry without it.
+        if found.is_none() && old.last() == Some(&"") {
+            if let Some(ChunkLine::Context(t)) = ops.last() {
+                if t.is_empty() {
+                    ops = &ops[..ops.len() - 1];
+                    old.pop();
+                    found = seek(texts, &old, line_index, chunk.end_of_file);
+                }
+            }
+        }
+        let Some((start, tier)) = found else {
+            let anchors = if chunk.anchors.is_empty() {
+                String::new()
+            } else {
+                format!(" after '{}'", chunk.anchors.join("' > '"))
+            };
+            return Err(fail(format!(
+                "Failed to find expected lines in {path} (hunk {} at patch line {}{anchors}); \
+                 these lines did not match the file, even ignoring whitespace and Unicode punctuation:\n{}",
+                n + 1,
+                chunk.patch_line,
+                show_lines(&old)
+            )));
+        };
+        replacements.push(Replacement {
+            start,
+            old_len: old.len(),
+            new: new_lines(ops, &file, start, eol),
+        });
+        reports.push(ChunkReport {
+            line: start + 1,
+            tier,
+        });
+        line_index = start + old.len();
+    }
+    // Un-anchored pure additions sit at the end; keep every other chunk's order.
+    replacements.sort_by_key(|r| r.start);
+    let mut cursor = 0;
+    for r in &replacements {
+        if r.start < cursor {
+            return Err(ChunkError {
+                chunk: 0,
+                message: format!("hunks overlap in {path} near line {}", r.start + 1),
+            });
+        }
+        cursor = r.start + r.old_len;
+    }
+    Ok((file.render(&replacements), reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::parse_patch;
+    use super::super::parse::Hunk;
+    use super::*;
+
+    fn chunks_of(body: &str) -> Vec<Chunk> {
+        let patch = format!("*** Begin Patch\n*** Update File: f\n{body}\n*** End Patch");
+        match parse_patch(&patch).unwrap().remove(0) {
+            Hunk::Update { chunks, .. } => chunks,
+            _ => unreachable!(),
+        }
+    }
+
+    fn apply(content: &str, body: &str) -> Result<String, ChunkError> {
+        apply_chunks("f", content, &chunks_of(body)).map(|(s, _)| s)
+    }
+
+    #[test]
+    fn basic_replace_and_multiple_chunks() {
+        let src = "l1\nl2\nl3\nl4\n";
+        assert_eq!(
+            apply(src, "@@\n-l2\n+c2\n@@\n-l4\n+c4").unwrap(),
+            "l1\nc2\nl3\nc4\n"
+        );
+        assert_eq!(apply(src, "@@\n l1\n-l2\n l3").unwrap(), "l1\nl3\nl4\n");
+    }
+
+    #[test]
+    fn each_tier_reported() {
+        let src = "a  \n\tb\n\u{201C}c\u{201D}\nd\n";
+        let (out, rep) = apply_chunks("f", src, &chunks_of("@@\n-d\n+D\n")).unwrap();
+        assert_eq!(out, "a  \n\tb\n\u{201C}c\u{201D}\nD\n");
+        assert_eq!(rep[0].tier, Tier::Exact);
+        let tiers: Vec<Tier> = ["-a\n+A", "-  b\n+B", "-\"c\"\n+C"]
+            .iter()
+            .map(|b| apply_chunks("f", src, &chunks_of(b)).unwrap().1[0].tier)
+            .collect();
+        assert_eq!(
+            tiers,
+            vec![Tier::TrailingWhitespace, Tier::Whitespace, Tier::Unicode]
+        );
+        // A fuzzy match keeps the file's own context line bytes.
+        assert_eq!(
+            apply(src, "@@\n   b\n-\"c\"\n+C").unwrap(),
+            "a  \n\tb\nC\nd\n"
+        );
+    }
+
+    #[test]
+    fn anchors_and_pure_additions() {
+        let src = "class A:\n    x = 1\nclass B:\n    x = 1\n";
+        let out = apply(src, "@@ class B:\n-    x = 1\n+    x = 2").unwrap();
+        assert_eq!(out, "class A:\n    x = 1\nclass B:\n    x = 2\n");
+        assert_eq!(
+            apply("l1\nl2\n", "@@\n+a1\n+a2").unwrap(),
+            "l1\nl2\na1\na2\n"
+        );
+        assert_eq!(
+            apply(src, "@@ class A:\n+    y = 0").unwrap(),
+            "class A:\n    y = 0\n    x = 1\nclass B:\n    x = 1\n"
+        );
+        let err = apply(src, "@@ class C:\n-x\n+y").unwrap_err();
+        assert!(
+            err.message.contains("Failed to find context 'class C:'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn end_of_file_and_trailing_newline() {
+        assert_eq!(
+            apply("x\ny\nx\n", "@@\n-x\n+z\n*** End of File").unwrap(),
+            "x\ny\nz\n"
+        );
+        assert_eq!(
+            apply("no newline", "@@\n-no newline\n+a\n+b").unwrap(),
+            "a\nb\n"
+        );
+        // Trailing empty context line standing for the final newline.
+        assert_eq!(apply("a\nb\n", "@@\n-b\n+c\n ").unwrap(), "a\nc\n");
+    }
+
+    #[test]
+    fn line_endings_tabs_and_bom_survive() {
+        let src = "\u{feff}one\r\n\ttwo\nthree\r\n";
+        let out = apply(src, "@@\n one\n-\ttwo\n+\tTWO\n+\tadded\n three").unwrap();
+        assert_eq!(out, "\u{feff}one\r\n\tTWO\n\tadded\nthree\r\n");
+        let out = apply(src, "@@\n one\n+new").unwrap();
+        assert_eq!(out, "\u{feff}one\r\nnew\r\n\ttwo\nthree\r\n");
+    }
+
+    #[test]
+    fn failure_names_hunk_and_lines() {
+        let err = apply("a\nb\n", "@@\n-a\n+A\n@@\n-missing\n+x").unwrap_err();
+        assert_eq!(err.chunk, 2);
+        assert!(
+            err.message.contains("hunk 2") && err.message.contains("    missing"),
+            "{err}"
+        );
+    }
+}
