@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
 from toolroute.agent import AgentToolCall, ToolCallRunner, allow_all
 from toolroute.builtins import builtin_tools

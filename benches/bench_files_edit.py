@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from _files_pure import edit_file, edit_text
 from _files_report import ratio_report, record  # noqa: F401  (fixture)
+
 from toolroute._core import edit_bytes
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError

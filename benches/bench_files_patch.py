@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from _files_pure import apply_update, apply_update_file
 from _files_report import ratio_report, record  # noqa: F401  (fixture)
+
 from toolroute._core import apply_update_to_text
 from toolroute.context import BuiltInToolContext
 from toolroute.router import ToolRouter

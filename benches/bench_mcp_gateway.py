@@ -22,11 +22,11 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _mcp_helpers import DEMO, HttpServer, demo_stdio
+
 from toolroute import ToolRouter
 from toolroute.mcp import McpGateway
-
-from tests._mcp_helpers import DEMO, HttpServer, demo_stdio
 
 ROUNDS = 300
 ARGS = {"a": 2, "b": 3}

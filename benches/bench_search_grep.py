@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _search_trees import Report, generated_tree, large_tree, need_rg, stdlib_tree
+
 from toolroute import _core
 from toolroute.context import BuiltInToolContext
 

@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.server import MCPServer
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
+
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
 from toolroute.adapters.openai import OpenAITools
 from toolroute.serve import ServedTools, build_server

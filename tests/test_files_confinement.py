@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from _files_helpers import patch, router_for, tree_hash, write
+
 from toolroute._core import read_file_head
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import PathDeniedError

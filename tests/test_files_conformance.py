@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from _files_helpers import router_for, snapshot
+
 from toolroute.errors import ToolError
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "codex-apply-patch"

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from _files_helpers import router_for, tree_hash, write
+
 from toolroute.context import ToolLimits
 from toolroute.errors import ToolArgumentError
 

@@ -9,6 +9,7 @@ import pytest
 from _files_helpers import patch, router_for, snapshot, tree_hash, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from toolroute.errors import PathDeniedError, ToolArgumentError
 
 

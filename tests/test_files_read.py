@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from _files_helpers import router_for, write
+
 from toolroute.context import ToolLimits
 from toolroute.errors import PathDeniedError, ToolArgumentError, ToolExecutionError
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from toolroute.errors import ToolNotFoundError, ToolRegistrationError
 from toolroute.mcp import McpGateway, parse_config, parse_server
 from toolroute.mcp.config import load_config_file

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from _mcp_helpers import HttpServer, http_server
+
 from toolroute import ToolRouter
 from toolroute.errors import ToolExecutionError, ToolTimeoutError
 from toolroute.mcp import McpGateway
-
-from tests._mcp_helpers import HttpServer, http_server
 
 
 @pytest.fixture(scope="module")

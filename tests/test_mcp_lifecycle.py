@@ -11,11 +11,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from _mcp_helpers import demo_stdio, descendants, mcp_children, script_stdio, wait_until
+
 from toolroute import ToolRouter
 from toolroute.errors import ToolExecutionError, ToolNotFoundError, ToolTimeoutError
 from toolroute.mcp import McpGateway
-
-from tests._mcp_helpers import demo_stdio, descendants, mcp_children, script_stdio, wait_until
 
 
 def _alive(pid: int) -> bool:

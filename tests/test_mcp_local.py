@@ -6,12 +6,12 @@ import asyncio
 from datetime import date
 
 import pytest
+from _mcp_helpers import demo_stdio
 from pydantic import BaseModel
+
 from toolroute import ToolRouter, mcp_service, mcp_tool
 from toolroute.errors import ToolArgumentError
 from toolroute.mcp import McpGateway
-
-from tests._mcp_helpers import demo_stdio
 
 
 class Point(BaseModel):

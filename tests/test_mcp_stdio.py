@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import jsonschema
 import pytest
+from _mcp_helpers import demo_stdio, script_stdio, time_server
+
 from toolroute import ToolRouter
 from toolroute.errors import ToolExecutionError, ToolNotFoundError, ToolTimeoutError
 from toolroute.mcp import McpGateway
-
-from tests._mcp_helpers import demo_stdio, script_stdio, time_server
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from _mcp_helpers import demo_stdio
+
 from toolroute import ToolRouter
 from toolroute.errors import ToolArgumentError, ToolNotFoundError
 from toolroute.mcp import McpGateway
 from toolroute.naming import has_user_form
-
-from tests._mcp_helpers import demo_stdio
 
 
 @pytest.fixture(scope="module")

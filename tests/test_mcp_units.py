@@ -7,6 +7,7 @@ import base64
 import jsonschema
 import mcp_types as types
 import pytest
+
 from toolroute.errors import ToolExecutionError, ToolRegistrationError
 from toolroute.mcp.naming import plan_names
 from toolroute.mcp.projection import tool_definition

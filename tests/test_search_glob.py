@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from _search_helpers import call, router_for, small_tree, write
+
 from toolroute.errors import PathDeniedError, ToolArgumentError
 from toolroute.router import ToolRouter
 

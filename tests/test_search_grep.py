@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from _search_helpers import call, router_for, small_tree, write
+
 from toolroute import _core
 from toolroute.context import BuiltInToolContext, builtin_tool_context
 from toolroute.errors import PathDeniedError, ToolArgumentError

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from _search_helpers import RG, call, parity_tree, rg_rows, router_for
+
 from toolroute import _core
 from toolroute.context import BuiltInToolContext
 
