@@ -18,7 +18,6 @@ import pytest
 
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
 from toolroute.agent import AgentToolCall, ToolCallRunner, allow_all
-from toolroute.builtins import builtin_tools
 
 CALLS = 50
 FILES = 50
@@ -89,9 +88,6 @@ def one_by_one(router: ToolRouter, calls: list[AgentToolCall]) -> Callable[[], l
 # ---- built-ins: read_file / grep / glob ------------------------------------------------------
 
 BUILTINS = ("read_file", "grep", "glob")
-needs_builtins = pytest.mark.skipif(
-    any(n not in builtin_tools() for n in BUILTINS), reason="read_file/grep/glob are not on this branch yet"
-)
 
 
 def builtin_calls() -> list[AgentToolCall]:
@@ -112,14 +108,12 @@ def builtin_router(tree: Path) -> Iterator[ToolRouter]:
         yield router
 
 
-@needs_builtins
 def test_builtin_one_by_one(benchmark: Any, builtin_router: ToolRouter) -> None:
     outputs = benchmark(one_by_one(builtin_router, builtin_calls()))
     assert len(outputs) == CALLS
     record(benchmark, "builtin one-by-one")
 
 
-@needs_builtins
 def test_builtin_batch(benchmark: Any, builtin_router: ToolRouter) -> None:
     runner = ToolCallRunner(builtin_router, policy=allow_all())
     calls = builtin_calls()

@@ -20,12 +20,6 @@ from toolroute.agent import (
     run_tool_calls,
     safe_policy,
 )
-from toolroute.builtins import builtin_tools
-
-
-def needs(*names: str) -> pytest.MarkDecorator:
-    missing = [n for n in names if n not in builtin_tools()]
-    return pytest.mark.skipif(bool(missing), reason=f"built-in tool(s) {', '.join(missing)} not on this branch yet")
 
 
 def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
@@ -41,7 +35,6 @@ def router(tmp_path: Path) -> Iterator[ToolRouter]:
         yield r
 
 
-@needs("read_file", "grep", "glob")
 def test_read_only_builtins_are_scheduled_together(router: ToolRouter) -> None:
     executor = RouterToolExecutor(router)
     for name in ("read_file", "grep", "glob"):
@@ -58,7 +51,6 @@ def test_read_only_builtins_are_scheduled_together(router: ToolRouter) -> None:
     assert "m7.py" in results[5].output and "m3.py" in results[6].output
 
 
-@needs("write_file", "edit", "apply_patch", "bash", "update_agents_md")
 def test_side_effecting_builtins_are_serial(router: ToolRouter) -> None:
     executor = RouterToolExecutor(router)
     for name in ("write_file", "edit", "apply_patch", "bash", "update_agents_md"):
@@ -66,7 +58,6 @@ def test_side_effecting_builtins_are_serial(router: ToolRouter) -> None:
         assert executor.traits(name).idempotent is False, name
 
 
-@needs("write_file", "read_file", "edit")
 def test_write_then_read_in_one_batch_sees_the_write(router: ToolRouter, tmp_path: Path) -> None:
     calls = [
         call("write_file", path="notes.txt", content="first version\n"),
@@ -81,7 +72,6 @@ def test_write_then_read_in_one_batch_sees_the_write(router: ToolRouter, tmp_pat
     assert (tmp_path / "notes.txt").read_text() == "second version\n"
 
 
-@needs("write_file", "apply_patch", "bash")
 def test_safe_policy_gates_builtin_writes_and_commands(router: ToolRouter, tmp_path: Path) -> None:
     asked: list[str] = []
 
@@ -108,7 +98,6 @@ def test_safe_policy_gates_builtin_writes_and_commands(router: ToolRouter, tmp_p
     assert not (tmp_path / "should_not_exist").exists()
 
 
-@needs("bash")
 def test_bash_exit_code_reaches_the_trace_and_the_jsonl(router: ToolRouter, tmp_path: Path) -> None:
     store_path = tmp_path / "trace.jsonl"
     with JsonlTraceStore(store_path) as store:
@@ -121,7 +110,6 @@ def test_bash_exit_code_reaches_the_trace_and_the_jsonl(router: ToolRouter, tmp_
     assert record.result.trace["exitCode"] == 3
 
 
-@needs("read_file")
 def test_builtin_context_is_carried_into_parallel_calls(tmp_path: Path) -> None:
     # no router default: the context pushed by the caller must reach every worker thread
     (tmp_path / "f.txt").write_text("from the pushed context\n")

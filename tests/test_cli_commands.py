@@ -237,7 +237,6 @@ def test_call_missing_mcp_config_is_a_usage_error(tmp_path: Path, capsys: pytest
     )
 
 
-@pytest.mark.skipif("read_file" not in builtin_tools(), reason="built-in read_file not merged yet")
 def test_call_builtin_is_confined_to_the_workspace(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -251,7 +250,6 @@ def test_call_builtin_is_confined_to_the_workspace(tmp_path: Path) -> None:
     assert "TOP-SECRET-CONTENT" not in denied.stderr
 
 
-@pytest.mark.skipif("read_file" not in builtin_tools(), reason="built-in read_file not merged yet")
 def test_call_read_only_root_is_readable(tmp_path: Path) -> None:
     workspace, docs = tmp_path / "ws", tmp_path / "docs"
     workspace.mkdir()

@@ -136,3 +136,28 @@ def test_anthropic_and_responses_formats():
     (responses,) = to_responses(tools)
     assert responses["type"] == "function" and responses["name"] == "store_person"
     assert responses["parameters"] == tools[0]["function"]["parameters"]
+
+
+def test_all_eight_builtins_are_exposed_with_valid_schemas():
+    from toolroute import BUILTIN_TOOL_NAMES
+
+    router = ToolRouter()
+    tools = router.get_all_function_tools(list(BUILTIN_TOOL_NAMES))
+    assert [t["function"]["name"] for t in tools] == [
+        "bash",
+        "read_file",
+        "write_file",
+        "apply_patch",
+        "glob",
+        "grep",
+        "edit",
+        "update_agents_md",
+    ]
+    for tool in tools:
+        fn = tool["function"]
+        assert fn["description"].strip()
+        jsonschema.Draft202012Validator.check_schema(fn["parameters"])
+        TypeAdapter(FunctionDefinition).validate_python(fn)
+        assert _all_refs(fn["parameters"]) == []
+    read_only = {name for name in BUILTIN_TOOL_NAMES if router.traits(name).read_only}
+    assert read_only == {"read_file", "glob", "grep"}  # bash is side-effecting (AI4J counted it read-only)

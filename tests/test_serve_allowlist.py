@@ -11,7 +11,6 @@ from _serve_tools import MARKER_ENV
 from mcp import Client
 
 from toolroute import ToolRouter
-from toolroute.builtins import builtin_tools
 from toolroute.serve import ServedTools, build_server
 
 
@@ -91,7 +90,6 @@ def test_an_unknown_name_in_the_allowlist_fails_at_construction(router: ToolRout
         ServedTools(router, ["echo", "ecko"])
 
 
-@pytest.mark.skipif("bash" not in builtin_tools() or "read_file" not in builtin_tools(), reason="built-ins not merged")
 def test_builtin_bash_is_refused_when_only_read_file_is_served(router: ToolRouter, tmp_path: Path) -> None:
     marker = tmp_path / "bash-ran"
     served = ServedTools(router, ["read_file"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,10 +10,6 @@ import anyio
 import pytest
 from _serve_helpers import run_cli, tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("toolroute.mcp") is None, reason="toolroute.mcp (the gateway) not merged yet"
-)
 
 
 @pytest.fixture

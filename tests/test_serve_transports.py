@@ -15,8 +15,6 @@ from _serve_helpers import TOOLS_MODULE, http_server, run_cli, tool_env, toolrou
 from _serve_tools import MARKER_ENV
 from mcp import Client, StdioServerParameters
 
-from toolroute.builtins import builtin_tools
-
 SERVE_ARGS = ["--modules", TOOLS_MODULE, "--functions", "echo,add", "--mcp-servers", "notes"]
 MODES = ["auto", "legacy"]  # 2026-07-28 stateless and the 2025-11-25 handshake
 
@@ -85,7 +83,6 @@ def test_http_rejects_a_foreign_host_header() -> None:
         assert response.status_code in (403, 421), response.text
 
 
-@pytest.mark.skipif("read_file" not in builtin_tools() or "bash" not in builtin_tools(), reason="built-ins not merged")
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_builtins_are_confined_and_unserved_builtins_refused(tmp_path: Path, transport: str) -> None:
     workspace = tmp_path / "ws"

@@ -23,17 +23,7 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = (
 @cache
 def builtin_tools() -> dict[str, BuiltinTool]:
     """Name -> tool, imported once on first use."""
-    table: dict[str, BuiltinTool] = {}
-    for name in BUILTIN_TOOL_NAMES:
-        module_name = f"{__name__}.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # not built yet on this branch
-        table[name] = module.TOOL
-    return table
+    return {name: importlib.import_module(f"{__name__}.{name}").TOOL for name in BUILTIN_TOOL_NAMES}
 
 
 __all__ = ["BUILTIN_TOOL_NAMES", "BuiltinRequest", "BuiltinTool", "ToolOutput", "builtin_tools"]
