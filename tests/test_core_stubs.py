@@ -22,3 +22,9 @@ def test_package_is_typed():
     import toolroute
 
     assert (Path(toolroute.__file__).parent / "py.typed").exists()
+
+
+def test_package_type_checks():
+    package = Path(__file__).resolve().parents[1] / "python" / "toolroute"
+    result = subprocess.run([sys.executable, "-m", "mypy", str(package)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -201,7 +201,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by task groups."""
     if isinstance(exc, KeyboardInterrupt):
         return True
-    inner = getattr(exc, "exceptions", None)
+    inner: Sequence[BaseException] = getattr(exc, "exceptions", None) or ()
     return bool(inner) and all(_is_interrupt(e) for e in inner)
 
 

@@ -103,7 +103,7 @@ def _build_function_spec(
 ) -> FunctionToolSpec:
     if inspect.isclass(target):
         model = _request_model_of_class(target)
-        instance = target()
+        instance: Any = target()
         return FunctionToolSpec(
             name=name or target.__name__,
             description=_description(target, description),

@@ -146,8 +146,8 @@ async def serve_http(
             tg.cancel_scope.cancel()
     finally:
         sock.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for previous_signum, handler in previous.items():
+            signal.signal(previous_signum, handler)
 
 
 def run(
