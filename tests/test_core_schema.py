@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from anthropic.types import ToolParam
 from openai.types.shared_params import FunctionDefinition
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import AliasChoices, BaseModel, Field, TypeAdapter
 
 from toolroute import ToolRegistrationError, ToolRouter, function_tool, to_anthropic, to_responses
 from toolroute.schema import inline_refs
@@ -161,3 +161,21 @@ def test_all_eight_builtins_are_exposed_with_valid_schemas():
         assert _all_refs(fn["parameters"]) == []
     read_only = {name for name in BUILTIN_TOOL_NAMES if router.traits(name).read_only}
     assert read_only == {"read_file", "glob", "grep"}  # bash is side-effecting (AI4J counted it read-only)
+
+
+class Aliased(BaseModel):
+    file_type: str = Field(validation_alias=AliasChoices("type", "file_type"))
+
+
+def test_schema_shows_the_names_validation_accepts():
+    @function_tool(name="aliased")
+    def aliased(request: Aliased) -> str:
+        return request.file_type
+
+    router = ToolRouter(builtins={})
+    router.register(aliased)
+    props = router.get_all_function_tools(["aliased"])[0]["function"]["parameters"]["properties"]
+    assert list(props["request"]["properties"]) == ["type"]
+    assert router.invoke("aliased", {"request": {"type": "py"}}) == "py"
+    grep = ToolRouter().get_all_function_tools(["grep"])[0]["function"]["parameters"]["properties"]
+    assert "type" in grep and "file_type" not in grep

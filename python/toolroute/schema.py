@@ -74,7 +74,8 @@ def as_parameters(schema: JsonSchema | None) -> JsonSchema:
 
 def model_parameters(model: type[BaseModel]) -> JsonSchema:
     """A pydantic model's JSON schema as tool parameters, field order and nesting kept."""
-    return as_parameters(model.model_json_schema(by_alias=False))
+    # By alias: what pydantic validates by default, so the name the model sees is the one accepted.
+    return as_parameters(model.model_json_schema(by_alias=True))
 
 
 def function_definition(name: str, description: str, parameters: JsonSchema) -> dict[str, Any]:
