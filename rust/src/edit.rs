@@ -229,15 +229,14 @@ pub fn conform_to_style(existing: &[u8], content: &str) -> Vec<u8> {
 }
 
 fn line_numbers(content: &[u8], offsets: &[usize]) -> Vec<usize> {
-    // One pass over the newlines for all offsets (offsets are increasing).
-    let mut newlines = memchr::memchr_iter(b'\n', content).peekable();
+    // Offsets are increasing: count the newlines between consecutive hits (SIMD counting).
     let mut line = 1;
+    let mut from = 0;
     offsets
         .iter()
         .map(|&o| {
-            while newlines.next_if(|&nl| nl < o).is_some() {
-                line += 1;
-            }
+            line += memchr::memchr_iter(b'\n', &content[from..o]).count();
+            from = o;
             line
         })
         .collect()
