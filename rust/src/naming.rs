@@ -38,14 +38,23 @@ fn is_allowed(c: char) -> bool {
 }
 
 /// Append `raw` cleaned: illegal characters become `_`, runs of `_` collapse, no leading `_`.
+/// Works on bytes: every byte of a multi-byte character is illegal, and the run they make
+/// collapses to a single `_`, exactly as one `_` per character would.
 fn clean_into(raw: &str, out: &mut String) {
-    for c in raw.chars() {
-        let c = if is_allowed(c) { c } else { '_' };
-        if c == '_' && (out.is_empty() || out.ends_with('_')) {
+    let mut bytes = std::mem::take(out).into_bytes();
+    for &b in raw.as_bytes() {
+        let b = if b.is_ascii_alphanumeric() || b == b'-' {
+            b
+        } else {
+            b'_'
+        };
+        if b == b'_' && bytes.last().is_none_or(|&last| last == b'_') {
             continue;
         }
-        out.push(c);
+        bytes.push(b);
     }
+    // Only ASCII was pushed, so this never fails; the fallback keeps it panic-free regardless.
+    *out = String::from_utf8(bytes).unwrap_or_default();
 }
 
 fn trim_trailing_underscores(out: &mut String) {

@@ -1,6 +1,8 @@
 //! Bindings for name sanitisation and the user-form encoding.
 
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::PyList;
 
 use super::errors::{guard, raise};
 use crate::naming;
@@ -10,13 +12,26 @@ fn generate_api_function_name(py: Python<'_>, service: &str, tool: &str) -> PyRe
     guard(py, || Ok(naming::generate_api_function_name(service, tool)))
 }
 
-/// Sanitise many (service, tool) pairs in one crossing.
+/// Sanitise many (service, tool) pairs in one crossing, borrowing the strings (no copies in).
 #[pyfunction]
-fn generate_api_function_names(pairs: Vec<(String, String)>) -> Vec<String> {
-    pairs
-        .iter()
-        .map(|(s, t)| naming::generate_api_function_name(s, t))
-        .collect()
+fn generate_api_function_names<'py>(
+    py: Python<'py>,
+    pairs: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let mut names = Vec::with_capacity(pairs.len().unwrap_or(0));
+    for item in pairs.try_iter()? {
+        let (service, tool): (PyBackedStr, PyBackedStr) = item?.extract().map_err(|_| {
+            raise(
+                py,
+                "ToolArgumentError",
+                "expected an iterable of (service, tool) string pairs".to_string(),
+            )
+        })?;
+        names.push(guard(py, || {
+            Ok(naming::generate_api_function_name(&service, &tool))
+        })?);
+    }
+    PyList::new(py, names)
 }
 
 #[pyfunction]
