@@ -4,7 +4,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ignore::overrides::{Override, OverrideBuilder};
@@ -16,6 +16,10 @@ use crate::confine::{Access, Roots};
 
 /// Version-control metadata directories: never searched, even with `hidden`.
 const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
+
+/// What makes the `ignore` crate apply rules in a directory: its ignore files, and `.git` (whose
+/// `info/exclude` applies).
+const RULE_SOURCES: [&str; 3] = [".gitignore", ".ignore", ".git"];
 
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
@@ -65,6 +69,43 @@ fn is_hidden(name: &OsStr) -> bool {
     name.as_encoded_bytes().first() == Some(&b'.')
 }
 
+/// Whether `dir` holds an ignore file or a repository; `probe` is a reused path buffer.
+fn has_rule_source(dir: &Path, probe: &mut PathBuf) -> bool {
+    RULE_SOURCES.iter().any(|name| {
+        probe.clear();
+        probe.push(dir);
+        probe.push(name);
+        probe.symlink_metadata().is_ok()
+    })
+}
+
+/// What one pass counts from the filter (shared by the worker threads).
+#[derive(Default)]
+struct PassCounts {
+    /// Entries the caller's glob/type (or the VCS rule) rejected.
+    filtered: AtomicU64,
+    /// Hidden entries skipped (quick pass only).
+    hidden: AtomicU64,
+}
+
+struct Pass {
+    /// The crate checks hidden entries and directories are listed again for the counts.
+    classic: bool,
+    counts: Arc<PassCounts>,
+    /// A quick pass found a rule source and stopped.
+    gave_up: AtomicBool,
+}
+
+impl Pass {
+    fn new(classic: bool) -> Self {
+        Self {
+            classic,
+            counts: Arc::default(),
+            gave_up: AtomicBool::new(false),
+        }
+    }
+}
+
 fn build_filter(start: &Path, globs: &[String]) -> Result<Override, SearchError> {
     let mut builder = OverrideBuilder::new(start);
     for glob in globs {
@@ -80,6 +121,10 @@ fn build_filter(start: &Path, globs: &[String]) -> Result<Override, SearchError>
 }
 
 fn build_types(names: &[String]) -> Result<Types, SearchError> {
+    if names.is_empty() {
+        // Building the ~150 default definitions costs more than a small walk.
+        return Ok(Types::empty());
+    }
     let mut builder = TypesBuilder::new();
     builder.add_defaults();
     for name in names {
@@ -162,18 +207,30 @@ impl Walker {
 
     /// How a path is shown: relative to the workspace when inside it, absolute otherwise.
     pub fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(self.roots.workspace()) {
-            Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
-            Ok(_) => ".".to_string(),
-            Err(_) => path.to_string_lossy().into_owned(),
-        }
+        // On the bytes: `Path::strip_prefix` parses both paths into components for every result.
+        // Walked paths are the start path joined with names, so they carry no `.` or `//`.
+        let full = path.as_os_str().as_encoded_bytes();
+        let shown = match full.strip_prefix(self.workspace_bytes()) {
+            Some([]) => b".".as_slice(),
+            Some([b'/', rel @ ..]) if !rel.is_empty() => rel,
+            // The workspace root itself is `/`.
+            Some(rel) if self.workspace_bytes().ends_with(b"/") => rel,
+            _ => full,
+        };
+        String::from_utf8_lossy(shown).into_owned()
     }
 
-    fn builder(&self, filtered: &Arc<AtomicU64>) -> WalkBuilder {
+    fn workspace_bytes(&self) -> &[u8] {
+        self.roots.workspace().as_os_str().as_encoded_bytes()
+    }
+
+    fn builder(&self, pass: &Pass) -> WalkBuilder {
         let o = &self.opts;
         let respect = !o.no_ignore;
         let mut b = WalkBuilder::new(&self.start);
-        b.hidden(!o.hidden)
+        // The quick pass sees hidden entries itself (to count them without listing directories
+        // again); that is only the same as the crate's hidden check when no rule can whitelist one.
+        b.hidden(!o.hidden && pass.classic)
             .ignore(respect)
             .git_ignore(respect)
             .git_global(respect)
@@ -188,42 +245,96 @@ impl Walker {
             });
         // Globs and types are applied here, after the ignore rules (ripgrep applies globs before
         // them, so a glob can re-include an ignored file: BurntSushi/ripgrep#1808; here only
-        // `no_ignore` does that). The walker calls this only for entries the ignore rules and the
-        // hidden check let through, so counting rejections here separates "filtered by the
-        // caller's glob/type" from "ignored" without matching anything twice.
+        // `no_ignore` does that). The walker calls this only for entries the ignore rules (and in
+        // the classic pass the hidden check) let through, so counting rejections here separates
+        // "filtered by the caller's glob/type" from "ignored" without matching anything twice.
         let filters = self.filters.clone();
-        let filtered = Arc::clone(filtered);
+        let counts = Arc::clone(&pass.counts);
+        let skip_hidden = !o.hidden && !pass.classic;
         b.filter_entry(move |dent| {
             let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
-            let rejected =
-                (is_dir && is_vcs_dir(dent.file_name())) || filters.rejects(dent.path(), is_dir);
+            let name = dent.file_name();
+            if skip_hidden && is_hidden(name) {
+                // As `classify_children` counts them: by the entry itself, links not followed.
+                let own_dir = is_dir && !dent.path_is_symlink();
+                if !(own_dir && is_vcs_dir(name) || filters.rejects(dent.path(), own_dir)) {
+                    counts.hidden.fetch_add(1, Ordering::Relaxed);
+                }
+                return false;
+            }
+            let rejected = (is_dir && is_vcs_dir(name)) || filters.rejects(dent.path(), is_dir);
             if rejected {
-                filtered.fetch_add(1, Ordering::Relaxed);
+                counts.filtered.fetch_add(1, Ordering::Relaxed);
             }
             !rejected
         });
         b
     }
 
+    /// Whether rules from outside the walked tree can apply: ignore files or a repository in a
+    /// parent of the start path, or git's global excludes.
+    fn rules_above_start(&self) -> bool {
+        let parents = self.start.ancestors().skip(1);
+        let mut probe = PathBuf::new();
+        for dir in parents {
+            if has_rule_source(dir, &mut probe) {
+                return true;
+            }
+        }
+        !ignore::gitignore::Gitignore::global().0.is_empty()
+    }
+
     /// Walk in parallel; `make` builds one visitor per worker thread, called for every file (after
     /// symlinks are resolved and checked). Returns what was skipped.
-    pub fn walk<F, V>(&self, make: F) -> SkipStats
+    ///
+    /// A tree without ignore rules (none inside, none above) is walked once, counting hidden
+    /// entries as they pass. Where rules exist, the classic pass lists each visited directory a
+    /// second time to count what they ignored. A quick pass that meets a rule source gives up
+    /// (at once when it is at the top, as in a repository) and `reset` must then drop what the
+    /// visitors produced before the classic pass starts over.
+    pub fn walk<F, V>(&self, make: F, reset: &dyn Fn()) -> SkipStats
+    where
+        F: Fn() -> V + Sync,
+        V: FnMut(&DirEntry, &mut SkipStats) + Send,
+    {
+        let quick = self.opts.no_ignore || !self.rules_above_start();
+        if quick {
+            if let Some(stats) = self.walk_pass(&Pass::new(false), &make) {
+                return stats;
+            }
+            reset();
+        }
+        let classic = Pass::new(true);
+        self.walk_pass(&classic, &make).unwrap_or_default()
+    }
+
+    /// One parallel walk; `None` when a quick pass met a rule source.
+    fn walk_pass<F, V>(&self, pass: &Pass, make: &F) -> Option<SkipStats>
     where
         F: Fn() -> V + Sync,
         V: FnMut(&DirEntry, &mut SkipStats) + Send,
     {
         let total = Mutex::new(SkipStats::default());
-        let filtered = Arc::new(AtomicU64::new(0));
         let mut builder = VisitorBuilder {
             walker: self,
-            make: &make,
+            pass,
+            make,
             total: &total,
         };
-        self.builder(&filtered).build_parallel().visit(&mut builder);
+        self.builder(pass).build_parallel().visit(&mut builder);
+        if pass.gave_up.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut stats = total.into_inner().unwrap_or_else(|e| e.into_inner());
-        let explained = stats.visited + filtered.load(Ordering::Relaxed);
-        stats.ignored = stats.candidates.saturating_sub(explained);
-        stats
+        stats.classic = pass.classic;
+        if pass.classic {
+            let explained = stats.visited + pass.counts.filtered.load(Ordering::Relaxed);
+            stats.ignored = stats.candidates.saturating_sub(explained);
+        } else {
+            // No rule applied anywhere, so nothing was ignored.
+            stats.hidden = pass.counts.hidden.load(Ordering::Relaxed);
+        }
+        Some(stats)
     }
 
     /// Count a directory's children by name only: hidden ones (when `hidden` is off) and the
@@ -265,6 +376,7 @@ impl Walker {
 
 struct VisitorBuilder<'a, F> {
     walker: &'a Walker,
+    pass: &'a Pass,
     make: &'a F,
     total: &'a Mutex<SkipStats>,
 }
@@ -277,6 +389,8 @@ where
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
             walker: self.walker,
+            pass: self.pass,
+            probe: PathBuf::new(),
             visit: (self.make)(),
             stats: SkipStats::default(),
             total: self.total,
@@ -286,6 +400,8 @@ where
 
 struct Visitor<'a, V> {
     walker: &'a Walker,
+    pass: &'a Pass,
+    probe: PathBuf,
     visit: V,
     stats: SkipStats,
     total: &'a Mutex<SkipStats>,
@@ -296,6 +412,9 @@ where
     V: FnMut(&DirEntry, &mut SkipStats) + Send,
 {
     fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
+        if self.pass.gave_up.load(Ordering::Relaxed) {
+            return WalkState::Quit;
+        }
         let dent = match entry {
             Ok(dent) => dent,
             Err(err) => {
@@ -322,7 +441,15 @@ where
         }
         match dent.file_type() {
             Some(t) if t.is_dir() => {
-                self.walker.classify_children(dent.path(), &mut self.stats);
+                if self.pass.classic {
+                    self.walker.classify_children(dent.path(), &mut self.stats);
+                } else if !self.walker.opts.no_ignore
+                    && has_rule_source(dent.path(), &mut self.probe)
+                {
+                    // Probed rather than seen in the filter: an ignore file may ignore itself.
+                    self.pass.gave_up.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
             }
             Some(t) if t.is_file() => (self.visit)(&dent, &mut self.stats),
             _ => {}
