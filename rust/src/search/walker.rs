@@ -53,10 +53,24 @@ pub struct Walker {
 struct Filters {
     globs: Override,
     types: Types,
+    /// Some glob is a `!` exclusion: only those can reject a directory (types never do).
+    excludes: bool,
 }
 
 impl Filters {
+    fn new(globs: Override, types: Types) -> Self {
+        let excludes = globs.num_ignores() > 0;
+        Self {
+            globs,
+            types,
+            excludes,
+        }
+    }
+
     fn rejects(&self, path: &Path, is_dir: bool) -> bool {
+        if is_dir && !self.excludes {
+            return false;
+        }
         self.globs.matched(path, is_dir).is_ignore() || self.types.matched(path, is_dir).is_ignore()
     }
 }
@@ -186,10 +200,7 @@ impl Walker {
             roots: roots.clone(),
             start,
             opts,
-            filters: Filters {
-                globs: filter,
-                types,
-            },
+            filters: Filters::new(filter, types),
         })
     }
 
