@@ -282,12 +282,12 @@ impl Walker {
         b
     }
 
-    /// Whether rules from outside the walked tree can apply: ignore files or a repository in a
-    /// parent of the start path, or git's global excludes.
-    fn rules_above_start(&self) -> bool {
-        let parents = self.start.ancestors().skip(1);
+    /// Whether rules are known to apply before walking: ignore files or a repository in the start
+    /// directory (the common case: a repository's root) or a parent of it, or git's global
+    /// excludes.
+    fn rules_at_start(&self) -> bool {
         let mut probe = PathBuf::new();
-        for dir in parents {
+        for dir in self.start.ancestors() {
             if has_rule_source(dir, &mut probe) {
                 return true;
             }
@@ -308,7 +308,7 @@ impl Walker {
         F: Fn() -> V + Sync,
         V: FnMut(&DirEntry, &mut SkipStats) + Send,
     {
-        let quick = self.opts.no_ignore || !self.rules_above_start();
+        let quick = self.opts.no_ignore || !self.rules_at_start();
         if quick {
             if let Some(stats) = self.walk_pass(&Pass::new(false), &make) {
                 return stats;
