@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use super::walker::Walker;
+use super::walker::{Found, Walker};
 use super::SkipStats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,10 +38,10 @@ pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
                 hits: Vec::new(),
                 sink: &found,
             };
-            move |dent: &ignore::DirEntry, stats: &mut SkipStats| {
+            move |dent: &Found<'_>, stats: &mut SkipStats| {
                 stats.files += 1;
                 let modified = match sort {
-                    GlobSort::Modified => dent.metadata().ok().and_then(|m| m.modified().ok()),
+                    GlobSort::Modified => dent.metadata().and_then(|m| m.modified().ok()),
                     GlobSort::Path => None,
                 };
                 local.hits.push(GlobHit {

@@ -14,7 +14,7 @@ use grep_searcher::{
     BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch,
 };
 
-use super::walker::Walker;
+use super::walker::{Found, Walker};
 use super::{SearchError, SkipStats};
 
 /// A searcher never buffers more than this per file (a huge line, or a whole file in multiline
@@ -433,7 +433,7 @@ impl Grep {
                 let mut searcher = self.searcher();
                 let found = &found;
                 let budget = &budget;
-                move |dent: &ignore::DirEntry, stats: &mut SkipStats| {
+                move |dent: &Found<'_>, stats: &mut SkipStats| {
                     stats.files += 1;
                     let store =
                         self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;

@@ -2,6 +2,7 @@
 
 pub mod glob;
 pub mod grep;
+mod quick;
 pub mod walker;
 
 use crate::confine::ConfineError;
@@ -66,7 +67,7 @@ pub struct SkipStats {
     // and entries the walker actually yielded.
     pub(crate) candidates: u64,
     pub(crate) visited: u64,
-    /// The counts came from the classic pass (rules somewhere), not the one-read quick pass.
+    /// The counts came from the classic walk (rules somewhere), not the quick one.
     pub(crate) classic: bool,
 }
 

@@ -792,3 +792,94 @@ fn no_ignore_never_needs_the_classic_pass() {
         (30, 0, 3)
     );
 }
+
+#[test]
+fn quick_walk_lists_what_the_classic_walk_lists() {
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, "pkg0/deep/er/still/x.rs", b"needle\n");
+    write(&ws, "pkg1/.hidden/more/y.py", b"needle\n");
+    write(&ws, "weird name ünï.txt", b"needle\n");
+    symlink(ws.join("pkg0/m0.py"), ws.join("link.py")).unwrap();
+    symlink(ws.join("pkg0"), ws.join("linkdir")).unwrap();
+    let run = |walk: &WalkOptions| {
+        let g = WalkOptions {
+            globs: vec!["*".into(), "!pkg2/**".into()],
+            ..walk.clone()
+        };
+        let out = glob::run(&Walker::new(&roots, None, g).unwrap(), GlobSort::Path);
+        let grep = Grep::new("needle", content()).unwrap();
+        let hits = grep.run(&Walker::new(&roots, None, walk.clone()).unwrap());
+        let files: Vec<String> = out.files.into_iter().map(|f| f.display).collect();
+        let matched: Vec<String> = hits.files.iter().map(|f| f.display.clone()).collect();
+        (files, matched, out.stats, hits.stats)
+    };
+    let variants = [
+        opts(),
+        WalkOptions {
+            hidden: true,
+            ..opts()
+        },
+        WalkOptions {
+            threads: 1,
+            ..opts()
+        },
+        WalkOptions {
+            threads: 3,
+            hidden: true,
+            ..opts()
+        },
+    ];
+    let quick: Vec<_> = variants.iter().map(run).collect();
+    // An empty .ignore at the top: no rule, but the classic walk.
+    write(&ws, ".ignore", b"");
+    for (walk, (files, matched, glob_stats, grep_stats)) in variants.iter().zip(quick) {
+        assert!(!glob_stats.classic && !grep_stats.classic);
+        let (mut c_files, c_matched, c_glob, c_grep) = run(walk);
+        // With `hidden`, the .ignore file itself is listed too.
+        c_files.retain(|f| f != ".ignore");
+        assert!(c_glob.classic);
+        assert_eq!(files, c_files);
+        assert_eq!(matched, c_matched);
+        assert!(
+            !files.contains(&"link.py".to_string()) && files.contains(&"weird name ünï.txt".into())
+        );
+        // The .ignore file itself is one more hidden entry for the classic walk.
+        let extra = u64::from(!walk.hidden);
+        assert_eq!(glob_stats.hidden + extra, c_glob.hidden);
+        assert_eq!(grep_stats.hidden + extra, c_grep.hidden);
+        // ... or one more file with `hidden`.
+        let listed = u64::from(walk.hidden);
+        assert_eq!(
+            (glob_stats.files + listed, grep_stats.files + listed),
+            (c_glob.files, c_grep.files)
+        );
+        assert_eq!((glob_stats.ignored, c_glob.ignored), (0, 0));
+    }
+}
+
+#[test]
+fn quick_walk_of_a_single_file_and_by_mtime() {
+    let (_d, ws, roots) = rule_free_tree();
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("pkg1/m1.py"), opts()).unwrap());
+    assert!(!out.stats.classic);
+    assert_eq!(out.files.len(), 1);
+    let newest = fs::File::options()
+        .write(true)
+        .open(ws.join("pkg3/m3.py"))
+        .unwrap();
+    newest
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    let walk = WalkOptions {
+        globs: vec!["*.py".into()],
+        ..opts()
+    };
+    let out = glob::run(
+        &Walker::new(&roots, None, walk).unwrap(),
+        GlobSort::Modified,
+    );
+    assert!(!out.stats.classic);
+    assert_eq!(out.files[0].display, "pkg3/m3.py");
+    assert!(out.files.iter().all(|f| f.modified.is_some()));
+}

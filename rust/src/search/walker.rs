@@ -4,7 +4,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ignore::overrides::{Override, OverrideBuilder};
@@ -19,7 +19,7 @@ const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
 
 /// What makes the `ignore` crate apply rules in a directory: its ignore files, and `.git` (whose
 /// `info/exclude` applies).
-const RULE_SOURCES: [&str; 3] = [".gitignore", ".ignore", ".git"];
+pub(super) const RULE_SOURCES: [&str; 3] = [".gitignore", ".ignore", ".git"];
 
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
@@ -50,7 +50,7 @@ pub struct Walker {
 
 /// The caller's glob and type filters, applied after the ignore rules (see `Walker::builder`).
 #[derive(Clone)]
-struct Filters {
+pub(super) struct Filters {
     globs: Override,
     types: Types,
     /// Some glob is a `!` exclusion: only those can reject a directory (types never do).
@@ -67,7 +67,7 @@ impl Filters {
         }
     }
 
-    fn rejects(&self, path: &Path, is_dir: bool) -> bool {
+    pub(super) fn rejects(&self, path: &Path, is_dir: bool) -> bool {
         if is_dir && !self.excludes {
             return false;
         }
@@ -75,11 +75,11 @@ impl Filters {
     }
 }
 
-fn is_vcs_dir(name: &OsStr) -> bool {
+pub(super) fn is_vcs_dir(name: &OsStr) -> bool {
     VCS_DIRS.iter().any(|v| name == OsStr::new(v))
 }
 
-fn is_hidden(name: &OsStr) -> bool {
+pub(super) fn is_hidden(name: &OsStr) -> bool {
     name.as_encoded_bytes().first() == Some(&b'.')
 }
 
@@ -93,29 +93,36 @@ fn has_rule_source(dir: &Path, probe: &mut PathBuf) -> bool {
     })
 }
 
-/// What one pass counts from the filter (shared by the worker threads).
-#[derive(Default)]
-struct PassCounts {
-    /// Entries the caller's glob/type (or the VCS rule) rejected.
-    filtered: AtomicU64,
-    /// Hidden entries skipped (quick pass only).
-    hidden: AtomicU64,
+/// A file the walk found, as the visitors see it.
+pub struct Found<'a> {
+    path: &'a Path,
+    source: Source<'a>,
 }
 
-struct Pass {
-    /// The crate checks hidden entries and directories are listed again for the counts.
-    classic: bool,
-    counts: Arc<PassCounts>,
-    /// A quick pass found a rule source and stopped.
-    gave_up: AtomicBool,
+enum Source<'a> {
+    Walked(&'a DirEntry),
+    Listed(Option<&'a std::fs::DirEntry>),
 }
 
-impl Pass {
-    fn new(classic: bool) -> Self {
+impl<'a> Found<'a> {
+    pub(super) fn listed(path: &'a Path, entry: Option<&'a std::fs::DirEntry>) -> Self {
         Self {
-            classic,
-            counts: Arc::default(),
-            gave_up: AtomicBool::new(false),
+            path,
+            source: Source::Listed(entry),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.path
+    }
+
+    /// The file's metadata (a followed link's target's when links are followed).
+    pub fn metadata(&self) -> Option<std::fs::Metadata> {
+        match self.source {
+            Source::Walked(dent) => dent.metadata().ok(),
+            // Relative to the listed directory: no path lookup from the root.
+            Source::Listed(Some(entry)) => entry.metadata().ok(),
+            Source::Listed(None) => std::fs::symlink_metadata(self.path).ok(),
         }
     }
 }
@@ -235,13 +242,27 @@ impl Walker {
         self.roots.workspace().as_os_str().as_encoded_bytes()
     }
 
-    fn builder(&self, pass: &Pass) -> WalkBuilder {
+    pub(super) fn options(&self) -> &WalkOptions {
+        &self.opts
+    }
+
+    pub(super) fn filters(&self) -> &Filters {
+        &self.filters
+    }
+
+    fn threads(&self) -> usize {
+        if self.opts.threads == 0 {
+            default_threads()
+        } else {
+            self.opts.threads
+        }
+    }
+
+    fn builder(&self, filtered: &Arc<AtomicU64>) -> WalkBuilder {
         let o = &self.opts;
         let respect = !o.no_ignore;
         let mut b = WalkBuilder::new(&self.start);
-        // The quick pass sees hidden entries itself (to count them without listing directories
-        // again); that is only the same as the crate's hidden check when no rule can whitelist one.
-        b.hidden(!o.hidden && pass.classic)
+        b.hidden(!o.hidden)
             .ignore(respect)
             .git_ignore(respect)
             .git_global(respect)
@@ -249,33 +270,20 @@ impl Walker {
             .parents(respect)
             .require_git(o.require_git)
             .follow_links(o.follow_symlinks)
-            .threads(if o.threads == 0 {
-                default_threads()
-            } else {
-                o.threads
-            });
+            .threads(self.threads());
         // Globs and types are applied here, after the ignore rules (ripgrep applies globs before
         // them, so a glob can re-include an ignored file: BurntSushi/ripgrep#1808; here only
-        // `no_ignore` does that). The walker calls this only for entries the ignore rules (and in
-        // the classic pass the hidden check) let through, so counting rejections here separates
-        // "filtered by the caller's glob/type" from "ignored" without matching anything twice.
+        // `no_ignore` does that). The walker calls this only for entries the ignore rules and the
+        // hidden check let through, so counting rejections here separates "filtered by the
+        // caller's glob/type" from "ignored" without matching anything twice.
         let filters = self.filters.clone();
-        let counts = Arc::clone(&pass.counts);
-        let skip_hidden = !o.hidden && !pass.classic;
+        let filtered = Arc::clone(filtered);
         b.filter_entry(move |dent| {
             let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
-            let name = dent.file_name();
-            if skip_hidden && is_hidden(name) {
-                // As `classify_children` counts them: by the entry itself, links not followed.
-                let own_dir = is_dir && !dent.path_is_symlink();
-                if !(own_dir && is_vcs_dir(name) || filters.rejects(dent.path(), own_dir)) {
-                    counts.hidden.fetch_add(1, Ordering::Relaxed);
-                }
-                return false;
-            }
-            let rejected = (is_dir && is_vcs_dir(name)) || filters.rejects(dent.path(), is_dir);
+            let rejected =
+                (is_dir && is_vcs_dir(dent.file_name())) || filters.rejects(dent.path(), is_dir);
             if rejected {
-                counts.filtered.fetch_add(1, Ordering::Relaxed);
+                filtered.fetch_add(1, Ordering::Relaxed);
             }
             !rejected
         });
@@ -298,54 +306,44 @@ impl Walker {
     /// Walk in parallel; `make` builds one visitor per worker thread, called for every file (after
     /// symlinks are resolved and checked). Returns what was skipped.
     ///
-    /// A tree without ignore rules (none inside, none above) is walked once, counting hidden
-    /// entries as they pass. Where rules exist, the classic pass lists each visited directory a
-    /// second time to count what they ignored. A quick pass that meets a rule source gives up
-    /// (at once when it is at the top, as in a repository) and `reset` must then drop what the
-    /// visitors produced before the classic pass starts over.
+    /// A tree no ignore rule can reach takes the quick walk (`quick.rs`): one listing per
+    /// directory. Otherwise the classic walk on the `ignore` crate lists each visited directory a
+    /// second time to count what the rules ignored. A quick walk that meets a rule source gives
+    /// up (at once when the start directory has one, as a repository's root does), and `reset`
+    /// must then drop what the visitors produced before the classic walk starts over.
     pub fn walk<F, V>(&self, make: F, reset: &dyn Fn()) -> SkipStats
     where
         F: Fn() -> V + Sync,
-        V: FnMut(&DirEntry, &mut SkipStats) + Send,
+        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
     {
-        let quick = self.opts.no_ignore || !self.rules_at_start();
-        if quick {
-            if let Some(stats) = self.walk_pass(&Pass::new(false), &make) {
+        let o = &self.opts;
+        if !o.follow_symlinks && (o.no_ignore || !self.rules_at_start()) {
+            if let Some(stats) = super::quick::walk(self, self.threads(), &make) {
                 return stats;
             }
             reset();
         }
-        let classic = Pass::new(true);
-        self.walk_pass(&classic, &make).unwrap_or_default()
+        self.walk_classic(&make)
     }
 
-    /// One parallel walk; `None` when a quick pass met a rule source.
-    fn walk_pass<F, V>(&self, pass: &Pass, make: &F) -> Option<SkipStats>
+    fn walk_classic<F, V>(&self, make: &F) -> SkipStats
     where
         F: Fn() -> V + Sync,
-        V: FnMut(&DirEntry, &mut SkipStats) + Send,
+        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
     {
         let total = Mutex::new(SkipStats::default());
+        let filtered = Arc::new(AtomicU64::new(0));
         let mut builder = VisitorBuilder {
             walker: self,
-            pass,
             make,
             total: &total,
         };
-        self.builder(pass).build_parallel().visit(&mut builder);
-        if pass.gave_up.load(Ordering::Relaxed) {
-            return None;
-        }
+        self.builder(&filtered).build_parallel().visit(&mut builder);
         let mut stats = total.into_inner().unwrap_or_else(|e| e.into_inner());
-        stats.classic = pass.classic;
-        if pass.classic {
-            let explained = stats.visited + pass.counts.filtered.load(Ordering::Relaxed);
-            stats.ignored = stats.candidates.saturating_sub(explained);
-        } else {
-            // No rule applied anywhere, so nothing was ignored.
-            stats.hidden = pass.counts.hidden.load(Ordering::Relaxed);
-        }
-        Some(stats)
+        let explained = stats.visited + filtered.load(Ordering::Relaxed);
+        stats.ignored = stats.candidates.saturating_sub(explained);
+        stats.classic = true;
+        stats
     }
 
     /// Count a directory's children by name only: hidden ones (when `hidden` is off) and the
@@ -387,7 +385,6 @@ impl Walker {
 
 struct VisitorBuilder<'a, F> {
     walker: &'a Walker,
-    pass: &'a Pass,
     make: &'a F,
     total: &'a Mutex<SkipStats>,
 }
@@ -395,13 +392,11 @@ struct VisitorBuilder<'a, F> {
 impl<'s, 'a: 's, F, V> ParallelVisitorBuilder<'s> for VisitorBuilder<'a, F>
 where
     F: Fn() -> V + Sync,
-    V: FnMut(&DirEntry, &mut SkipStats) + Send + 's,
+    V: FnMut(&Found<'_>, &mut SkipStats) + Send + 's,
 {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
             walker: self.walker,
-            pass: self.pass,
-            probe: PathBuf::new(),
             visit: (self.make)(),
             stats: SkipStats::default(),
             total: self.total,
@@ -411,8 +406,6 @@ where
 
 struct Visitor<'a, V> {
     walker: &'a Walker,
-    pass: &'a Pass,
-    probe: PathBuf,
     visit: V,
     stats: SkipStats,
     total: &'a Mutex<SkipStats>,
@@ -420,12 +413,9 @@ struct Visitor<'a, V> {
 
 impl<V> ParallelVisitor for Visitor<'_, V>
 where
-    V: FnMut(&DirEntry, &mut SkipStats) + Send,
+    V: FnMut(&Found<'_>, &mut SkipStats) + Send,
 {
     fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
-        if self.pass.gave_up.load(Ordering::Relaxed) {
-            return WalkState::Quit;
-        }
         let dent = match entry {
             Ok(dent) => dent,
             Err(err) => {
@@ -452,17 +442,15 @@ where
         }
         match dent.file_type() {
             Some(t) if t.is_dir() => {
-                if self.pass.classic {
-                    self.walker.classify_children(dent.path(), &mut self.stats);
-                } else if !self.walker.opts.no_ignore
-                    && has_rule_source(dent.path(), &mut self.probe)
-                {
-                    // Probed rather than seen in the filter: an ignore file may ignore itself.
-                    self.pass.gave_up.store(true, Ordering::Relaxed);
-                    return WalkState::Quit;
-                }
+                self.walker.classify_children(dent.path(), &mut self.stats);
             }
-            Some(t) if t.is_file() => (self.visit)(&dent, &mut self.stats),
+            Some(t) if t.is_file() => {
+                let found = Found {
+                    path: dent.path(),
+                    source: Source::Walked(&dent),
+                };
+                (self.visit)(&found, &mut self.stats);
+            }
             _ => {}
         }
         WalkState::Continue
