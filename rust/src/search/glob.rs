@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use super::walker::{Found, Walker};
+use super::walker::{Found, PerFile, Walker};
 use super::SkipStats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,7 @@ pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
     let found = Mutex::new(Vec::new());
     let reset = || found.lock().unwrap_or_else(|e| e.into_inner()).clear();
     let stats = walker.walk(
+        PerFile::Cheap,
         || {
             // Per-thread buffer, flushed once when the worker finishes.
             let mut local = LocalHits {

@@ -14,7 +14,7 @@ use grep_searcher::{
     BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch,
 };
 
-use super::walker::{Found, Walker};
+use super::walker::{Found, PerFile, Walker};
 use super::{SearchError, SkipStats};
 
 /// A searcher never buffers more than this per file (a huge line, or a whole file in multiline
@@ -429,6 +429,7 @@ impl Grep {
             budget.store(self.opts.store_budget, Ordering::Relaxed);
         };
         let stats = walker.walk(
+            PerFile::Costly,
             || {
                 let mut searcher = self.searcher();
                 let found = &found;

@@ -4,6 +4,10 @@
 //! entries counted from the one listing. The crate's walk costs about twice a plain listing, and
 //! its idle workers sleep in 1 ms steps, which dominates on small trees.
 //!
+//! Directories are the unit of work; the files of one are visited while it is listed when that
+//! is cheap (glob), and otherwise queued one by one so the threads share them (grep). Either way
+//! a directory is open only while it is listed.
+//!
 //! It gives up (returns `None`) as soon as a listing shows a rule source, or on any error; the
 //! classic walk then starts over and reports exactly what it always did.
 
@@ -14,18 +18,19 @@ use std::sync::Mutex;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::walker::{is_hidden, is_vcs_dir, Found, Walker, RULE_SOURCES};
+use super::walker::{is_hidden, is_vcs_dir, Found, PerFile, Walker, RULE_SOURCES};
 use super::SkipStats;
 
 enum Item {
     Dir(PathBuf),
-    File(PathBuf, fs::DirEntry),
+    File(PathBuf),
     Stop,
 }
 
 struct Shared<'a> {
     walker: &'a Walker,
     threads: usize,
+    per_file: PerFile,
     tx: Sender<Item>,
     rx: Receiver<Item>,
     /// Items sent and not finished yet; the worker that takes it to zero stops everyone.
@@ -35,7 +40,12 @@ struct Shared<'a> {
 }
 
 /// Walk `walker`'s start path; `None` when the classic walk must do it instead.
-pub(super) fn walk<F, V>(walker: &Walker, threads: usize, make: &F) -> Option<SkipStats>
+pub(super) fn walk<F, V>(
+    walker: &Walker,
+    threads: usize,
+    per_file: PerFile,
+    make: &F,
+) -> Option<SkipStats>
 where
     F: Fn() -> V + Sync,
     V: FnMut(&Found<'_>, &mut SkipStats) + Send,
@@ -54,6 +64,7 @@ where
     let shared = Shared {
         walker,
         threads,
+        per_file,
         tx,
         rx,
         pending: AtomicUsize::new(1),
@@ -87,11 +98,11 @@ impl Shared<'_> {
             if !self.gave_up.load(Ordering::Relaxed) {
                 match &item {
                     Item::Dir(dir) => {
-                        if self.list(dir, &mut stats).is_none() {
+                        if self.list(dir, &mut visit, &mut stats).is_none() {
                             self.gave_up.store(true, Ordering::Relaxed);
                         }
                     }
-                    Item::File(path, entry) => visit(&Found::listed(path, Some(entry)), &mut stats),
+                    Item::File(path) => visit(&Found::listed(path, None), &mut stats),
                     Item::Stop => break,
                 }
             } else if matches!(item, Item::Stop) {
@@ -112,7 +123,10 @@ impl Shared<'_> {
     }
 
     /// Queue a directory's children the way the crate's walk would yield them; `None` to give up.
-    fn list(&self, dir: &Path, stats: &mut SkipStats) -> Option<()> {
+    fn list<V>(&self, dir: &Path, visit: &mut V, stats: &mut SkipStats) -> Option<()>
+    where
+        V: FnMut(&Found<'_>, &mut SkipStats),
+    {
         let opts = self.walker.options();
         let filters = self.walker.filters();
         for entry in fs::read_dir(dir).ok()? {
@@ -142,10 +156,14 @@ impl Shared<'_> {
             // Symlinks (not followed here) and special files are not listed, as in the crate's walk.
             let item = if is_dir {
                 Item::Dir(path)
-            } else if file_type.is_file() {
-                Item::File(path, entry)
-            } else {
+            } else if !file_type.is_file() {
                 continue;
+            } else if self.per_file == PerFile::Cheap {
+                // Here, while the directory is open: its metadata is one relative lookup.
+                visit(&Found::listed(&path, Some(&entry)), stats);
+                continue;
+            } else {
+                Item::File(path)
             };
             self.pending.fetch_add(1, Ordering::AcqRel);
             self.tx.send(item).ok()?;

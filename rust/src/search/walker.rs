@@ -93,6 +93,13 @@ fn has_rule_source(dir: &Path, probe: &mut PathBuf) -> bool {
     })
 }
 
+/// What a visitor does per file: almost nothing (glob), or enough to share the files out (grep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerFile {
+    Cheap,
+    Costly,
+}
+
 /// A file the walk found, as the visitors see it.
 pub struct Found<'a> {
     path: &'a Path,
@@ -311,14 +318,14 @@ impl Walker {
     /// second time to count what the rules ignored. A quick walk that meets a rule source gives
     /// up (at once when the start directory has one, as a repository's root does), and `reset`
     /// must then drop what the visitors produced before the classic walk starts over.
-    pub fn walk<F, V>(&self, make: F, reset: &dyn Fn()) -> SkipStats
+    pub fn walk<F, V>(&self, per_file: PerFile, make: F, reset: &dyn Fn()) -> SkipStats
     where
         F: Fn() -> V + Sync,
         V: FnMut(&Found<'_>, &mut SkipStats) + Send,
     {
         let o = &self.opts;
         if !o.follow_symlinks && (o.no_ignore || !self.rules_at_start()) {
-            if let Some(stats) = super::quick::walk(self, self.threads(), &make) {
+            if let Some(stats) = super::quick::walk(self, self.threads(), per_file, &make) {
                 return stats;
             }
             reset();
