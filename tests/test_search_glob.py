@@ -110,3 +110,25 @@ def test_symlinks(tmp_path: Path, ws: Path, router: ToolRouter) -> None:
     assert [f["path"] for f in trace["files"]] == ["a.py", "alias.py", "src/deep/x.py"]
     assert trace["skipped"]["outside_roots"] == 1 and trace["skipped"]["errors"] >= 1
     assert "secret" not in text
+
+
+def test_skip_notice_in_a_tree_without_ignore_files(tmp_path: Path) -> None:
+    """The one-read walk (no ignore file anywhere) still reports hidden entries, and a `.gitignore`
+    of `*` that hides itself too (as virtualenv and pytest write them) still counts as ignored."""
+    root = tmp_path / "plain"
+    write(root, "a.py", "")
+    write(root, "pkg/b.py", "")
+    write(root, "pkg/.secret.py", "")
+    write(root, ".cache/c.py", "")
+    router = router_for(root)
+    text, trace = call(router, "glob", pattern="*.py", sort="path")
+    assert [f["path"] for f in trace["files"]] == ["a.py", "pkg/b.py"]
+    assert (trace["skipped"]["ignored"], trace["skipped"]["hidden"]) == (0, 2)
+    assert "2 hidden (dot) entries skipped" in text and "excluded by ignore files" not in text
+    write(root, "venv/.gitignore", "*\n")
+    write(root, "venv/lib/site.py", "")
+    text, trace = call(router, "glob", pattern="*.py", sort="path")
+    assert [f["path"] for f in trace["files"]] == ["a.py", "pkg/b.py"]
+    # venv/lib (venv/.gitignore is hidden, and not a *.py the notice would be about).
+    assert (trace["skipped"]["ignored"], trace["skipped"]["hidden"]) == (1, 2)
+    assert "1 entry excluded by ignore files" in text

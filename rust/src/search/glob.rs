@@ -1,10 +1,9 @@
 //! glob: list files matching a gitignore-style glob over the shared walker.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use super::walker::Walker;
+use super::walker::{Found, PerFile, Walker};
 use super::SkipStats;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +15,8 @@ pub enum GlobSort {
 
 #[derive(Debug, Clone)]
 pub struct GlobHit {
-    pub path: PathBuf,
+    /// Workspace-relative (absolute under a read-only root): every hit of one walk shares the
+    /// start path's prefix, so ordering by this text orders by path.
     pub display: String,
     pub modified: Option<SystemTime>,
 }
@@ -30,35 +30,40 @@ pub struct GlobOutcome {
 /// Every file the walker yields (its globs already hold the pattern), sorted.
 pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
     let found = Mutex::new(Vec::new());
-    let stats = walker.walk(|| {
-        // Per-thread buffer, flushed once when the worker finishes.
-        let mut local = LocalHits {
-            hits: Vec::new(),
-            sink: &found,
-        };
-        move |dent: &ignore::DirEntry, stats: &mut SkipStats| {
-            stats.files += 1;
-            let modified = match sort {
-                GlobSort::Modified => dent.metadata().ok().and_then(|m| m.modified().ok()),
-                GlobSort::Path => None,
+    let reset = || found.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    let stats = walker.walk(
+        PerFile::Cheap,
+        || {
+            // Per-thread buffer, flushed once when the worker finishes.
+            let mut local = LocalHits {
+                hits: Vec::new(),
+                sink: &found,
             };
-            local.hits.push(GlobHit {
-                path: dent.path().to_path_buf(),
-                display: walker.display(dent.path()),
-                modified,
-            });
-        }
-    });
+            move |dent: &Found<'_>, stats: &mut SkipStats| {
+                stats.files += 1;
+                let modified = match sort {
+                    GlobSort::Modified => dent.metadata().and_then(|m| m.modified().ok()),
+                    GlobSort::Path => None,
+                };
+                local.hits.push(GlobHit {
+                    display: walker.display(dent.path()),
+                    modified,
+                });
+            }
+        },
+        &reset,
+    );
     let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
     match sort {
-        GlobSort::Path => files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path)),
-        GlobSort::Modified => files.sort_unstable_by(|a, b| {
-            b.modified
-                .cmp(&a.modified)
-                .then_with(|| super::path_order(&a.path, &b.path))
-        }),
+        GlobSort::Path => files.sort_unstable_by(by_display),
+        GlobSort::Modified => files
+            .sort_unstable_by(|a, b| b.modified.cmp(&a.modified).then_with(|| by_display(a, b))),
     }
     GlobOutcome { files, stats }
+}
+
+fn by_display(a: &GlobHit, b: &GlobHit) -> std::cmp::Ordering {
+    super::bytes_order(a.display.as_bytes(), b.display.as_bytes())
 }
 
 struct LocalHits<'a> {

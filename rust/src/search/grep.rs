@@ -14,7 +14,7 @@ use grep_searcher::{
     BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch,
 };
 
-use super::walker::Walker;
+use super::walker::{Found, PerFile, Walker};
 use super::{SearchError, SkipStats};
 
 /// A searcher never buffers more than this per file (a huge line, or a whole file in multiline
@@ -424,48 +424,57 @@ impl Grep {
         let found = Mutex::new(Vec::new());
         let budget = AtomicUsize::new(self.opts.store_budget);
         let follow = walker.follows_symlinks();
-        let stats = walker.walk(|| {
-            let mut searcher = self.searcher();
-            let found = &found;
-            let budget = &budget;
-            move |dent: &ignore::DirEntry, stats: &mut SkipStats| {
-                stats.files += 1;
-                let store =
-                    self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
-                match self.scan(&mut searcher, dent.path(), follow, store) {
-                    Ok(scan) => {
-                        if scan.binary {
-                            stats.binary += 1;
+        let reset = || {
+            found.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            budget.store(self.opts.store_budget, Ordering::Relaxed);
+        };
+        let stats = walker.walk(
+            PerFile::Costly,
+            || {
+                let mut searcher = self.searcher();
+                let found = &found;
+                let budget = &budget;
+                move |dent: &Found<'_>, stats: &mut SkipStats| {
+                    stats.files += 1;
+                    let store =
+                        self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
+                    match self.scan(&mut searcher, dent.path(), follow, store) {
+                        Ok(scan) => {
+                            if scan.binary {
+                                stats.binary += 1;
+                            }
+                            if scan.row_count == 0 {
+                                return;
+                            }
+                            if scan.bytes > 0 {
+                                let _ = budget.fetch_update(
+                                    Ordering::Relaxed,
+                                    Ordering::Relaxed,
+                                    |b| Some(b.saturating_sub(scan.bytes)),
+                                );
+                            }
+                            let hits = FileHits {
+                                path: dent.path().to_path_buf(),
+                                display: walker.display(dent.path()),
+                                rows: scan.rows,
+                                row_count: scan.row_count,
+                                match_lines: scan.match_lines,
+                            };
+                            found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
                         }
-                        if scan.row_count == 0 {
-                            return;
-                        }
-                        if scan.bytes > 0 {
-                            let _ =
-                                budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                                    Some(b.saturating_sub(scan.bytes))
-                                });
-                        }
-                        let hits = FileHits {
-                            path: dent.path().to_path_buf(),
-                            display: walker.display(dent.path()),
-                            rows: scan.rows,
-                            row_count: scan.row_count,
-                            match_lines: scan.match_lines,
-                        };
-                        found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
-                    }
-                    Err(err) => {
-                        stats.errors += 1;
-                        if stats.first_errors.len() < 5 {
-                            stats
-                                .first_errors
-                                .push(format!("{}: {err}", walker.display(dent.path())));
+                        Err(err) => {
+                            stats.errors += 1;
+                            if stats.first_errors.len() < 5 {
+                                stats
+                                    .first_errors
+                                    .push(format!("{}: {err}", walker.display(dent.path())));
+                            }
                         }
                     }
                 }
-            }
-        });
+            },
+            &reset,
+        );
         let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
         files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path));
         GrepOutcome { files, stats }

@@ -606,7 +606,27 @@ fn glob_matches_sorts_and_respects_ignores() {
 #[test]
 fn path_order_matches_component_order() {
     let mut names: Vec<PathBuf> = [
-        "a-b", "a/b", "a.b", "a/b/c", "a", "ab", "a/a", "b", "a/b-c", "a/b/",
+        "a-b",
+        "a/b",
+        "a.b",
+        "a/b/c",
+        "a",
+        "ab",
+        "a/a",
+        "b",
+        "a/b-c",
+        "a/b/",
+        // Past the 8-byte steps of the common prefix.
+        "package_one/a-b",
+        "package_one/a/b",
+        "package_one/a.b",
+        "package_one/a",
+        "package_one/mod.rs",
+        "package_one/module/x",
+        "package_one.rs",
+        "package_one",
+        "package_onf/a",
+        "package_onE/a",
     ]
     .iter()
     .map(PathBuf::from)
@@ -618,4 +638,248 @@ fn path_order_matches_component_order() {
     by_components.retain(|p| p.as_os_str() != "a/b/");
     names.retain(|p| p.as_os_str() != "a/b/");
     assert_eq!(names, by_components);
+}
+
+fn glob_all(roots: &Roots, walk: WalkOptions) -> glob::GlobOutcome {
+    let walk = WalkOptions {
+        globs: vec!["*".into()],
+        ..walk
+    };
+    glob::run(&Walker::new(roots, None, walk).unwrap(), GlobSort::Path)
+}
+
+fn shown(out: &glob::GlobOutcome) -> Vec<&str> {
+    out.files.iter().map(|f| f.display.as_str()).collect()
+}
+
+/// A tree without any ignore file: `.hidden/` (a directory counts once), `.env`, and `.git`,
+/// which is never counted.
+fn rule_free_tree() -> (tempfile::TempDir, PathBuf, Roots) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    for i in 0..30 {
+        write(&ws, &format!("pkg{}/m{i}.py", i % 4), b"needle\n");
+    }
+    write(&ws, "pkg1/.hidden/h.py", b"needle\n");
+    write(&ws, "pkg2/.env", b"needle\n");
+    fs::create_dir_all(ws.join("pkg3/.hg")).unwrap();
+    let roots = Roots::new(&ws, &[]).unwrap();
+    let canon = ws.canonicalize().unwrap();
+    (dir, canon, roots)
+}
+
+#[test]
+fn tree_without_rules_is_read_once_and_counts_hidden() {
+    let (_d, _ws, roots) = rule_free_tree();
+    let out = glob_all(&roots, opts());
+    assert!(
+        !out.stats.classic,
+        "no rule anywhere: the quick pass suffices"
+    );
+    assert_eq!(out.files.len(), 30);
+    assert_eq!((out.stats.ignored, out.stats.hidden), (0, 2));
+    let hidden = glob_all(
+        &roots,
+        WalkOptions {
+            hidden: true,
+            ..opts()
+        },
+    );
+    assert_eq!(hidden.files.len(), 32);
+    assert_eq!((hidden.stats.ignored, hidden.stats.hidden), (0, 0));
+    // A hidden entry the glob would drop anyway is not worth a notice (as in the classic pass).
+    let py = WalkOptions {
+        globs: vec!["*.py".into()],
+        ..opts()
+    };
+    let out = glob::run(&Walker::new(&roots, None, py).unwrap(), GlobSort::Path);
+    assert_eq!((out.files.len(), out.stats.hidden), (30, 1));
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
+    assert!(!out.stats.classic);
+    assert_eq!(
+        (out.files.len(), out.stats.files, out.stats.hidden),
+        (30, 30, 2)
+    );
+}
+
+#[test]
+fn rule_found_mid_walk_starts_over_without_duplicates() {
+    let (_d, ws, roots) = rule_free_tree();
+    // Deep in the tree, found after other directories were already walked.
+    write(&ws, "pkg3/sub/deeper/.gitignore", b"*.log\n");
+    write(&ws, "pkg3/sub/deeper/x.log", b"needle\n");
+    write(&ws, "pkg3/sub/deeper/x.py", b"needle\n");
+    let out = glob_all(&roots, opts());
+    assert!(out.stats.classic);
+    let mut unique = shown(&out);
+    unique.dedup();
+    assert_eq!(unique.len(), out.files.len(), "no file listed twice");
+    assert_eq!(out.files.len(), 31);
+    // x.log ignored; .hidden, .env and the .gitignore hidden.
+    assert_eq!((out.stats.ignored, out.stats.hidden), (1, 3));
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
+    assert_eq!(
+        (out.files.len(), out.stats.files, out.match_lines()),
+        (31, 31, 31)
+    );
+}
+
+#[test]
+fn ignore_file_that_ignores_itself_is_still_counted() {
+    // A `.gitignore` of `*` (as virtualenv and pytest write) hides itself from the walk too.
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, "venv/.gitignore", b"*\n");
+    write(&ws, "venv/lib/site.py", b"needle\n");
+    write(&ws, "venv/bin/python", b"");
+    let out = glob_all(
+        &roots,
+        WalkOptions {
+            hidden: true,
+            ..opts()
+        },
+    );
+    assert!(out.stats.classic);
+    assert_eq!(out.files.len(), 32);
+    // venv/lib, venv/bin and venv/.gitignore itself.
+    assert_eq!(out.stats.ignored, 3);
+    let out = glob_all(&roots, opts());
+    assert_eq!((out.files.len(), out.stats.ignored), (30, 2));
+}
+
+#[test]
+fn rules_above_the_start_path_use_the_classic_pass() {
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, ".gitignore", b"m1*.py\n");
+    let walk = WalkOptions {
+        globs: vec!["*".into()],
+        ..opts()
+    };
+    let out = glob::run(
+        &Walker::new(&roots, Some("pkg1"), walk).unwrap(),
+        GlobSort::Path,
+    );
+    assert!(out.stats.classic);
+    // pkg1 holds m1, m5, ... m29 (8 files): m1, m13, m17 are ignored.
+    assert_eq!((out.files.len(), out.stats.ignored), (5, 3));
+    assert!(!shown(&out).iter().any(|p| p.contains("/m1")));
+}
+
+#[test]
+fn whitelisted_hidden_file_is_kept_as_ripgrep_does() {
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, ".gitignore", b"!.env\n");
+    let out = glob_all(&roots, opts());
+    assert!(shown(&out).contains(&"pkg2/.env"));
+    assert_eq!(out.files.len(), 31);
+}
+
+#[test]
+fn no_ignore_never_needs_the_classic_pass() {
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, ".gitignore", b"*.py\n");
+    let out = glob_all(
+        &roots,
+        WalkOptions {
+            no_ignore: true,
+            ..opts()
+        },
+    );
+    assert!(!out.stats.classic);
+    assert_eq!(
+        (out.files.len(), out.stats.ignored, out.stats.hidden),
+        (30, 0, 3)
+    );
+}
+
+#[test]
+fn quick_walk_lists_what_the_classic_walk_lists() {
+    let (_d, ws, roots) = rule_free_tree();
+    write(&ws, "pkg0/deep/er/still/x.rs", b"needle\n");
+    write(&ws, "pkg1/.hidden/more/y.py", b"needle\n");
+    write(&ws, "weird name ünï.txt", b"needle\n");
+    symlink(ws.join("pkg0/m0.py"), ws.join("link.py")).unwrap();
+    symlink(ws.join("pkg0"), ws.join("linkdir")).unwrap();
+    let run = |walk: &WalkOptions| {
+        let g = WalkOptions {
+            globs: vec!["*".into(), "!pkg2/**".into()],
+            ..walk.clone()
+        };
+        let out = glob::run(&Walker::new(&roots, None, g).unwrap(), GlobSort::Path);
+        let grep = Grep::new("needle", content()).unwrap();
+        let hits = grep.run(&Walker::new(&roots, None, walk.clone()).unwrap());
+        let files: Vec<String> = out.files.into_iter().map(|f| f.display).collect();
+        let matched: Vec<String> = hits.files.iter().map(|f| f.display.clone()).collect();
+        (files, matched, out.stats, hits.stats)
+    };
+    let variants = [
+        opts(),
+        WalkOptions {
+            hidden: true,
+            ..opts()
+        },
+        WalkOptions {
+            threads: 1,
+            ..opts()
+        },
+        WalkOptions {
+            threads: 3,
+            hidden: true,
+            ..opts()
+        },
+    ];
+    let quick: Vec<_> = variants.iter().map(run).collect();
+    // An empty .ignore at the top: no rule, but the classic walk.
+    write(&ws, ".ignore", b"");
+    for (walk, (files, matched, glob_stats, grep_stats)) in variants.iter().zip(quick) {
+        assert!(!glob_stats.classic && !grep_stats.classic);
+        let (mut c_files, c_matched, c_glob, c_grep) = run(walk);
+        // With `hidden`, the .ignore file itself is listed too.
+        c_files.retain(|f| f != ".ignore");
+        assert!(c_glob.classic);
+        assert_eq!(files, c_files);
+        assert_eq!(matched, c_matched);
+        assert!(
+            !files.contains(&"link.py".to_string()) && files.contains(&"weird name ünï.txt".into())
+        );
+        // The .ignore file itself is one more hidden entry for the classic walk.
+        let extra = u64::from(!walk.hidden);
+        assert_eq!(glob_stats.hidden + extra, c_glob.hidden);
+        assert_eq!(grep_stats.hidden + extra, c_grep.hidden);
+        // ... or one more file with `hidden`.
+        let listed = u64::from(walk.hidden);
+        assert_eq!(
+            (glob_stats.files + listed, grep_stats.files + listed),
+            (c_glob.files, c_grep.files)
+        );
+        assert_eq!((glob_stats.ignored, c_glob.ignored), (0, 0));
+    }
+}
+
+#[test]
+fn quick_walk_of_a_single_file_and_by_mtime() {
+    let (_d, ws, roots) = rule_free_tree();
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("pkg1/m1.py"), opts()).unwrap());
+    assert!(!out.stats.classic);
+    assert_eq!(out.files.len(), 1);
+    let newest = fs::File::options()
+        .write(true)
+        .open(ws.join("pkg3/m3.py"))
+        .unwrap();
+    newest
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    let walk = WalkOptions {
+        globs: vec!["*.py".into()],
+        ..opts()
+    };
+    let out = glob::run(
+        &Walker::new(&roots, None, walk).unwrap(),
+        GlobSort::Modified,
+    );
+    assert!(!out.stats.classic);
+    assert_eq!(out.files[0].display, "pkg3/m3.py");
+    assert!(out.files.iter().all(|f| f.modified.is_some()));
 }

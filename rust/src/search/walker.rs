@@ -17,6 +17,10 @@ use crate::confine::{Access, Roots};
 /// Version-control metadata directories: never searched, even with `hidden`.
 const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
 
+/// What makes the `ignore` crate apply rules in a directory: its ignore files, and `.git` (whose
+/// `info/exclude` applies).
+pub(super) const RULE_SOURCES: [&str; 3] = [".gitignore", ".ignore", ".git"];
+
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
     /// Include hidden (dot) files and directories.
@@ -46,23 +50,88 @@ pub struct Walker {
 
 /// The caller's glob and type filters, applied after the ignore rules (see `Walker::builder`).
 #[derive(Clone)]
-struct Filters {
+pub(super) struct Filters {
     globs: Override,
     types: Types,
+    /// Some glob is a `!` exclusion: only those can reject a directory (types never do).
+    excludes: bool,
 }
 
 impl Filters {
-    fn rejects(&self, path: &Path, is_dir: bool) -> bool {
+    fn new(globs: Override, types: Types) -> Self {
+        let excludes = globs.num_ignores() > 0;
+        Self {
+            globs,
+            types,
+            excludes,
+        }
+    }
+
+    pub(super) fn rejects(&self, path: &Path, is_dir: bool) -> bool {
+        if is_dir && !self.excludes {
+            return false;
+        }
         self.globs.matched(path, is_dir).is_ignore() || self.types.matched(path, is_dir).is_ignore()
     }
 }
 
-fn is_vcs_dir(name: &OsStr) -> bool {
+pub(super) fn is_vcs_dir(name: &OsStr) -> bool {
     VCS_DIRS.iter().any(|v| name == OsStr::new(v))
 }
 
-fn is_hidden(name: &OsStr) -> bool {
+pub(super) fn is_hidden(name: &OsStr) -> bool {
     name.as_encoded_bytes().first() == Some(&b'.')
+}
+
+/// Whether `dir` holds an ignore file or a repository; `probe` is a reused path buffer.
+fn has_rule_source(dir: &Path, probe: &mut PathBuf) -> bool {
+    RULE_SOURCES.iter().any(|name| {
+        probe.clear();
+        probe.push(dir);
+        probe.push(name);
+        probe.symlink_metadata().is_ok()
+    })
+}
+
+/// What a visitor does per file: almost nothing (glob), or enough to share the files out (grep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerFile {
+    Cheap,
+    Costly,
+}
+
+/// A file the walk found, as the visitors see it.
+pub struct Found<'a> {
+    path: &'a Path,
+    source: Source<'a>,
+}
+
+enum Source<'a> {
+    Walked(&'a DirEntry),
+    Listed(Option<&'a std::fs::DirEntry>),
+}
+
+impl<'a> Found<'a> {
+    pub(super) fn listed(path: &'a Path, entry: Option<&'a std::fs::DirEntry>) -> Self {
+        Self {
+            path,
+            source: Source::Listed(entry),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.path
+    }
+
+    /// The file's metadata (a followed link's target's when links are followed).
+    pub fn metadata(&self) -> Option<std::fs::Metadata> {
+        match self.source {
+            Source::Walked(dent) => dent.metadata().ok(),
+            // Relative to the listed directory: no path lookup from the root.
+            Source::Listed(Some(entry)) => entry.metadata().ok(),
+            Source::Listed(None) => std::fs::symlink_metadata(self.path).ok(),
+        }
+    }
 }
 
 fn build_filter(start: &Path, globs: &[String]) -> Result<Override, SearchError> {
@@ -80,6 +149,10 @@ fn build_filter(start: &Path, globs: &[String]) -> Result<Override, SearchError>
 }
 
 fn build_types(names: &[String]) -> Result<Types, SearchError> {
+    if names.is_empty() {
+        // Building the ~150 default definitions costs more than a small walk.
+        return Ok(Types::empty());
+    }
     let mut builder = TypesBuilder::new();
     builder.add_defaults();
     for name in names {
@@ -141,10 +214,7 @@ impl Walker {
             roots: roots.clone(),
             start,
             opts,
-            filters: Filters {
-                globs: filter,
-                types,
-            },
+            filters: Filters::new(filter, types),
         })
     }
 
@@ -162,10 +232,36 @@ impl Walker {
 
     /// How a path is shown: relative to the workspace when inside it, absolute otherwise.
     pub fn display(&self, path: &Path) -> String {
-        match path.strip_prefix(self.roots.workspace()) {
-            Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
-            Ok(_) => ".".to_string(),
-            Err(_) => path.to_string_lossy().into_owned(),
+        // On the bytes: `Path::strip_prefix` parses both paths into components for every result.
+        // Walked paths are the start path joined with names, so they carry no `.` or `//`.
+        let full = path.as_os_str().as_encoded_bytes();
+        let shown = match full.strip_prefix(self.workspace_bytes()) {
+            Some([]) => b".".as_slice(),
+            Some([b'/', rel @ ..]) if !rel.is_empty() => rel,
+            // The workspace root itself is `/`.
+            Some(rel) if self.workspace_bytes().ends_with(b"/") => rel,
+            _ => full,
+        };
+        String::from_utf8_lossy(shown).into_owned()
+    }
+
+    fn workspace_bytes(&self) -> &[u8] {
+        self.roots.workspace().as_os_str().as_encoded_bytes()
+    }
+
+    pub(super) fn options(&self) -> &WalkOptions {
+        &self.opts
+    }
+
+    pub(super) fn filters(&self) -> &Filters {
+        &self.filters
+    }
+
+    fn threads(&self) -> usize {
+        if self.opts.threads == 0 {
+            default_threads()
+        } else {
+            self.opts.threads
         }
     }
 
@@ -181,11 +277,7 @@ impl Walker {
             .parents(respect)
             .require_git(o.require_git)
             .follow_links(o.follow_symlinks)
-            .threads(if o.threads == 0 {
-                default_threads()
-            } else {
-                o.threads
-            });
+            .threads(self.threads());
         // Globs and types are applied here, after the ignore rules (ripgrep applies globs before
         // them, so a glob can re-include an ignored file: BurntSushi/ripgrep#1808; here only
         // `no_ignore` does that). The walker calls this only for entries the ignore rules and the
@@ -205,24 +297,59 @@ impl Walker {
         b
     }
 
+    /// Whether rules are known to apply before walking: ignore files or a repository in the start
+    /// directory (the common case: a repository's root) or a parent of it, or git's global
+    /// excludes.
+    fn rules_at_start(&self) -> bool {
+        let mut probe = PathBuf::new();
+        for dir in self.start.ancestors() {
+            if has_rule_source(dir, &mut probe) {
+                return true;
+            }
+        }
+        !ignore::gitignore::Gitignore::global().0.is_empty()
+    }
+
     /// Walk in parallel; `make` builds one visitor per worker thread, called for every file (after
     /// symlinks are resolved and checked). Returns what was skipped.
-    pub fn walk<F, V>(&self, make: F) -> SkipStats
+    ///
+    /// A tree no ignore rule can reach takes the quick walk (`quick.rs`): one listing per
+    /// directory. Otherwise the classic walk on the `ignore` crate lists each visited directory a
+    /// second time to count what the rules ignored. A quick walk that meets a rule source gives
+    /// up (at once when the start directory has one, as a repository's root does), and `reset`
+    /// must then drop what the visitors produced before the classic walk starts over.
+    pub fn walk<F, V>(&self, per_file: PerFile, make: F, reset: &dyn Fn()) -> SkipStats
     where
         F: Fn() -> V + Sync,
-        V: FnMut(&DirEntry, &mut SkipStats) + Send,
+        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
+    {
+        let o = &self.opts;
+        if !o.follow_symlinks && (o.no_ignore || !self.rules_at_start()) {
+            if let Some(stats) = super::quick::walk(self, self.threads(), per_file, &make) {
+                return stats;
+            }
+            reset();
+        }
+        self.walk_classic(&make)
+    }
+
+    fn walk_classic<F, V>(&self, make: &F) -> SkipStats
+    where
+        F: Fn() -> V + Sync,
+        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
     {
         let total = Mutex::new(SkipStats::default());
         let filtered = Arc::new(AtomicU64::new(0));
         let mut builder = VisitorBuilder {
             walker: self,
-            make: &make,
+            make,
             total: &total,
         };
         self.builder(&filtered).build_parallel().visit(&mut builder);
         let mut stats = total.into_inner().unwrap_or_else(|e| e.into_inner());
         let explained = stats.visited + filtered.load(Ordering::Relaxed);
         stats.ignored = stats.candidates.saturating_sub(explained);
+        stats.classic = true;
         stats
     }
 
@@ -272,7 +399,7 @@ struct VisitorBuilder<'a, F> {
 impl<'s, 'a: 's, F, V> ParallelVisitorBuilder<'s> for VisitorBuilder<'a, F>
 where
     F: Fn() -> V + Sync,
-    V: FnMut(&DirEntry, &mut SkipStats) + Send + 's,
+    V: FnMut(&Found<'_>, &mut SkipStats) + Send + 's,
 {
     fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
         Box::new(Visitor {
@@ -293,7 +420,7 @@ struct Visitor<'a, V> {
 
 impl<V> ParallelVisitor for Visitor<'_, V>
 where
-    V: FnMut(&DirEntry, &mut SkipStats) + Send,
+    V: FnMut(&Found<'_>, &mut SkipStats) + Send,
 {
     fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
         let dent = match entry {
@@ -324,7 +451,13 @@ where
             Some(t) if t.is_dir() => {
                 self.walker.classify_children(dent.path(), &mut self.stats);
             }
-            Some(t) if t.is_file() => (self.visit)(&dent, &mut self.stats),
+            Some(t) if t.is_file() => {
+                let found = Found {
+                    path: dent.path(),
+                    source: Source::Walked(&dent),
+                };
+                (self.visit)(&found, &mut self.stats);
+            }
             _ => {}
         }
         WalkState::Continue
