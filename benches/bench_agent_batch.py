@@ -108,13 +108,15 @@ def builtin_router(tree: Path) -> Iterator[ToolRouter]:
         yield router
 
 
+@pytest.mark.benchmark(group="agent: 50 read-only built-in calls (grep/glob/read_file)")
 def test_builtin_one_by_one(benchmark: Any, builtin_router: ToolRouter) -> None:
     outputs = benchmark(one_by_one(builtin_router, builtin_calls()))
     assert len(outputs) == CALLS
     record(benchmark, "builtin one-by-one")
 
 
-def test_builtin_batch(benchmark: Any, builtin_router: ToolRouter) -> None:
+@pytest.mark.benchmark(group="agent: 50 read-only built-in calls (grep/glob/read_file)")
+def test_builtin_batch_toolroute(benchmark: Any, builtin_router: ToolRouter) -> None:
     runner = ToolCallRunner(builtin_router, policy=allow_all())
     calls = builtin_calls()
     results = benchmark(runner.run, calls)
@@ -149,13 +151,15 @@ def digest_calls() -> list[AgentToolCall]:
     return [AgentToolCall("digest_file", json.dumps({"path": f"pkg{i % 5}/mod{i}.py"})) for i in range(CALLS)]
 
 
+@pytest.mark.benchmark(group="agent: 50 read-only function tools (read + hash)")
 def test_function_one_by_one(benchmark: Any, function_router: ToolRouter) -> None:
     outputs = benchmark(one_by_one(function_router, digest_calls()))
     assert len(outputs) == CALLS
     record(benchmark, "function one-by-one")
 
 
-def test_function_batch(benchmark: Any, function_router: ToolRouter) -> None:
+@pytest.mark.benchmark(group="agent: 50 read-only function tools (read + hash)")
+def test_function_batch_toolroute(benchmark: Any, function_router: ToolRouter) -> None:
     runner = ToolCallRunner(function_router)
     results = benchmark(runner.run, digest_calls())
     assert not any(r.is_error for r in results)
@@ -169,12 +173,14 @@ def append_calls() -> list[AgentToolCall]:
     return [AgentToolCall("append_line", json.dumps({"path": "log.txt", "line": f"entry {i}"})) for i in range(CALLS)]
 
 
+@pytest.mark.benchmark(group="agent: 50 side-effecting calls (serial)")
 def test_serial_loop(benchmark: Any, function_router: ToolRouter) -> None:
     benchmark(one_by_one(function_router, append_calls()))
     record(benchmark, "serial loop")
 
 
-def test_serial_batch(benchmark: Any, function_router: ToolRouter) -> None:
+@pytest.mark.benchmark(group="agent: 50 side-effecting calls (serial)")
+def test_serial_batch_toolroute(benchmark: Any, function_router: ToolRouter) -> None:
     runner = ToolCallRunner(function_router)
     results = benchmark(runner.run, append_calls())
     assert [r.output for r in results] == ["ok"] * CALLS

@@ -181,7 +181,7 @@ def test_stdio_gateway_async(benchmark: Any, gateway: McpGateway) -> None:
 
 
 @pytest.mark.benchmark(group="stdio-roundtrip")
-def test_stdio_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
+def test_stdio_toolroute_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
     router = ToolRouter(gateway=gateway)
     assert _pedantic(benchmark, lambda: router.invoke("s_add", ARGS)) == "5"
     _record(benchmark, "stdio/router-invoke")
@@ -240,7 +240,7 @@ def test_stdio_batch_direct_sdk(benchmark: Any, direct: DirectSessions) -> None:
 
 
 @pytest.mark.benchmark(group="stdio-batch-in-loop")
-def test_stdio_batch_gateway_in_loop(benchmark: Any, gateway: McpGateway) -> None:
+def test_stdio_batch_toolroute_gateway_in_loop(benchmark: Any, gateway: McpGateway) -> None:
     async def batch() -> None:
         for _ in range(BATCH):
             await gateway.acall_tool("s_add", ARGS)  # on the gateway loop: awaited directly
@@ -338,7 +338,7 @@ def test_http_gateway_sync(benchmark: Any, gateway: McpGateway) -> None:
 
 
 @pytest.mark.benchmark(group="http-roundtrip")
-def test_http_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
+def test_http_toolroute_router_invoke(benchmark: Any, gateway: McpGateway) -> None:
     router = ToolRouter(gateway=gateway)
     assert _pedantic(benchmark, lambda: router.invoke("h_add", ARGS)) == "5"
     _record(benchmark, "http/router-invoke")
@@ -375,7 +375,7 @@ def test_fanout_direct_sdk(benchmark: Any) -> None:
 
 
 @pytest.mark.benchmark(group="fanout-100x10")
-def test_fanout_gateway_async(benchmark: Any, fleet: McpGateway) -> None:
+def test_fanout_toolroute_gateway_async(benchmark: Any, fleet: McpGateway) -> None:
     loop = asyncio.new_event_loop()
     assert fleet.call_tool("work_3").text == "f3:work_3"
     adds = [n for n in fleet.global_tool_names() if n.endswith("_add")]
