@@ -233,21 +233,19 @@ pub struct Existing {
 const NEW_FILE_MODE: u32 = 0o666;
 
 impl Roots {
-    /// Read a resolved path after checking, on the opened fd, that it is still inside the roots.
-    /// `Ok(None)` when nothing exists there.
-    pub fn read_existing(
+    /// Open a resolved path for reading: a regular file (checked before opening, since opening a
+    /// FIFO or device could block) whose opened fd is still inside the roots (checked after, so a
+    /// symlink swapped in between is caught). `Ok(None)` when nothing exists there.
+    fn open_regular(
         &self,
         shown: &str,
         resolved: &Path,
         access: Access,
-        max_bytes: u64,
-    ) -> Result<Option<Existing>, FsError> {
-        use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
+    ) -> Result<Option<(File, std::fs::Metadata)>, FsError> {
         if !check_regular(shown, resolved)? {
             return Ok(None);
         }
-        let mut file = match File::open(resolved) {
+        let file = match File::open(resolved) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(FsError::io("open", shown, e)),
@@ -263,6 +261,23 @@ impl Roots {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
             return Err(FsError::io("read", shown, e));
         }
+        Ok(Some((file, meta)))
+    }
+
+    /// Read a resolved path after checking, on the opened fd, that it is still inside the roots.
+    /// `Ok(None)` when nothing exists there.
+    pub fn read_existing(
+        &self,
+        shown: &str,
+        resolved: &Path,
+        access: Access,
+        max_bytes: u64,
+    ) -> Result<Option<Existing>, FsError> {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
+        let Some((mut file, meta)) = self.open_regular(shown, resolved, access)? else {
+            return Ok(None);
+        };
         if meta.len() > max_bytes {
             return Err(FsError::TooLarge {
                 path: shown.to_string(),
@@ -288,28 +303,11 @@ impl Roots {
         max_bytes: u64,
     ) -> Result<(Vec<u8>, u64), FsError> {
         use std::io::Read;
-        if !check_regular(shown, resolved)? {
-            return Err(FsError::NotFound {
+        let (file, meta) = self
+            .open_regular(shown, resolved, Access::Read)?
+            .ok_or_else(|| FsError::NotFound {
                 path: shown.to_string(),
-            });
-        }
-        let file = File::open(resolved).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => FsError::NotFound {
-                path: shown.to_string(),
-            },
-            _ => FsError::io("open", shown, e),
-        })?;
-        self.verify_open(shown, &file, Access::Read)?;
-        let meta = file.metadata().map_err(|e| FsError::io("stat", shown, e))?;
-        if meta.is_dir() {
-            return Err(FsError::IsDir {
-                path: shown.to_string(),
-            });
-        }
-        if !meta.is_file() {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
-            return Err(FsError::io("read", shown, e));
-        }
+            })?;
         let mut bytes = Vec::with_capacity(meta.len().min(max_bytes) as usize);
         file.take(max_bytes)
             .read_to_end(&mut bytes)
