@@ -165,27 +165,6 @@ impl PyGrepResult {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn walk_options(
-    globs: Vec<String>,
-    types: Vec<String>,
-    hidden: bool,
-    no_ignore: bool,
-    require_git: bool,
-    follow_symlinks: bool,
-    threads: usize,
-) -> WalkOptions {
-    WalkOptions {
-        hidden,
-        no_ignore,
-        require_git,
-        globs,
-        types,
-        follow_symlinks,
-        threads,
-    }
-}
-
 /// Search files under `path` (default: the workspace root) for `pattern`.
 #[pyfunction]
 #[pyo3(name = "grep", signature = (
@@ -233,15 +212,15 @@ fn grep_files(
         max_line_bytes: max_line_bytes.max(1),
         ..GrepOptions::default()
     };
-    let walk = walk_options(
-        globs,
-        types,
+    let walk = WalkOptions {
         hidden,
         no_ignore,
         require_git,
+        globs,
+        types,
         follow_symlinks,
         threads,
-    );
+    };
     py.detach(|| {
         let grep = Grep::new(pattern, opts)?;
         let walker = Walker::new(roots, path, walk)?;
@@ -331,15 +310,15 @@ fn glob_files(
             SearchError::Argument("pattern must not be empty".into()),
         ));
     }
-    let walk = walk_options(
-        vec![pattern.to_string()],
-        Vec::new(),
+    let walk = WalkOptions {
         hidden,
         no_ignore,
         require_git,
+        globs: vec![pattern.to_string()],
+        types: Vec::new(),
         follow_symlinks,
         threads,
-    );
+    };
     py.detach(|| {
         let walker = Walker::new(roots, path, walk)?;
         Ok(PyGlobResult {
