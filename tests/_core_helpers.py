@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from toolroute import BuiltInToolContext, ToolNotFoundError, ToolOutput
-from toolroute._core import RouteTable
+from toolroute import BuiltInToolContext, ToolKind, ToolNotFoundError, ToolOutput, ToolTraits
 from toolroute.builtins import BuiltinRequest, BuiltinTool
+from toolroute.gateway import GatewayRoutes
 from toolroute.naming import encode_user_tool
 from toolroute.schema import function_definition
 
@@ -26,48 +27,92 @@ def builtin_named(name: str) -> BuiltinTool:
     return BuiltinTool(name, "test built-in", EchoRequest, _echo_handler, read_only=True)
 
 
+@dataclass(frozen=True, eq=False)
+class DictTool:
+    """A remote tool of `DictGateway`: answers with its own target, joined."""
+
+    target: tuple[str, ...]
+    name: str
+    gateway: DictGateway
+
+    @property
+    def kind(self) -> ToolKind:
+        return ToolKind.GLOBAL_MCP if self.target[0] == "global" else ToolKind.USER_MCP
+
+    @property
+    def traits(self) -> ToolTraits:
+        return ToolTraits()
+
+    def definition(self) -> dict[str, Any]:
+        return function_definition(self.name, "remote", {"type": "object", "properties": {}})
+
+    def call(self, arguments: Mapping[str, Any], host: Any) -> ToolOutput:
+        self.gateway.calls.append((self.target, dict(arguments)))
+        return ToolOutput(":".join(self.target), trace={"target": self.target})
+
+    async def acall(self, arguments: Mapping[str, Any], host: Any) -> ToolOutput:
+        return self.call(arguments, host)
+
+    def blocking(self) -> bool:
+        return False
+
+
 class DictGateway:
-    """A gateway whose servers are dicts of tool name -> result; registers into the table."""
+    """A gateway whose servers are lists of tool names; publishes through `GatewayRoutes`."""
 
     def __init__(self, services: Mapping[str, Sequence[str]], user_services: Mapping[tuple[str, str], Sequence[str]]):
         self.services = {k: list(v) for k, v in services.items()}
         self.user_services = {k: list(v) for k, v in user_services.items()}
         self.calls: list[tuple[Any, dict[str, Any]]] = []
         self.refreshes = 0
-        self.table: RouteTable | None = None
+        self.closed = False
+        self.tools: dict[tuple[str, ...], DictTool] = {}
 
-    def attach(self, table: RouteTable) -> None:
-        self.table = table
-        for sid, tools in self.services.items():
-            for tool in tools:
-                table.insert(4, tool, ("global", sid, tool))
+    def attach(self, routes: GatewayRoutes) -> None:
+        items = [(f"{sid}\0{tool}", [tool, f"{sid}_{tool}"]) for sid, tools in self.services.items() for tool in tools]
+        for (ident, _), name in zip(items, routes.plan(items), strict=True):
+            sid, tool = ident.split("\0")
+            target = DictTool(("global", sid, tool), name or "", self)
+            routes.publish(ident, target)
+            self.tools[target.target] = target
         for (uid, sid), tools in self.user_services.items():
-            for tool in tools:
-                table.insert_user(uid, tool, ("user", uid, sid, tool))
+            user_items = [(f"{sid}\0{tool}", [tool, f"{sid}_{tool}"]) for tool in tools]
+            for (ident, _), key in zip(user_items, routes.plan_user(uid, user_items), strict=True):
+                tool = ident.split("\0")[1]
+                assert key is not None
+                target = DictTool(("user", uid, sid, tool), encode_user_tool(uid, key), self)
+                routes.publish_user(uid, key, target)
+                self.tools[target.target] = target
 
     def has_service(self, service_id: str, user_id: str | None = None) -> bool:
         if user_id is None:
             return service_id in self.services
         return (user_id, service_id) in self.user_services
 
-    def _defs(self, names: Sequence[str]) -> list[dict[str, Any]]:
-        return [function_definition(n, "remote", {"type": "object", "properties": {}}) for n in names]
-
-    def get_global_mcp_tools(self, service_ids: Sequence[str]) -> list[dict[str, Any]]:
+    def global_tools(self, service_ids: Sequence[str]) -> list[Any]:
         out = []
         for sid in service_ids:
             if sid not in self.services:
                 raise ToolNotFoundError(sid, [], "no such MCP service")
-            out += self._defs(self.services[sid])
+            out += [self.tools[("global", sid, t)] for t in self.services[sid]]
         return out
 
-    def get_user_mcp_tools(self, service_ids: Sequence[str], user_id: str) -> list[dict[str, Any]]:
+    def user_tools(self, service_ids: Sequence[str], user_id: str) -> list[Any]:
         out = []
         for sid in service_ids:
             if (user_id, sid) not in self.user_services:
                 raise ToolNotFoundError(sid, [], f"no such MCP service for user {user_id}")
-            out += self._defs([encode_user_tool(user_id, t) for t in self.user_services[(user_id, sid)]])
+            out += [self.tools[("user", user_id, sid, t)] for t in self.user_services[(user_id, sid)]]
         return out
+
+    def user_ids(self) -> list[str]:
+        return sorted({uid for uid, _ in self.user_services})
+
+    def prepare(self, user_id: str) -> None:
+        pass
+
+    async def aprepare(self, user_id: str) -> None:
+        pass
 
     def refresh(self, user_id: str | None = None) -> bool:
         self.refreshes += 1
@@ -75,13 +120,6 @@ class DictGateway:
 
     async def arefresh(self, user_id: str | None = None) -> bool:
         return self.refresh(user_id)
-
-    def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        self.calls.append((target, dict(arguments)))
-        return ToolOutput(":".join(target), trace={"target": target})
-
-    async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return self.call(target, arguments)
 
     def close(self) -> None:
         self.closed = True

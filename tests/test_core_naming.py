@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from toolroute import generate_api_function_name
 from toolroute.naming import (
-    NameAllocator,
     encode_user_tool,
     generate_api_function_names,
     parse_user_service_key,
@@ -50,19 +49,6 @@ def test_every_generated_name_is_legal(service: str, tool: str):
 @given(st.lists(st.tuples(st.text(max_size=40), st.text(max_size=40)), max_size=50))
 def test_batch_equals_single(pairs):
     assert generate_api_function_names(pairs) == [generate_api_function_name(s, t) for s, t in pairs]
-
-
-def test_allocator_breaks_collisions_and_maps_back():
-    alloc = NameAllocator()
-    first = alloc.allocate("svc.a\x00x", generate_api_function_name("svc.a", "x"))
-    second = alloc.allocate("svc a\x00x", generate_api_function_name("svc a", "x"))
-    assert first == "svc_a_x"
-    assert second != first and NAME_RULE.match(second)
-    assert alloc.original(first) == "svc.a\x00x"
-    assert alloc.original(second) == "svc a\x00x"
-    assert alloc.allocate("svc.a\x00x") == first  # stable for the same key
-    alloc.release("svc.a\x00x")
-    assert alloc.original(first) is None
 
 
 def test_user_keys():

@@ -32,12 +32,16 @@ def test_naming_and_routing_never_panic(a: str, b: str):
     for fn in (_core.sanitize_tool_name, _core.has_user_form, _core.validate_user_id, _core.is_valid_tool_name):
         _only_tool_errors(fn, a)
     table = _core.RouteTable()
-    _only_tool_errors(table.insert, 3, a, object())
+    _only_tool_errors(table.insert, _core.ToolKind.FUNCTION, a, object())
+    _only_tool_errors(table.plan, _core.ToolKind.GLOBAL_MCP, [(a, [b, a])])
+    _only_tool_errors(table.plan_user, a, [(b, [a])])
+    _only_tool_errors(_core.decode_user_tool, a)
+    _only_tool_errors(_core.user_service_candidates, a, b)
     _only_tool_errors(table.insert_user, a, b, object())
     _only_tool_errors(table.resolve, a, b)
     _only_tool_errors(table.resolve, b, None)
     _only_tool_errors(table.suggest, a, b)
-    _only_tool_errors(table.insert, 9, a, object())  # an unknown kind index
+    _only_tool_errors(_core.ToolKind, 9)  # an unknown kind index
 
 
 @settings(max_examples=200)

@@ -32,11 +32,6 @@ from toolroute.naming import encode_user_tool
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-@function_tool(name="read_file")
-def shadowed_read_file(path: str) -> str:
-    return f"function:{path}"
-
-
 @function_tool(name="shared")
 def shared_function() -> str:
     return "function:shared"
@@ -54,37 +49,58 @@ class SharedService:
         return "local-mcp:svc_x"
 
 
-@function_tool(name="svc_x")
-def svc_x_function() -> str:
-    return "function:svc_x"
-
-
 def layered_router() -> tuple[ToolRouter, DictGateway]:
+    """Upstream servers advertising the names of every host tool (a built-in, a function, a
+    local MCP tool) beside tools of their own."""
     gateway = DictGateway(
         services={"remote": ["shared", "svc_x", "read_file", "global_only", "create_issue"]},
-        user_services={("123", "gh"): ["create_issue", "read_file"], ("456", "gh"): ["create_issue"]},
+        user_services={
+            ("123", "gh"): ["create_issue", "read_file", "shared"],
+            ("456", "gh"): ["create_issue"],
+        },
     )
     router = ToolRouter(
         builtins={"read_file": builtin_named("read_file")},
-        gateway=gateway,
         context=BuiltInToolContext(tempfile.gettempdir()),
     )
-    for obj in (shadowed_read_file, shared_function, fn_only, SharedService, svc_x_function):
+    for obj in (shared_function, fn_only, SharedService):
         router.register(obj)
+    router.attach_gateway(gateway)
     return router, gateway
 
 
-def test_full_precedence_with_same_named_tools():
+def test_host_names_are_reserved_against_upstream_servers():
     r, _ = layered_router()
-    assert r.invoke("read_file", {"path": "a"}) == "builtin:a"  # built-in beats all
-    assert r.invoke("svc_x") == "local-mcp:svc_x"  # local MCP beats function and global
-    assert r.invoke("shared") == "function:shared"  # function beats global
+    assert r.invoke("read_file", {"path": "a"}) == "builtin:a"
+    assert r.invoke("svc_x") == "local-mcp:svc_x"
+    assert r.invoke("shared") == "function:shared"
+    # the upstream tools that wanted those names are exposed service-qualified instead
+    assert r.invoke("remote_read_file") == "global:remote:read_file"
+    assert r.invoke("remote_svc_x") == "global:remote:svc_x"
+    assert r.invoke("remote_shared") == "global:remote:shared"
     assert r.invoke("global_only") == "global:remote:global_only"
+    assert r.invoke("create_issue") == "global:remote:create_issue"
+    # a user's tools: their own names, except where a host tool holds the name
     assert r.invoke("user_123_tool_create_issue") == "user:123:gh:create_issue"
     assert r.invoke("create_issue", {}, user_id="123") == "user:123:gh:create_issue"  # explicit user id
-    assert r.invoke("create_issue") == "global:remote:create_issue"
+    assert r.invoke("user_123_tool_gh_shared") == "user:123:gh:shared"
+    assert r.invoke("shared", {}, user_id="123") == "function:shared"
     # built-in still first even for a user that has a same-named tool
     assert r.invoke("read_file", {"path": "b"}, user_id="123") == "builtin:b"
+    assert r.invoke("user_123_tool_gh_read_file") == "user:123:gh:read_file"
+
+
+def test_a_function_named_like_a_builtin_is_refused():
+    r = ToolRouter(builtins={"grep": builtin_named("grep")})
+
+    @function_tool(name="grep")
+    def my_grep() -> str:
+        return "mine"
+
+    with pytest.raises(ToolRegistrationError, match="name of a built-in tool"):
+        r.register(my_grep)
+    with pytest.raises(ToolRegistrationError, match="name of a built-in tool"):
+        ToolRouter().register(my_grep)
 
 
 def test_user_form_never_falls_back():
@@ -123,11 +139,11 @@ def test_ainvoke_follows_the_same_precedence():
 def test_allowlist_exposes_exactly_what_was_asked():
     r, _ = layered_router()
     names = [t["function"]["name"] for t in r.get_all_tools(["fn_only"], ["remote"])]
-    assert names == ["fn_only", "shared", "svc_x", "read_file", "global_only", "create_issue"]
+    assert names == ["fn_only", "remote_shared", "remote_svc_x", "remote_read_file", "global_only", "create_issue"]
     assert [t["function"]["name"] for t in r.get_all_tools(["fn_only"])] == ["fn_only"]
     assert r.get_all_tools() == []
     user = [t["function"]["name"] for t in r.get_all_tools([], ["gh"], user_id="123")]
-    assert user == ["user_123_tool_create_issue", "user_123_tool_read_file"]
+    assert user == ["user_123_tool_create_issue", "user_123_tool_gh_read_file", "user_123_tool_gh_shared"]
     ai4j_form = [t["function"]["name"] for t in r.get_all_tools([], ["user_456_service_gh"])]
     assert ai4j_form == ["user_456_tool_create_issue"]
     local = [t["function"]["name"] for t in r.get_all_tools([], ["svc"])]
@@ -184,9 +200,17 @@ def test_errors_are_typed_and_actionable():
 
 def test_registration_errors():
     r, _ = layered_router()
+    assert r.register(fn_only) == ["fn_only"]  # the same object again: idempotent
+
+    @function_tool(name="fn_only")
+    def impostor() -> str:
+        return "impostor"
+
     with pytest.raises(ToolRegistrationError, match="already registered"):
-        r.register(fn_only)
-    r.register(fn_only, replace=True)
+        r.register(impostor)
+    assert r.invoke("fn_only") == "function:fn_only"
+    r.register(impostor, replace=True)
+    assert r.invoke("fn_only") == "impostor"
 
     @function_tool(name="user_1_tool_x")
     def reserved() -> None: ...
@@ -324,8 +348,11 @@ def test_closed_router_refuses_calls():
         r.invoke("fn_only")
 
 
-def test_kinds_are_stable():
-    assert [k.value for k in ToolKind] == [0, 1, 2, 3, 4]
+def test_kinds_are_stable_and_defined_once_in_rust():
+    assert [k.value for k in ToolKind.all()] == [0, 1, 2, 3, 4]
+    assert [k.name for k in ToolKind.all()] == ["BUILTIN", "USER_MCP", "LOCAL_MCP", "FUNCTION", "GLOBAL_MCP"]
+    assert ToolKind(3) == ToolKind.FUNCTION and ToolKind(ToolKind.BUILTIN) == ToolKind.BUILTIN
+    assert type(ToolKind.BUILTIN).__module__ == "toolroute._core"
 
 
 # ---- tenant isolation, property-based ---------------------------------------------------

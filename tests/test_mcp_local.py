@@ -84,12 +84,14 @@ def test_local_definitions_are_self_contained(router: ToolRouter) -> None:
     assert "$ref" not in str(distance)
 
 
-def test_local_mcp_wins_over_a_global_gateway_tool_of_the_same_name() -> None:
+def test_a_global_gateway_tool_never_takes_a_local_mcp_tools_name() -> None:
     with McpGateway({"remote": demo_stdio("remote", "calc_add", "only_remote")}, eager=True) as gw:
+        assert "calc_add" in gw.global_tool_names()  # alone, the gateway names it plainly
         router = ToolRouter(gateway=gw)
         router.register(Calc)
-        assert "calc_add" in gw.global_tool_names()
-        assert router.invoke("calc_add", {"a": "2", "b": 3}) == "local:5"  # spec 5: local MCP before global
+        assert router.invoke("calc_add", {"a": "2", "b": 3}) == "local:5"  # the host's own tool
+        assert "calc_add" not in gw.global_tool_names()
+        assert router.invoke("remote_calc_add") == "remote:calc_add"  # the upstream one, renamed
         assert router.invoke("only_remote") == "remote:only_remote"
         mixed = {t["function"]["name"] for t in router.get_all_tools(mcp_server_ids=["calc", "remote"])}
-        assert {"calc_add", "only_remote", "echo"} <= mixed
+        assert {"calc_add", "remote_calc_add", "only_remote", "echo"} <= mixed

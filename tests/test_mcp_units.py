@@ -9,10 +9,19 @@ import mcp_types as types
 import pytest
 
 from toolroute.errors import ToolExecutionError, ToolRegistrationError
-from toolroute.mcp.naming import plan_names
 from toolroute.mcp.projection import tool_definition
 from toolroute.mcp.results import content_text, to_output
-from toolroute.naming import has_user_form, is_valid_tool_name
+from toolroute._core import RouteTable, ToolKind
+from toolroute.naming import has_user_form, is_valid_tool_name, mcp_tool_candidates
+
+
+def plan_names(tools_by_service: dict[str, list[str]], table: RouteTable | None = None) -> dict[tuple[str, str], str]:
+    """The router's naming plan for one batch of global MCP tools."""
+    table = table or RouteTable()
+    pairs = [(s, t) for s, tools in tools_by_service.items() for t in tools]
+    names = table.plan(ToolKind.GLOBAL_MCP, [(f"{s}\0{t}", mcp_tool_candidates(s, t)) for s, t in pairs])
+    assert all(n is not None for n in names)
+    return {pair: name for pair, name in zip(pairs, names, strict=True) if name is not None}
 
 
 def _result(*blocks: object, is_error: bool = False, structured: object = None) -> types.CallToolResult:
@@ -102,40 +111,44 @@ def test_a_dangling_ref_is_refused() -> None:
         tool_definition("t", types.Tool(name="t", input_schema=schema))
 
 
-def test_unique_names_stay_plain_and_collisions_are_qualified_for_every_owner() -> None:
-    plan = plan_names({"github": ["search", "create_issue"], "jira": ["search"], "web": ["fetch"]})
-    assert plan.names[("github", "create_issue")] == "create_issue"
-    assert plan.names[("web", "fetch")] == "fetch"
-    assert plan.names[("github", "search")] == "github_search"
-    assert plan.names[("jira", "search")] == "jira_search"
-    assert plan.collisions == {"search": ["github", "jira"]}
+def test_unique_names_stay_plain_and_collisions_in_one_batch_are_qualified_for_every_owner() -> None:
+    names = plan_names({"github": ["search", "create_issue"], "jira": ["search"], "web": ["fetch"]})
+    assert names[("github", "create_issue")] == "create_issue"
+    assert names[("web", "fetch")] == "fetch"
+    assert names[("github", "search")] == "github_search"
+    assert names[("jira", "search")] == "jira_search"
 
 
-def test_plan_is_independent_of_load_order() -> None:
-    a = plan_names({"x": ["t", "u"], "y": ["t"]})
-    b = plan_names({"y": ["t"], "x": ["u", "t"]})
-    assert a.names == b.names
+def test_plan_is_independent_of_order_within_a_batch() -> None:
+    assert plan_names({"x": ["t", "u"], "y": ["t"]}) == plan_names({"y": ["t"], "x": ["u", "t"]})
+
+
+def test_a_later_batch_never_renames_an_incumbent() -> None:
+    table = RouteTable()
+    assert plan_names({"g1": ["search"]}, table) == {("g1", "search"): "search"}
+    assert plan_names({"g2": ["search"]}, table) == {("g2", "search"): "g2_search"}
+    assert plan_names({"g1": ["search"], "g2": ["search"]}, table) == {
+        ("g1", "search"): "search",
+        ("g2", "search"): "g2_search",
+    }
 
 
 def test_illegal_and_long_names_are_sanitised_and_distinct() -> None:
     long_a = "a" * 70 + "_one"
     long_b = "a" * 70 + "_two"
-    plan = plan_names({"s": ["text.shout", "files/read", long_a, long_b]})
-    names = list(plan.names.values())
-    assert all(is_valid_tool_name(n) for n in names)
-    assert len(set(names)) == 4
-    assert plan.names[("s", "text.shout")] == "text_shout"
-    assert plan.renamed["s/text.shout"] == "text_shout"
+    names = plan_names({"s": ["text.shout", "files/read", long_a, long_b]})
+    assert all(is_valid_tool_name(n) for n in names.values())
+    assert len(set(names.values())) == 4
+    assert names[("s", "text.shout")] == "text_shout"
 
 
 def test_user_form_names_are_never_exposed_for_shared_tools() -> None:
-    plan = plan_names({"s": ["user_1_tool_x"]})
-    name = plan.names[("s", "user_1_tool_x")]
+    name = plan_names({"s": ["user_1_tool_x"]})[("s", "user_1_tool_x")]
     assert not has_user_form(name) and is_valid_tool_name(name)
-    assert plan.renamed == {"s/user_1_tool_x": name}
 
 
 def test_same_tool_name_twice_on_one_server_after_sanitising() -> None:
-    plan = plan_names({"s": ["a.b", "a_b"]})
-    assert plan.collisions == {}
-    assert len(set(plan.names.values())) == 2
+    names = plan_names({"s": ["a.b", "a_b"]})
+    assert len(set(names.values())) == 2
+    # derived from each tool's identity, so the same whichever the server lists first
+    assert names == plan_names({"s": ["a_b", "a.b"]})

@@ -1,6 +1,6 @@
 """toolroute: the unified tool router between an LLM agent and the tools it may call."""
 
-from toolroute.builtins import BUILTIN_TOOL_NAMES, ToolOutput
+from toolroute.builtins import BUILTIN_TOOL_NAMES
 from toolroute.context import (
     BuiltInToolContext,
     ToolLimits,
@@ -28,17 +28,21 @@ from toolroute.errors import (
     ToolRegistrationError,
     ToolTimeoutError,
 )
+from toolroute.exposure import Exposure
 from toolroute.formats import to_anthropic, to_responses
 from toolroute.naming import generate_api_function_name
-from toolroute.registration import ToolTraits, function_tool, mcp_service, mcp_tool
-from toolroute.router import ToolKind, ToolRouter
+from toolroute.registration import function_tool, mcp_service, mcp_tool
+from toolroute.router import ToolRouter
+from toolroute.types import Tool, ToolKind, ToolOutput, ToolTraits
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "BuiltInToolContext",
+    "Exposure",
     "PathDeniedError",
+    "Tool",
     "ToolArgumentError",
     "ToolError",
     "ToolExecutionError",

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolroute.gateway import ToolDefinition
 from toolroute.router import ToolRouter
+from toolroute.types import ToolDefinition
 
 _lock = threading.Lock()
 _default: ToolRouter | None = None

@@ -10,23 +10,17 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from toolroute.errors import ToolRegistrationError
+from toolroute.errors import ToolArgumentError, ToolRegistrationError
+from toolroute.schema import function_definition, model_parameters
+from toolroute.types import LocalTool, ToolDefinition, ToolHost, ToolKind, ToolTraits, validate_request
 
 SPEC_ATTR = "__toolroute_spec__"
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ToolTraits:
-    """Side effects a tool declares at registration; the agent layer schedules by them."""
-
-    read_only: bool = False  # safe to run beside other calls
-    idempotent: bool = False  # safe to retry
 
 
 @dataclass(frozen=True)
@@ -39,6 +33,34 @@ class FunctionToolSpec:
     call: Callable[[BaseModel], Any]
     traits: ToolTraits
     is_async: bool
+
+
+@dataclass(frozen=True)
+class FunctionTool(LocalTool):
+    """A registered function tool, routable through the common `Tool` interface."""
+
+    kind: ClassVar[ToolKind] = ToolKind.FUNCTION
+    spec: FunctionToolSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def traits(self) -> ToolTraits:
+        return self.spec.traits
+
+    @property
+    def is_async(self) -> bool:  # type: ignore[override]
+        return self.spec.is_async
+
+    def definition(self) -> ToolDefinition:
+        return function_definition(self.spec.name, self.spec.description, model_parameters(self.spec.request_model))
+
+    def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
+        request = validate_request(self.spec.name, self.spec.request_model, arguments)
+        run = self.spec.call
+        return lambda: run(request)
 
 
 @dataclass(frozen=True)
@@ -211,19 +233,61 @@ def mcp_service(name: str | None = None, *, description: str | None = None) -> C
 
 
 @dataclass(frozen=True)
-class BoundMcpTool:
+class BoundMcpTool(LocalTool):
     """A local MCP tool ready to run: arguments are converted one parameter at a time (spec 8)."""
 
+    kind: ClassVar[ToolKind] = ToolKind.LOCAL_MCP
     exposed_name: str
     service: str
     spec: McpToolSpec
     method: Callable[..., Any]
     schema_model: type[BaseModel]
     adapters: Mapping[str, tuple[TypeAdapter[Any], Any]]
-    is_async: bool
+    is_async: bool  # type: ignore[misc]
+    service_spec: McpServiceSpec | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.exposed_name
+
+    @property
+    def traits(self) -> ToolTraits:
+        return self.spec.traits
+
+    def definition(self) -> ToolDefinition:
+        return function_definition(self.exposed_name, self.spec.description, model_parameters(self.schema_model))
+
+    def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
+        kwargs = self.convert(arguments)
+        method = self.method
+        return lambda: method(**kwargs)
+
+    def convert(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Spec 8: convert each argument by its parameter's type hint."""
+        unknown = sorted(set(args) - set(self.adapters))
+        if unknown:
+            raise ToolArgumentError(
+                f"invalid arguments for {self.exposed_name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                f"expected {', '.join(self.adapters) or 'none'}"
+            )
+        kwargs: dict[str, Any] = {}
+        for pname, (adapter, info) in self.adapters.items():
+            if pname not in args:
+                if info.is_required():
+                    raise ToolArgumentError(f"invalid arguments for {self.exposed_name!r}: {pname}: Field required")
+                kwargs[pname] = info.get_default(call_default_factory=True)
+                continue
+            try:
+                kwargs[pname] = adapter.validate_python(args[pname])
+            except ValidationError as exc:
+                details = "; ".join(e["msg"] for e in exc.errors(include_url=False))
+                raise ToolArgumentError(f"invalid arguments for {self.exposed_name!r}: {pname}: {details}") from None
+        return kwargs
 
     @classmethod
-    def bind(cls, exposed_name: str, service: McpServiceSpec, instance: object, spec: McpToolSpec) -> BoundMcpTool:
+    def bind_method(
+        cls, exposed_name: str, service: McpServiceSpec, instance: object, spec: McpToolSpec, **extra: Any
+    ) -> BoundMcpTool:
         method = getattr(instance, spec.method_name)
         unbound = getattr(service.cls, spec.method_name)
         model = signature_model(unbound, f"{exposed_name}_request", skip_self=True)
@@ -242,4 +306,5 @@ class BoundMcpTool:
             schema_model=model,
             adapters=adapters,
             is_async=inspect.iscoroutinefunction(method),
+            service_spec=service,
         )

@@ -1,13 +1,14 @@
-"""ToolRouter: registration, allowlisted exposure and routing with the spec's precedence.
+"""ToolRouter: registration, exposure by identity and routing with the spec's precedence.
 
 Precedence (spec 5): built-in, user-level remote MCP, local MCP, function tool, global gateway.
-The lookup itself is the Rust `RouteTable`; this module validates arguments, runs the target and
-turns every result into a string (spec 11), with `execute` also returning the structured trace.
+The one registry is the Rust `RouteTable` (name -> `Tool`, with the naming plan that keeps names
+stable and host names reserved); this module registers tools into it, builds exposures, and runs
+whatever a name resolves to through the common `Tool` interface (see `toolroute.types`), turning
+every result into a string (spec 11), with `execute` also returning the structured trace.
 """
 
 from __future__ import annotations
 
-import contextvars
 import importlib
 import importlib.metadata
 import json
@@ -15,17 +16,14 @@ import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from enum import IntEnum
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-import anyio.to_thread
 import pydantic_core
-from pydantic import BaseModel, ValidationError
 
-from toolroute._core import RouteTable
-from toolroute._sync import run_coroutine_sync
-from toolroute.builtins import BuiltinTool, ToolOutput, builtin_tools
+from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
+from toolroute.builtins import BuiltinTool, builtin_tools
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
 from toolroute.errors import (
     ToolArgumentError,
@@ -34,53 +32,38 @@ from toolroute.errors import (
     ToolNotFoundError,
     ToolRegistrationError,
 )
-from toolroute.gateway import ToolDefinition, ToolGateway
-from toolroute.naming import (
-    NameAllocator,
-    generate_api_function_name,
-    has_user_form,
-    is_valid_tool_name,
-    parse_user_service_key,
-    user_form_candidates,
-    validate_user_id,
-)
+from toolroute.exposure import Exposure
+from toolroute.gateway import GatewayRoutes, ToolGateway
+from toolroute.naming import generate_api_function_name, is_valid_tool_name, parse_user_service_key
 from toolroute.registration import (
     SPEC_ATTR,
     BoundMcpTool,
+    FunctionTool,
     FunctionToolSpec,
     McpServiceSpec,
-    ToolTraits,
 )
-from toolroute.schema import function_definition, model_parameters
+from toolroute.types import (
+    Tool,
+    ToolDefinition,
+    ToolOutput,
+    ToolResources,
+    ToolTraits,
+    describe_validation_error,
+    validate_request,
+)
 
 ENTRY_POINT_GROUP = "toolroute.tools"
 R = TypeVar("R")
 
-_active_router: contextvars.ContextVar[ToolRouter | None] = contextvars.ContextVar(
-    "toolroute_active_router", default=None
-)
-
-
-def active_router() -> ToolRouter | None:
-    """The router running the current built-in call (for tools that keep per-router state)."""
-    return _active_router.get()
-
-
-@contextmanager
-def _running_in(router: ToolRouter) -> Iterator[None]:
-    token = _active_router.set(router)
-    try:
-        yield
-    finally:
-        _active_router.reset(token)
-
-
-class ToolKind(IntEnum):
-    BUILTIN = 0
-    USER_MCP = 1
-    LOCAL_MCP = 2
-    FUNCTION = 3
-    GLOBAL_MCP = 4
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ToolKind",
+    "ToolRouter",
+    "describe_validation_error",
+    "parse_arguments",
+    "result_text",
+    "validate_request",
+]
 
 
 def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -104,21 +87,6 @@ def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolArgumentError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
-
-
-def describe_validation_error(tool: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        parts.append(f"{where}: {err['msg']}")
-    return f"invalid arguments for {tool!r}: " + "; ".join(parts)
-
-
-def validate_request(tool: str, model: type[BaseModel], args: Mapping[str, Any]) -> BaseModel:
-    try:
-        return model.model_validate(args)
-    except ValidationError as exc:
-        raise ToolArgumentError(describe_validation_error(tool, exc)) from None
 
 
 def result_text(result: Any) -> str:
@@ -149,6 +117,14 @@ def _failures_as_tool_errors(name: str) -> Iterator[None]:
         raise ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name) from exc
 
 
+@dataclass(frozen=True)
+class _Unit:
+    """One registration unit (a module, a service, an object): all of it or none of it."""
+
+    label: str
+    objects: tuple[Any, ...]
+
+
 class ToolRouter:
     """The unified tool router. Thread-safe for invocation; registration takes a lock."""
 
@@ -164,122 +140,199 @@ class ToolRouter:
         self._table = RouteTable()
         self._lock = threading.RLock()
         self._pending_packages: list[str | ModuleType] = list(packages)
-        self._scanned: set[str] = set()
+        self._registered_modules: set[str] = set()
         self._entry_points = entry_points
         self._initialized = False
-        self._functions: dict[str, FunctionToolSpec] = {}
-        self._mcp_tools: dict[str, BoundMcpTool] = {}
-        self._mcp_services: dict[str, list[str]] = {}
-        self._mcp_names = NameAllocator()
+        self._services: dict[str, list[str]] = {}  # local MCP service -> its exposed names, in order
         self._default_context = context
-        self._gateway: ToolGateway | None = None
+        # Attached once the host's own tools are registered (see ensure_initialized), so the
+        # naming plan already reserves their names when the gateway's tools are named.
+        self._gateway: ToolGateway | None = gateway
+        self._gateway_attached = False
         self._closed = False
         self._close_callbacks: list[Callable[[], Any]] = []
-        self._resources: dict[str, Any] = {}
+        self._resources = ToolResources()
         # The eight coding tools by default; a host may pass its own table (or an empty one).
-        self._builtins: dict[str, BuiltinTool] = dict(builtin_tools() if builtins is None else builtins)
-        for name, tool in self._builtins.items():
-            self._table.insert(ToolKind.BUILTIN, name, tool)
-        if gateway is not None:
-            self.attach_gateway(gateway)
+        for name, tool in (builtin_tools() if builtins is None else builtins).items():
+            self._table.insert(ToolKind.BUILTIN, name, tool, False, f"builtin:{name}")
 
     # ---- registration ------------------------------------------------------------------
 
     def scan(self, *packages: str | ModuleType) -> None:
-        """Import each package and every submodule once, registering the tools defined there."""
+        """Import each package and every submodule, registering the tools defined there.
+
+        Each module is one unit: all its tools register or none do, and the error names the
+        module and the cause. A module already registered (by an earlier scan of an enclosing
+        package, or an entry point) is skipped, so scanning is idempotent."""
         with self._lock:
             for package in packages:
-                module = importlib.import_module(package) if isinstance(package, str) else package
-                if module.__name__ in self._scanned:
-                    continue
-                self._scanned.add(module.__name__)
-                for mod in self._walk(module):
-                    self._register_module(mod)
+                for module in self._walk(package):
+                    self._register_module(module)
 
     @staticmethod
-    def _walk(module: ModuleType) -> Iterable[ModuleType]:
+    def _import(name: str) -> ModuleType:
+        try:
+            return importlib.import_module(name)
+        except Exception as exc:
+            raise ToolRegistrationError(f"cannot import tool module {name!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _walk(self, package: str | ModuleType) -> Iterable[ModuleType]:
+        module = self._import(package) if isinstance(package, str) else package
         yield module
         path = getattr(module, "__path__", None)
         if path is None:
             return
-        for info in pkgutil.walk_packages(path, prefix=module.__name__ + "."):
-            yield importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(path, prefix=module.__name__ + ".", onerror=self._walk_error):
+            yield self._import(info.name)
+
+    @staticmethod
+    def _walk_error(name: str) -> None:
+        raise ToolRegistrationError(f"cannot import tool package {name!r} while scanning it")
 
     def _register_module(self, module: ModuleType) -> None:
-        for value in list(vars(module).values()):
-            if getattr(value, "__module__", None) == module.__name__ and SPEC_ATTR in vars(value):
-                self.register(value)
+        if module.__name__ in self._registered_modules:
+            return
+        objects = tuple(
+            value
+            for value in list(vars(module).values())
+            if getattr(value, "__module__", None) == module.__name__ and SPEC_ATTR in vars(value)
+        )
+        self._register_unit(_Unit(f"module {module.__name__!r}", objects))
+        self._registered_modules.add(module.__name__)
 
     def _load_entry_points(self) -> None:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            obj = ep.load()
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                raise ToolRegistrationError(
+                    f"cannot load entry point {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}"
+                ) from exc
             if isinstance(obj, ModuleType):
                 self.scan(obj)
             else:
-                self.register(obj)
+                self._register_unit(_Unit(f"entry point {ep.name!r} ({ep.value})", (obj,)))
 
     def ensure_initialized(self) -> None:
-        """Scan the packages given at construction (and plugins) exactly once."""
+        """Scan the packages given at construction (and plugins) exactly once; a failure is
+        raised again on every later use rather than leaving a silently partial router."""
         if self._initialized:
             return
         with self._lock:
             if self._initialized:
                 return
-            pending, self._pending_packages = self._pending_packages, []
-            self.scan(*pending)
+            self.scan(*self._pending_packages)
             if self._entry_points:
                 self._load_entry_points()
+            self._pending_packages = []
+            if self._gateway is not None and not self._gateway_attached:
+                self._gateway.attach(GatewayRoutes(self._table))
+                self._gateway_attached = True
             self._initialized = True
 
     def register(self, obj: Any, *, replace: bool = False) -> list[str]:
-        """Register a `@function_tool` or `@mcp_service` object; returns the exposed names."""
-        spec = getattr(obj, SPEC_ATTR, None)
-        if isinstance(spec, FunctionToolSpec):
-            return [self._register_function(spec, replace)]
-        if isinstance(spec, McpServiceSpec):
-            return self._register_service(spec, replace)
-        raise ToolRegistrationError(f"{obj!r} is not decorated with @function_tool or @mcp_service")
+        """Register a `@function_tool` or `@mcp_service` object; returns the exposed names.
+        Registering the same object again is a no-op that returns the same names."""
+        with self._lock:
+            return self._register_unit(_Unit(repr(obj), (obj,)), replace=replace, wrap=False)
 
-    def _register_function(self, spec: FunctionToolSpec, replace: bool) -> str:
+    def _register_unit(self, unit: _Unit, *, replace: bool = False, wrap: bool = True) -> list[str]:
+        """Register every object of `unit`, or (on any error) none of them; `wrap` names the
+        unit in the error."""
+        undo: list[Callable[[], None]] = []
+        names: list[str] = []
+        try:
+            for obj in unit.objects:
+                spec = getattr(obj, SPEC_ATTR, None)
+                if isinstance(spec, FunctionToolSpec):
+                    names.append(self._register_function(spec, replace, undo))
+                elif isinstance(spec, McpServiceSpec):
+                    names += self._register_service(spec, replace, undo)
+                else:
+                    raise ToolRegistrationError(f"{obj!r} is not decorated with @function_tool or @mcp_service")
+        except Exception as exc:
+            for step in reversed(undo):
+                step()
+            if not wrap:
+                raise
+            raise ToolRegistrationError(f"cannot register the tools of {unit.label}: {exc}") from exc
+        return names
+
+    def _register_function(self, spec: FunctionToolSpec, replace: bool, undo: list[Callable[[], None]]) -> str:
         if not is_valid_tool_name(spec.name):
             raise ToolRegistrationError(
                 f"function tool name {spec.name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$ (OpenAI and Anthropic require it)"
             )
-        with self._lock:
-            self._table.insert(ToolKind.FUNCTION, spec.name, spec, replace)
-            self._functions[spec.name] = spec
+        hit = self._table.resolve(spec.name)
+        previous = hit[1] if hit is not None and hit[0] == ToolKind.FUNCTION else None
+        if isinstance(previous, FunctionTool) and previous.spec is spec:
+            return spec.name  # the same object again (an overlapping scan or entry point)
+        self._table.insert(ToolKind.FUNCTION, spec.name, FunctionTool(spec), replace, f"function:{spec.name}")
+
+        def restore() -> None:
+            if previous is None:
+                self._table.remove(spec.name)
+            else:
+                self._table.insert(ToolKind.FUNCTION, spec.name, previous, True, f"function:{spec.name}")
+
+        undo.append(restore)
         return spec.name
 
-    def _register_service(self, service: McpServiceSpec, replace: bool) -> list[str]:
-        with self._lock:
-            if service.name in self._mcp_services:
-                if not replace:
-                    raise ToolRegistrationError(f"local MCP service {service.name!r} is already registered")
-                self._unregister_service(service.name)
-            instance = service.cls()
-            names = []
-            for tool in service.tools:
-                key = f"{service.name}\x00{tool.tool_name}"
-                name = self._mcp_names.allocate(key, generate_api_function_name(service.name, tool.tool_name))
-                bound = BoundMcpTool.bind(name, service, instance, tool)
-                self._table.insert(ToolKind.LOCAL_MCP, name, bound)
-                self._mcp_tools[name] = bound
-                names.append(name)
-            self._mcp_services[service.name] = names
-            return names
+    def _register_service(self, service: McpServiceSpec, replace: bool, undo: list[Callable[[], None]]) -> list[str]:
+        old = self._services.get(service.name)
+        if old is not None:
+            current = [self._table.resolve(n) for n in old]
+            if all(h is not None and getattr(h[1], "service_spec", None) is service for h in current):
+                return list(old)
+            if not replace:
+                raise ToolRegistrationError(f"local MCP service {service.name!r} is already registered")
+        instance = service.cls()
+        identities = [f"local:{service.name}\x00{tool.tool_name}" for tool in service.tools]
+        planned = self._table.plan(
+            ToolKind.LOCAL_MCP,
+            [
+                (ident, [generate_api_function_name(service.name, t.tool_name)])
+                for ident, t in zip(identities, service.tools, strict=True)
+            ],
+        )
+        bound: list[tuple[str, BoundMcpTool]] = []
+        for ident, tool, name in zip(identities, service.tools, planned, strict=True):
+            if name is None:
+                raise ToolRegistrationError(f"no free name for local MCP tool {service.name}/{tool.tool_name}")
+            bound.append((ident, BoundMcpTool.bind_method(name, service, instance, tool)))
+        previous = {n: self._table.resolve(n) for n in old or ()}
+        for name in old or ():
+            self._table.remove(name)
+        for ident, tool in bound:
+            self._table.insert(ToolKind.LOCAL_MCP, tool.name, tool, True, ident)
+        names = [tool.name for _, tool in bound]
+        self._services[service.name] = names
 
-    def _unregister_service(self, service: str) -> None:
-        for name in self._mcp_services.pop(service, []):
-            self._table.remove(ToolKind.LOCAL_MCP, name)
-            bound = self._mcp_tools.pop(name)
-            self._mcp_names.release(f"{service}\x00{bound.spec.tool_name}")
+        def restore() -> None:
+            for name in names:
+                self._table.remove(name)
+            for name, hit in previous.items():
+                if hit is not None:
+                    self._table.insert(
+                        ToolKind.LOCAL_MCP, name, hit[1], True, f"local:{service.name}\x00{hit[1].spec.tool_name}"
+                    )
+            if old is None:
+                self._services.pop(service.name, None)
+            else:
+                self._services[service.name] = old
+
+        undo.append(restore)
+        return names
 
     def attach_gateway(self, gateway: ToolGateway) -> None:
+        """Route to `gateway`'s tools (named after the host's own tools, whose names it never gets)."""
         with self._lock:
             if self._gateway is not None:
                 raise ToolRegistrationError("this router already has a gateway")
-            gateway.attach(self._table)
             self._gateway = gateway
+            if self._initialized:
+                gateway.attach(GatewayRoutes(self._table))
+                self._gateway_attached = True
 
     @property
     def gateway(self) -> ToolGateway | None:
@@ -289,6 +342,10 @@ class ToolRouter:
     def table(self) -> RouteTable:
         return self._table
 
+    @property
+    def resources(self) -> ToolResources:
+        return self._resources
+
     def on_close(self, callback: Callable[[], Any]) -> None:
         """Run `callback()` when the router closes (background processes, sessions...)."""
         self._close_callbacks.append(callback)
@@ -296,50 +353,40 @@ class ToolRouter:
     def resource(self, key: str, factory: Callable[[], R]) -> R:
         """Per-router state of a tool (e.g. bash's process table), made once; an object with a
         `close()` method is closed when the router closes."""
-        with self._lock:
-            if key not in self._resources:
-                value = factory()
-                self._resources[key] = value
-                close = getattr(value, "close", None)
-                if callable(close):
-                    self.on_close(close)
-            return self._resources[key]
+        return self._resources.get(key, factory)
 
     # ---- exposure ----------------------------------------------------------------------
 
     def _not_found(self, name: str, user_id: str | None, detail: str = "") -> ToolNotFoundError:
         return ToolNotFoundError(name, self._table.suggest(name, user_id), detail)
 
+    def local_tool(self, name: str) -> Tool:
+        """The host tool (built-in, local MCP or function) exposed as `name`."""
+        hit = self._table.resolve(name)
+        if hit is None or not hit[0].host:
+            raise self._not_found(name, None, "" if hit is None else "not a local tool")
+        tool: Tool = hit[1]
+        return tool
+
     def definition(self, name: str) -> ToolDefinition:
         """The definition of one local tool (built-in, local MCP or function), by exposed name."""
-        if name in self._builtins:
-            tool = self._builtins[name]
-            return function_definition(name, tool.description, model_parameters(tool.request_model))
-        if name in self._mcp_tools:
-            bound = self._mcp_tools[name]
-            return function_definition(name, bound.spec.description, model_parameters(bound.schema_model))
-        if name in self._functions:
-            spec = self._functions[name]
-            return function_definition(name, spec.description, model_parameters(spec.request_model))
-        raise self._not_found(name, None)
+        return self.local_tool(name).definition()
 
     def get_all_function_tools(self, function_list: Sequence[str] | None) -> list[ToolDefinition]:
         """Definitions of exactly the named local tools; an unknown name is an error."""
-        self.ensure_initialized()
-        seen: dict[str, ToolDefinition] = {}
-        for name in function_list or ():
-            if name not in seen:
-                seen[name] = self.definition(name)
-        return list(seen.values())
+        return self.expose(function_list).definitions
+
+    def _local_service_tools(self, service_names: Sequence[str]) -> list[Tool]:
+        out: list[Tool] = []
+        for service in service_names:
+            if service not in self._services:
+                raise ToolNotFoundError(service, [], "no such local MCP service")
+            out.extend(self.local_tool(n) for n in self._services[service])
+        return out
 
     def get_local_mcp_tools(self, service_names: Sequence[str]) -> list[ToolDefinition]:
         self.ensure_initialized()
-        out: list[ToolDefinition] = []
-        for service in service_names:
-            if service not in self._mcp_services:
-                raise ToolNotFoundError(service, [], "no such local MCP service")
-            out.extend(self.definition(n) for n in self._mcp_services[service])
-        return out
+        return Exposure.of(self._local_service_tools(service_names)).definitions
 
     def _require_gateway(self, what: str) -> ToolGateway:
         if self._gateway is None:
@@ -350,13 +397,47 @@ class ToolRouter:
         ids = list(mcp_server_ids or ())
         if not ids:
             return []
-        return self._require_gateway(ids[0]).get_global_mcp_tools(ids)
+        self.ensure_initialized()
+        return Exposure.of(self._require_gateway(ids[0]).global_tools(ids)).definitions
 
     def get_user_mcp_tools(self, mcp_server_ids: Sequence[str] | None, user_id: str) -> list[ToolDefinition]:
         ids = list(mcp_server_ids or ())
         if not ids:
             return []
-        return self._require_gateway(ids[0]).get_user_mcp_tools(ids, user_id)
+        self.ensure_initialized()
+        return Exposure.of(self._require_gateway(ids[0]).user_tools(ids, user_id), user_id).definitions
+
+    def expose(
+        self,
+        function_list: Sequence[str] | None = None,
+        mcp_server_ids: Sequence[str] | None = None,
+        user_id: str | None = None,
+    ) -> Exposure:
+        """What `get_all_tools` lists, as exposed name -> the very tool it was listed for.
+        Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools."""
+        self.ensure_initialized()
+        tools: list[Tool] = [self.local_tool(name) for name in dict.fromkeys(function_list or ())]
+        local, remote, per_user = [], [], []
+        for sid in mcp_server_ids or ():
+            user_form = parse_user_service_key(sid, user_id)
+            if user_form is not None:
+                per_user.append(user_form)
+            elif parse_user_service_key(sid) is not None:
+                raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {user_id!r}")
+            elif sid in self._services:
+                local.append(sid)
+            else:
+                remote.append(sid)
+        tools += self._local_service_tools(local)
+        if remote:
+            gateway = self._require_gateway(remote[0])
+            tools += gateway.user_tools(remote, user_id) if user_id else gateway.global_tools(remote)
+        for uid, sid in per_user:
+            tools += self._require_gateway(sid).user_tools([sid], uid)
+        unique: dict[str, Tool] = {}
+        for tool in tools:
+            unique.setdefault(tool.name, tool)
+        return Exposure.of(unique.values(), user_id)
 
     def get_all_tools(
         self,
@@ -369,69 +450,23 @@ class ToolRouter:
         An MCP id names a local `@mcp_service`, a gateway service, or (AI4J's form)
         `user_{userId}_service_{serviceId}` for a user's own server.
         """
-        tools = self.get_all_function_tools(function_list)
-        local, remote, per_user = [], [], []
-        for sid in mcp_server_ids or ():
-            user_form = parse_user_service_key(sid)
-            if user_form is not None:
-                if user_id is not None and user_form[0] != user_id:
-                    raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {user_id!r}")
-                per_user.append(user_form)
-            elif sid in self._mcp_services:
-                local.append(sid)
-            else:
-                remote.append(sid)
-        tools += self.get_local_mcp_tools(local)
-        if remote:
-            tools += self.get_user_mcp_tools(remote, user_id) if user_id else self.get_global_mcp_tools(remote)
-        for uid, sid in per_user:
-            tools += self.get_user_mcp_tools([sid], uid)
-        return _dedupe(tools)
+        return self.expose(function_list, mcp_server_ids, user_id).definitions
 
     def traits(self, name: str, user_id: str | None = None) -> ToolTraits:
         """Declared side effects of whatever `name` routes to (remote tools: not read-only)."""
         self.ensure_initialized()
         hit = self._table.resolve(name, user_id)
-        if hit is None:
-            return ToolTraits()
-        kind, target = hit
-        if kind == ToolKind.BUILTIN:
-            return ToolTraits(read_only=target.read_only, idempotent=target.read_only)
-        if kind == ToolKind.FUNCTION:
-            return target.traits
-        if kind == ToolKind.LOCAL_MCP:
-            return target.spec.traits
-        return ToolTraits()
+        return ToolTraits() if hit is None else hit[1].traits
 
-    # ---- execution ---------------------------------------------------------------------
-
-    def _resolve(self, name: str, user_id: str | None) -> tuple[int, Any]:
+    def route(self, name: str, user_id: str | None = None) -> Tool | None:
+        """The tool `name` resolves to now (None when nothing does), without loading anything."""
         self.ensure_initialized()
-        if self._closed:
-            raise ToolExecutionError("the router is closed", tool=name)
         hit = self._table.resolve(name, user_id)
-        if hit is None and self._gateway is not None:
-            refreshed = [self._gateway.refresh(uid) for uid in _refresh_scopes(name, user_id)]
-            if any(refreshed):
-                hit = self._table.resolve(name, user_id)
-        if hit is None:
-            raise self._not_found(name, user_id)
-        return hit
+        return None if hit is None else hit[1]
 
-    async def _aresolve(self, name: str, user_id: str | None) -> tuple[int, Any]:
-        self.ensure_initialized()
-        if self._closed:
-            raise ToolExecutionError("the router is closed", tool=name)
-        hit = self._table.resolve(name, user_id)
-        if hit is None and self._gateway is not None:
-            refreshed = [await self._gateway.arefresh(uid) for uid in _refresh_scopes(name, user_id)]
-            if any(refreshed):
-                hit = self._table.resolve(name, user_id)
-        if hit is None:
-            raise self._not_found(name, user_id)
-        return hit
+    # ---- the ToolHost interface (what a tool sees of the router when it runs) ------------
 
-    def _context(self, name: str) -> BuiltInToolContext:
+    def builtin_context(self, name: str) -> BuiltInToolContext:
         ctx = current_builtin_tool_context() or self._default_context
         if ctx is None:
             raise ToolExecutionError(
@@ -441,67 +476,70 @@ class ToolRouter:
             )
         return ctx
 
-    def _mcp_kwargs(self, bound: BoundMcpTool, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Spec 8: convert each argument by its parameter's type hint."""
-        unknown = sorted(set(args) - set(bound.adapters))
-        if unknown:
-            raise ToolArgumentError(
-                f"invalid arguments for {bound.exposed_name!r}: unknown parameter(s) {', '.join(unknown)}; "
-                f"expected {', '.join(bound.adapters) or 'none'}"
-            )
-        kwargs: dict[str, Any] = {}
-        for pname, (adapter, info) in bound.adapters.items():
-            if pname not in args:
-                if info.is_required():
-                    raise ToolArgumentError(f"invalid arguments for {bound.exposed_name!r}: {pname}: Field required")
-                kwargs[pname] = info.get_default(call_default_factory=True)
-                continue
-            try:
-                kwargs[pname] = adapter.validate_python(args[pname])
-            except ValidationError as exc:
-                details = "; ".join(e["msg"] for e in exc.errors(include_url=False))
-                raise ToolArgumentError(f"invalid arguments for {bound.exposed_name!r}: {pname}: {details}") from None
-        return kwargs
+    # ---- execution ---------------------------------------------------------------------
 
-    def _bind_local(self, name: str, kind: int, target: Any, args: Mapping[str, Any]) -> tuple[Callable[[], Any], bool]:
-        """Validate the arguments of a local call; returns (thunk, thunk_is_async)."""
-        if kind == ToolKind.BUILTIN:
-            ctx = self._context(name)
-            request = validate_request(name, target.request_model, args)
-            return (lambda: target.handler(request, ctx)), False
-        if kind == ToolKind.LOCAL_MCP:
-            kwargs = self._mcp_kwargs(target, args)
-            return (lambda: target.method(**kwargs)), target.is_async
-        request = validate_request(name, target.request_model, args)
-        return (lambda: target.call(request)), target.is_async
+    def _check_open(self, name: str) -> None:
+        self.ensure_initialized()
+        if self._closed:
+            raise ToolExecutionError("the router is closed", tool=name)
+
+    def resolve(self, name: str, user_id: str | None = None) -> Tool:
+        """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
+        that user's own, then, on a miss, the ones the name may be in."""
+        self._check_open(name)
+        gateway = self._gateway
+        if gateway is not None and user_id is not None:
+            gateway.prepare(user_id)  # a user's own tools come before any shared level
+        hit = self._table.resolve(name, user_id)
+        if hit is None and gateway is not None:
+            refreshed = [gateway.refresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
+            if any(refreshed):
+                hit = self._table.resolve(name, user_id)
+        if hit is None:
+            raise self._not_found(name, user_id)
+        tool: Tool = hit[1]
+        return tool
+
+    async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
+        self._check_open(name)
+        gateway = self._gateway
+        if gateway is not None and user_id is not None:
+            await gateway.aprepare(user_id)
+        hit = self._table.resolve(name, user_id)
+        if hit is None and gateway is not None:
+            refreshed = [await gateway.arefresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
+            if any(refreshed):
+                hit = self._table.resolve(name, user_id)
+        if hit is None:
+            raise self._not_found(name, user_id)
+        tool: Tool = hit[1]
+        return tool
+
+    def run(self, tool: Tool, argument: str | Mapping[str, Any] | None = None) -> ToolOutput:
+        """Run exactly `tool` (e.g. one an `Exposure` holds); the text and the structured trace."""
+        self._check_open(tool.name)
+        args = parse_arguments(argument)
+        with _failures_as_tool_errors(tool.name):
+            return _as_output(tool.call(args, self))
+
+    async def arun(self, tool: Tool, argument: str | Mapping[str, Any] | None = None) -> ToolOutput:
+        """Async `run`: sync tools run in a worker thread (context variables carried over)."""
+        self._check_open(tool.name)
+        args = parse_arguments(argument)
+        with _failures_as_tool_errors(tool.name):
+            return _as_output(await tool.acall(args, self))
 
     def execute(
         self, name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> ToolOutput:
         """Route and run one call; returns the model-facing text and the structured trace."""
-        kind, target = self._resolve(name, user_id)
-        args = parse_arguments(argument)
-        with _failures_as_tool_errors(name):
-            if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
-                assert self._gateway is not None
-                return self._gateway.call(target, args)
-            thunk, is_async = self._bind_local(name, kind, target, args)
-            with _running_in(self):
-                return _as_output(run_coroutine_sync(thunk) if is_async else thunk())
+        return self.run(self.resolve(name, user_id), argument)
 
     async def aexecute(
         self, name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> ToolOutput:
         """Async `execute`: sync tools run in a worker thread (context variables carried over)."""
-        kind, target = await self._aresolve(name, user_id)
-        args = parse_arguments(argument)
-        with _failures_as_tool_errors(name):
-            if kind in (ToolKind.USER_MCP, ToolKind.GLOBAL_MCP):
-                assert self._gateway is not None
-                return await self._gateway.acall(target, args)
-            thunk, is_async = self._bind_local(name, kind, target, args)
-            with _running_in(self):
-                return _as_output(await thunk() if is_async else await anyio.to_thread.run_sync(thunk))
+        return await self.arun(await self.aresolve(name, user_id), argument)
 
     def invoke(
         self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
@@ -522,7 +560,7 @@ class ToolRouter:
             return
         self._closed = True
         errors: list[BaseException] = []
-        for callback in reversed(self._close_callbacks):
+        for callback in [*reversed(self._close_callbacks), *reversed(self._resources.closers())]:
             try:
                 callback()
             except Exception as exc:
@@ -542,28 +580,9 @@ class ToolRouter:
         self.close()
 
 
-def _refresh_scopes(name: str, user_id: str | None) -> list[str | None]:
+def _refresh_scopes(gateway: ToolGateway, name: str, user_id: str | None) -> list[str | None]:
     """Whose tool lists a miss should load: the caller's, or the users a user-form name may name
     (so per-user servers connect lazily too); never a user the caller did not name."""
     if user_id is not None or not has_user_form(name):
         return [user_id]
-    return [uid for uid, _ in user_form_candidates(name) if _valid_user_id(uid)]
-
-
-def _valid_user_id(user_id: str) -> bool:
-    try:
-        validate_user_id(user_id)
-    except ToolArgumentError:
-        return False
-    return True
-
-
-def _dedupe(tools: list[ToolDefinition]) -> list[ToolDefinition]:
-    seen: set[str] = set()
-    out = []
-    for tool in tools:
-        name = tool["function"]["name"]
-        if name not in seen:
-            seen.add(name)
-            out.append(tool)
-    return out
+    return list(user_tool_owners(name, gateway.user_ids()))

@@ -146,16 +146,79 @@ pub fn validate_user_id(user_id: &str) -> Result<(), UserIdError> {
     Ok(())
 }
 
-/// `user_{userId}_tool_{toolName}`, sanitised (and hashed if long) so the model may call it.
+/// How many hex characters of SHA-256 name a (user, tool) pair in the digest form: 96 bits, so
+/// finding a second pair for a given name is out of reach (the table also refuses a clash).
+const DIGEST_LEN: usize = 24;
+/// The digest form's user hint: this many leading characters of the user id.
+const DIGEST_USER_HINT: usize = 8;
+/// Marks the digest form: no readable user part starts with `-`.
+const DIGEST_MARK: char = '-';
+
+/// May `user_{user_id}_tool_{tool}` be used as is? Only when the first `_tool_` after `user_`
+/// is the separator (the user id has no `_tool_` and does not end in `_tool`), the user part
+/// cannot be mistaken for the digest form (no leading `-`), the tool part is a legal non-empty
+/// fragment, and the whole name fits in 64 characters.
+fn readable(user_id: &str, tool: &str) -> bool {
+    !user_id.starts_with(DIGEST_MARK)
+        && !user_id.contains(USER_TOOL_SEP)
+        && !user_id.ends_with("_tool")
+        && !tool.is_empty()
+        && tool.chars().all(is_allowed)
+        && USER_PREFIX.len() + user_id.len() + USER_TOOL_SEP.len() + tool.len() <= MAX_NAME_LEN
+}
+
+/// SHA-256 over the length-framed pair (so `("ab", "c")` and `("a", "bc")` differ), in hex.
+fn pair_digest(user_id: &str, tool: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update((user_id.len() as u64).to_le_bytes());
+    hasher.update(user_id.as_bytes());
+    hasher.update(tool.as_bytes());
+    let mut out = String::with_capacity(DIGEST_LEN);
+    for b in hasher.finalize().iter().take(DIGEST_LEN / 2) {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xf) as usize] as char);
+    }
+    out
+}
+
+/// The exposed name of `tool` of user `user_id`, one-to-one over every valid user id and tool:
+///
+/// * readable form `user_{userId}_tool_{tool}` when [`readable`] holds (the common case);
+/// * otherwise the digest form `user_-{hint}_tool_{toolHint}-{digest}`: `hint` is the user id's
+///   first 8 characters with `_` as `-`, `toolHint` the sanitised tool name cut to fit, and
+///   `digest` 24 hex characters of SHA-256 over the pair, which alone identifies it.
+///
+/// The forms cannot meet: a readable name never has `-` right after `user_`, a digest name
+/// always has. Two readable names are equal only for equal pairs (the first `_tool_` splits
+/// them), two digest names only for equal digests.
 pub fn encode_user_tool(user_id: &str, tool: &str) -> Result<String, UserIdError> {
     validate_user_id(user_id)?;
-    let raw = format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool}");
-    let tool_part = clean(tool);
-    let mut name = format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool_part}");
-    if name.len() > MAX_NAME_LEN || tool_part.is_empty() {
-        cut_with_hash(&mut name, &[&raw]);
+    if readable(user_id, tool) {
+        return Ok(format!("{USER_PREFIX}{user_id}{USER_TOOL_SEP}{tool}"));
     }
+    let hint: String = user_id
+        .chars()
+        .take(DIGEST_USER_HINT)
+        .map(|c| if c == '_' { '-' } else { c })
+        .collect();
+    let mut name = format!("{USER_PREFIX}{DIGEST_MARK}{hint}{USER_TOOL_SEP}");
+    let room = MAX_NAME_LEN - name.len() - 1 - DIGEST_LEN;
+    let mut tool_hint = clean(tool);
+    tool_hint.truncate(room); // `clean` leaves only ASCII, so any cut is a char boundary
+    trim_trailing_underscores(&mut tool_hint);
+    name.push_str(&tool_hint);
+    name.push(DIGEST_MARK);
+    name.push_str(&pair_digest(user_id, tool));
     Ok(name)
+}
+
+/// What a user-form name says about its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserForm<'a> {
+    /// The readable form: exactly this (user id, tool).
+    Readable { user_id: &'a str, tool: &'a str },
+    /// The digest form: the pair is known only to the table; `user_hint` narrows the owner.
+    Digest { user_hint: &'a str },
 }
 
 /// Does `name` have the user form? Such a name never falls back to local or global tools.
@@ -163,16 +226,56 @@ pub fn has_user_form(name: &str) -> bool {
     name.starts_with(USER_PREFIX) && name[USER_PREFIX.len()..].contains(USER_TOOL_SEP)
 }
 
-/// Every (user id, tool) split of a user-form name. Ambiguous when the user id itself contains
-/// `_tool_`; the router resolves that by exact lookup of the whole name in its table.
-pub fn user_form_candidates(name: &str) -> Vec<(&str, &str)> {
+/// Decode a user-form name by the grammar of [`encode_user_tool`]; None when `name` has the
+/// user form but no encoding produces it (or has no user form at all).
+pub fn decode_user_tool(name: &str) -> Option<UserForm<'_>> {
     if !has_user_form(name) {
-        return Vec::new();
+        return None;
     }
     let rest = &name[USER_PREFIX.len()..];
-    rest.match_indices(USER_TOOL_SEP)
-        .map(|(i, _)| (&rest[..i], &rest[i + USER_TOOL_SEP.len()..]))
-        .filter(|(uid, tool)| !uid.is_empty() && !tool.is_empty())
+    let sep = rest.find(USER_TOOL_SEP)?;
+    if let Some(hint) = rest[..sep].strip_prefix(DIGEST_MARK) {
+        let digest_ok = name.len() > DIGEST_LEN
+            && name[name.len() - DIGEST_LEN..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        return digest_ok.then_some(UserForm::Digest { user_hint: hint });
+    }
+    let (user_id, tool) = (&rest[..sep], &rest[sep + USER_TOOL_SEP.len()..]);
+    (validate_user_id(user_id).is_ok() && readable(user_id, tool))
+        .then_some(UserForm::Readable { user_id, tool })
+}
+
+/// Could `user_id` own a user-form name carrying this digest-form hint?
+pub fn matches_user_hint(user_id: &str, hint: &str) -> bool {
+    let mapped = user_id
+        .chars()
+        .take(DIGEST_USER_HINT)
+        .map(|c| if c == '_' { '-' } else { c });
+    mapped.eq(hint.chars())
+}
+
+const USER_SERVICE_SEP: &str = "_service_";
+
+/// `user_{userId}_service_{serviceId}`, the AI4J key of a user's own server (spec 5.1).
+pub fn user_service_key(user_id: &str, service_id: &str) -> Result<String, UserIdError> {
+    validate_user_id(user_id)?;
+    Ok(format!(
+        "{USER_PREFIX}{user_id}{USER_SERVICE_SEP}{service_id}"
+    ))
+}
+
+/// Every (user id, service id) split of a `user_{userId}_service_{serviceId}` key with a valid
+/// user id; more than one when a user id itself contains `_service_`, so a caller matches the
+/// splits against what is registered (or passes the user id, which leaves one split).
+pub fn user_service_candidates<'a>(key: &'a str, user_id: Option<&str>) -> Vec<(&'a str, &'a str)> {
+    let Some(rest) = key.strip_prefix(USER_PREFIX) else {
+        return Vec::new();
+    };
+    rest.match_indices(USER_SERVICE_SEP)
+        .map(|(i, _)| (&rest[..i], &rest[i + USER_SERVICE_SEP.len()..]))
+        .filter(|(uid, sid)| !sid.is_empty() && validate_user_id(uid).is_ok())
+        .filter(|(uid, _)| user_id.is_none_or(|u| u == *uid))
         .collect()
 }
 
@@ -270,26 +373,67 @@ mod tests {
     }
 
     #[test]
-    fn user_encoding_round_trips_through_candidates() {
+    fn user_encoding_is_readable_in_the_common_case() {
         let name = encode_user_tool("123", "create_issue").unwrap();
         assert_eq!(name, "user_123_tool_create_issue");
-        assert_eq!(user_form_candidates(&name), vec![("123", "create_issue")]);
-    }
-
-    #[test]
-    fn ambiguous_user_ids_give_every_split() {
-        let name = encode_user_tool("a_tool_b", "c").unwrap();
         assert_eq!(
-            user_form_candidates(&name),
-            vec![("a", "b_tool_c"), ("a_tool_b", "c")]
+            decode_user_tool(&name),
+            Some(UserForm::Readable {
+                user_id: "123",
+                tool: "create_issue"
+            })
+        );
+        let uuid = "3f2a1b9c-0d4e-4f5a-8b6c-7d8e9f0a1b2c";
+        assert_eq!(
+            encode_user_tool(uuid, "create_pr").unwrap(),
+            format!("user_{uuid}_tool_create_pr")
         );
     }
 
     #[test]
-    fn long_user_tool_names_are_hashed_to_64() {
-        let name = encode_user_tool("u1", &"t".repeat(100)).unwrap();
-        assert!(name.len() <= 64 && name.starts_with("user_u1_tool_"));
-        assert!(is_valid_tool_name(&name));
+    fn ambiguous_pairs_get_distinct_names() {
+        let a = encode_user_tool("a_tool_b", "c").unwrap();
+        let b = encode_user_tool("a", "b_tool_c").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(b, "user_a_tool_b_tool_c");
+        assert!(a.starts_with("user_-a-tool-b_tool_c-"), "{a}");
+        assert!(matches!(
+            decode_user_tool(&a),
+            Some(UserForm::Digest { .. })
+        ));
+        let c = encode_user_tool("a_tool", "x").unwrap();
+        assert_ne!(c, encode_user_tool("a", "tool_x").unwrap());
+    }
+
+    #[test]
+    fn long_user_ids_keep_the_form_and_fit() {
+        let uid = "f".repeat(64);
+        for tool in ["x", "create_issue", &"t".repeat(100)] {
+            let name = encode_user_tool(&uid, tool).unwrap();
+            assert!(name.len() <= 64 && is_valid_tool_name(&name), "{name}");
+            assert!(has_user_form(&name));
+            assert!(
+                matches!(decode_user_tool(&name), Some(UserForm::Digest { user_hint }) if matches_user_hint(&uid, user_hint))
+            );
+        }
+    }
+
+    #[test]
+    fn user_service_keys_split_every_way() {
+        assert_eq!(user_service_key("7", "gh").unwrap(), "user_7_service_gh");
+        assert_eq!(
+            user_service_candidates("user_7_service_gh", None),
+            vec![("7", "gh")]
+        );
+        let key = user_service_key("a_service_b", "c").unwrap();
+        assert_eq!(
+            user_service_candidates(&key, None),
+            vec![("a", "b_service_c"), ("a_service_b", "c")]
+        );
+        assert_eq!(
+            user_service_candidates(&key, Some("a_service_b")),
+            vec![("a_service_b", "c")]
+        );
     }
 
     #[test]
@@ -297,6 +441,6 @@ mod tests {
         assert!(has_user_form("user_1_tool_x"));
         assert!(!has_user_form("user_tool"));
         assert!(!has_user_form("xuser_1_tool_x"));
-        assert!(user_form_candidates("user__tool_x").is_empty());
+        assert_eq!(decode_user_tool("user__tool_x"), None);
     }
 }

@@ -1,38 +1,60 @@
-//! The routing table: exposed tool name -> executor kind and target, with the spec's precedence
-//! (built-in, user-level remote MCP, local MCP, function tool, global MCP gateway).
+//! The routing table, toolroute's one registry of exposed names: name -> kind and target, with the
+//! spec's precedence (built-in, user-level remote MCP, local MCP, function tool, global gateway)
+//! and the naming plan that keeps every exposed name bound to one tool identity for good.
+//!
+//! Shared (non-tenant) tools live in one namespace: a name belongs to exactly one tool, whatever
+//! its kind, so an upstream server can never take a name a host tool holds. Per-user tools live
+//! in one key namespace per user, exposed through the one-to-one `user_{id}_tool_{key}` encoding.
+//! Every claim of a name by an identity is permanent for the table's life: a name once exposed
+//! never moves to another tool (a newcomer that wants it is renamed, never the incumbent).
 //!
 //! Generic over the target so the logic is tested here without Python.
 
+use pyo3::pyclass;
 use rustc_hash::FxHashMap;
 
-use crate::naming::{encode_user_tool, has_user_form, UserIdError};
+use crate::naming::{encode_user_tool, has_user_form, with_hash_suffix, UserIdError};
 
+/// What executes a tool; also its level in the precedence order.
+#[pyclass(
+    eq,
+    eq_int,
+    hash,
+    frozen,
+    from_py_object,
+    module = "toolroute._core",
+    name = "ToolKind"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    #[pyo3(name = "BUILTIN")]
     Builtin = 0,
+    #[pyo3(name = "USER_MCP")]
     UserMcp = 1,
+    #[pyo3(name = "LOCAL_MCP")]
     LocalMcp = 2,
+    #[pyo3(name = "FUNCTION")]
     Function = 3,
+    #[pyo3(name = "GLOBAL_MCP")]
     GlobalMcp = 4,
 }
 
 impl Kind {
-    pub const SHARED: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::Builtin,
+        Kind::UserMcp,
         Kind::LocalMcp,
         Kind::Function,
         Kind::GlobalMcp,
     ];
 
     pub fn from_index(i: u8) -> Option<Kind> {
-        match i {
-            0 => Some(Kind::Builtin),
-            1 => Some(Kind::UserMcp),
-            2 => Some(Kind::LocalMcp),
-            3 => Some(Kind::Function),
-            4 => Some(Kind::GlobalMcp),
-            _ => None,
-        }
+        Kind::ALL.get(usize::from(i)).copied()
+    }
+
+    /// Tools the host itself defines: their names are reserved against every upstream server.
+    pub fn is_host(self) -> bool {
+        matches!(self, Kind::Builtin | Kind::LocalMcp | Kind::Function)
     }
 
     pub fn label(self) -> &'static str {
@@ -44,6 +66,16 @@ impl Kind {
             Kind::GlobalMcp => "global MCP",
         }
     }
+
+    pub fn constant(self) -> &'static str {
+        match self {
+            Kind::Builtin => "BUILTIN",
+            Kind::UserMcp => "USER_MCP",
+            Kind::LocalMcp => "LOCAL_MCP",
+            Kind::Function => "FUNCTION",
+            Kind::GlobalMcp => "GLOBAL_MCP",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,40 +84,128 @@ pub enum RouteError {
     UserId(#[from] UserIdError),
     #[error("{name:?} has the user form user_{{userId}}_tool_{{toolName}}, reserved for per-user MCP tools; register it under another name")]
     ReservedUserForm { name: String },
+    #[error("{name:?} is the name of a built-in tool, which always wins (spec 6), so this {kind} tool could never be called; register it under another name")]
+    BuiltinName { name: String, kind: &'static str },
+    #[error("{name:?} is already taken by the {holder_kind} tool {holder:?}; register it under another name")]
+    Taken {
+        name: String,
+        holder: String,
+        holder_kind: &'static str,
+    },
     #[error("{name:?} is already registered as a {existing} tool")]
     Duplicate {
         name: String,
         existing: &'static str,
     },
-    #[error("user tool {name:?} is already registered for user {owner:?}")]
-    UserCollision { name: String, owner: String },
+    #[error("user tool {name:?} is already registered for another (user, tool) pair")]
+    UserCollision { name: String },
     #[error("kind {0} is not a shared tool kind")]
     BadKind(u8),
 }
 
-struct UserEntry<T> {
+/// Permanent name <-> identity claims of one namespace.
+#[derive(Default)]
+struct Claims {
+    holder: FxHashMap<String, (String, Kind)>,
+    name_of: FxHashMap<String, String>,
+}
+
+impl Claims {
+    fn holder(&self, name: &str) -> Option<&(String, Kind)> {
+        self.holder.get(name)
+    }
+
+    fn free_for(&self, name: &str, identity: &str) -> bool {
+        self.holder.get(name).is_none_or(|(id, _)| id == identity)
+    }
+
+    fn claim(&mut self, name: &str, identity: &str, kind: Kind) {
+        self.holder
+            .insert(name.to_string(), (identity.to_string(), kind));
+        self.name_of.insert(identity.to_string(), name.to_string());
+    }
+
+    /// The naming plan for one batch of newcomers. Each item is an identity with its candidate
+    /// names, most readable first. An identity that already holds a name keeps it. Otherwise
+    /// the candidates are tried round by round: a candidate is taken only when it is free and
+    /// exactly one newcomer of the batch wants it this round (several wanting it all move on, so
+    /// no newcomer wins by order); last comes the last candidate with a hash of the identity.
+    /// The result depends on the batch as a set and on the names already held, never on order.
+    fn plan(
+        &mut self,
+        kind: Kind,
+        items: &[(String, Vec<String>)],
+        reserved: impl Fn(&str) -> bool,
+    ) -> Vec<Option<String>> {
+        let mut out: Vec<Option<String>> = items
+            .iter()
+            .map(|(id, _)| self.name_of.get(id).cloned())
+            .collect();
+        let mut pending: Vec<usize> = (0..items.len()).filter(|i| out[*i].is_none()).collect();
+        let rounds = items.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+        for round in 0..=rounds {
+            if pending.is_empty() {
+                break;
+            }
+            let wanted = |i: usize| -> Option<String> {
+                let (id, cands) = &items[i];
+                if round < rounds {
+                    cands.get(round).cloned()
+                } else {
+                    let base = cands.last().map_or("tool", String::as_str);
+                    Some(with_hash_suffix(base, id))
+                }
+            };
+            let mut groups: FxHashMap<String, Vec<usize>> = FxHashMap::default();
+            for &i in &pending {
+                if let Some(name) = wanted(i) {
+                    groups.entry(name).or_default().push(i);
+                }
+            }
+            for (name, group) in groups {
+                let ids: Vec<&str> = group.iter().map(|i| items[*i].0.as_str()).collect();
+                let one_identity = ids.iter().all(|id| *id == ids[0]);
+                if one_identity && !reserved(&name) && self.free_for(&name, ids[0]) {
+                    self.claim(&name, ids[0], kind);
+                    for i in group {
+                        out[i] = Some(name.clone());
+                    }
+                }
+            }
+            pending.retain(|i| out[*i].is_none());
+        }
+        out
+    }
+}
+
+struct Route<T> {
+    kind: Kind,
+    target: T,
+}
+
+struct UserRoute<T> {
     user_id: String,
-    tool: String,
+    key: String,
     target: T,
 }
 
 pub struct RoutingTable<T> {
-    shared: [FxHashMap<String, T>; 4],
-    /// Keyed by the whole encoded name, so an ambiguous split never matters.
-    user: FxHashMap<String, UserEntry<T>>,
+    shared: FxHashMap<String, Route<T>>,
+    /// Keyed by the whole encoded name (the encoding is one-to-one).
+    user: FxHashMap<String, UserRoute<T>>,
+    names: Claims,
+    user_keys: FxHashMap<String, Claims>,
 }
 
 impl<T> Default for RoutingTable<T> {
     fn default() -> Self {
         Self {
-            shared: Default::default(),
+            shared: FxHashMap::default(),
             user: FxHashMap::default(),
+            names: Claims::default(),
+            user_keys: FxHashMap::default(),
         }
     }
-}
-
-fn slot(kind: Kind) -> Option<usize> {
-    Kind::SHARED.iter().position(|k| *k == kind)
 }
 
 pub enum Lookup<'a, T> {
@@ -101,85 +221,131 @@ impl<T> RoutingTable<T> {
         Self::default()
     }
 
-    /// Register a shared (non-tenant) tool. Names in the user form are refused: they could
-    /// never be reached, since such names route only to user tools.
+    /// Register a shared tool under a name its caller chose (built-ins, function tools), or
+    /// one the plan gave its identity. The name is claimed for `identity` for good; names in
+    /// the user form are refused (they route only to user tools).
     pub fn insert(
         &mut self,
         kind: Kind,
         name: &str,
+        identity: &str,
         target: T,
         replace: bool,
     ) -> Result<(), RouteError> {
-        let i = slot(kind).ok_or(RouteError::BadKind(kind as u8))?;
+        if kind == Kind::UserMcp {
+            return Err(RouteError::BadKind(kind as u8));
+        }
         if has_user_form(name) {
             return Err(RouteError::ReservedUserForm {
                 name: name.to_string(),
             });
         }
-        if !replace && self.shared[i].contains_key(name) {
+        if let Some((holder, holder_kind)) = self.names.holder(name) {
+            if holder != identity {
+                if *holder_kind == Kind::Builtin && kind != Kind::Builtin {
+                    return Err(RouteError::BuiltinName {
+                        name: name.to_string(),
+                        kind: kind.label(),
+                    });
+                }
+                return Err(RouteError::Taken {
+                    name: name.to_string(),
+                    holder: holder.clone(),
+                    holder_kind: holder_kind.label(),
+                });
+            }
+        }
+        if !replace && self.shared.contains_key(name) {
             return Err(RouteError::Duplicate {
                 name: name.to_string(),
                 existing: kind.label(),
             });
         }
-        self.shared[i].insert(name.to_string(), target);
+        self.names.claim(name, identity, kind);
+        self.shared.insert(name.to_string(), Route { kind, target });
         Ok(())
     }
 
-    /// Register a per-user tool; returns the exposed `user_{userId}_tool_{toolName}` name.
+    /// Names for a batch of shared newcomers of `kind` (see [`Claims::plan`]); each name is
+    /// claimed for its identity, None when even the hashed form is taken.
+    pub fn plan(&mut self, kind: Kind, items: &[(String, Vec<String>)]) -> Vec<Option<String>> {
+        self.names.plan(kind, items, has_user_form)
+    }
+
+    /// Keys for a batch of `user_id`'s newcomers, planned in that user's own key namespace.
+    /// Keys naming a host tool are reserved, so a plain-name call with a user id never lands on
+    /// an upstream tool where the host defines one.
+    pub fn plan_user(
+        &mut self,
+        user_id: &str,
+        items: &[(String, Vec<String>)],
+    ) -> Result<Vec<Option<String>>, RouteError> {
+        crate::naming::validate_user_id(user_id)?;
+        let names = &self.names;
+        let claims = self.user_keys.entry(user_id.to_string()).or_default();
+        Ok(claims.plan(Kind::UserMcp, items, |key| {
+            names.holder(key).is_some_and(|(_, k)| k.is_host())
+        }))
+    }
+
+    /// Route a planned key of `user_id` to `target`; returns the exposed name.
     pub fn insert_user(
         &mut self,
         user_id: &str,
-        tool: &str,
+        key: &str,
         target: T,
     ) -> Result<String, RouteError> {
-        let name = encode_user_tool(user_id, tool)?;
+        let name = encode_user_tool(user_id, key)?;
         if let Some(existing) = self.user.get(&name) {
-            if existing.user_id != user_id || existing.tool != tool {
-                return Err(RouteError::UserCollision {
-                    name,
-                    owner: existing.user_id.clone(),
-                });
+            if existing.user_id != user_id || existing.key != key {
+                return Err(RouteError::UserCollision { name });
             }
         }
         self.user.insert(
             name.clone(),
-            UserEntry {
+            UserRoute {
                 user_id: user_id.to_string(),
-                tool: tool.to_string(),
+                key: key.to_string(),
                 target,
             },
         );
         Ok(name)
     }
 
-    pub fn remove(&mut self, kind: Kind, name: &str) -> Option<T> {
-        match slot(kind) {
-            Some(i) => self.shared[i].remove(name),
-            None => self.user.remove(name).map(|e| e.target),
-        }
+    /// Stop routing a shared name (its claim stays: the name never goes to another tool).
+    pub fn remove(&mut self, name: &str) -> Option<T> {
+        self.shared.remove(name).map(|r| r.target)
     }
 
-    pub fn remove_user(&mut self, user_id: &str, tool: &str) -> Option<T> {
-        let name = encode_user_tool(user_id, tool).ok()?;
+    pub fn remove_user(&mut self, user_id: &str, key: &str) -> Option<T> {
+        let name = encode_user_tool(user_id, key).ok()?;
         match self.user.get(&name) {
-            Some(e) if e.user_id == user_id => self.user.remove(&name).map(|e| e.target),
+            Some(e) if e.user_id == user_id && e.key == key => {
+                self.user.remove(&name).map(|e| e.target)
+            }
             _ => None,
         }
     }
 
-    /// The (user id, tool) a user-form name stands for, if registered.
+    /// The (user id, key) a user-form name stands for, if registered.
     pub fn user_entry(&self, name: &str) -> Option<(&str, &str)> {
         self.user
             .get(name)
-            .map(|e| (e.user_id.as_str(), e.tool.as_str()))
+            .map(|e| (e.user_id.as_str(), e.key.as_str()))
     }
 
-    /// Resolve with the spec's precedence. A user-form name, or any name called with an explicit
-    /// user id, is looked up in that user's tools; a user-form name never falls back further.
+    /// The identity and kind holding a shared name, routed or not.
+    pub fn holder(&self, name: &str) -> Option<(&str, Kind)> {
+        self.names.holder(name).map(|(id, k)| (id.as_str(), *k))
+    }
+
+    /// Resolve with the spec's precedence. A user-form name is looked up only in the user
+    /// table (never falling back); with an explicit user id, a plain name is looked up in that
+    /// user's keys after the built-ins and before every other shared tool.
     pub fn resolve(&self, name: &str, user_id: Option<&str>) -> Result<Lookup<'_, T>, RouteError> {
-        if let Some(t) = self.shared[0].get(name) {
-            return Ok(Lookup::Found(Kind::Builtin, t));
+        let shared = self.shared.get(name);
+        if let Some(r) = shared.filter(|r| r.kind == Kind::Builtin) {
+            return Ok(Lookup::Found(r.kind, &r.target));
         }
         if has_user_form(name) {
             return Ok(match self.user.get(name) {
@@ -192,23 +358,26 @@ impl<T> RoutingTable<T> {
         if let Some(uid) = user_id {
             let encoded = encode_user_tool(uid, name)?;
             if let Some(e) = self.user.get(&encoded) {
-                if e.user_id == uid {
+                if e.user_id == uid && e.key == name {
                     return Ok(Lookup::Found(Kind::UserMcp, &e.target));
                 }
             }
         }
-        for (i, kind) in Kind::SHARED.iter().enumerate().skip(1) {
-            if let Some(t) = self.shared[i].get(name) {
-                return Ok(Lookup::Found(*kind, t));
-            }
-        }
-        Ok(Lookup::Missing { user_form: false })
+        Ok(match shared {
+            Some(r) => Lookup::Found(r.kind, &r.target),
+            None => Lookup::Missing { user_form: false },
+        })
     }
 
     pub fn names(&self, kind: Kind) -> Vec<String> {
-        let mut out: Vec<String> = match slot(kind) {
-            Some(i) => self.shared[i].keys().cloned().collect(),
-            None => self.user.keys().cloned().collect(),
+        let mut out: Vec<String> = match kind {
+            Kind::UserMcp => self.user.keys().cloned().collect(),
+            _ => self
+                .shared
+                .iter()
+                .filter(|(_, r)| r.kind == kind)
+                .map(|(k, _)| k.clone())
+                .collect(),
         };
         out.sort();
         out
@@ -224,8 +393,7 @@ impl<T> RoutingTable<T> {
             .map(|(k, _)| k);
         let mut scored: Vec<(f64, &String)> = self
             .shared
-            .iter()
-            .flat_map(|m| m.keys())
+            .keys()
             .chain(visible_user)
             .map(|k| (strsim::jaro_winkler(name, k), k))
             .filter(|(s, _)| *s >= 0.75)
@@ -251,16 +419,26 @@ mod tests {
         }
     }
 
+    fn items(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|(id, c)| (id.to_string(), c.iter().map(|s| s.to_string()).collect()))
+            .collect()
+    }
+
     fn table() -> RoutingTable<u32> {
         let mut t = RoutingTable::new();
-        t.insert(Kind::Builtin, "read_file", 1, false).unwrap();
-        t.insert(Kind::Function, "read_file", 2, false).unwrap();
-        t.insert(Kind::LocalMcp, "weather", 3, false).unwrap();
-        t.insert(Kind::Function, "weather", 4, false).unwrap();
-        t.insert(Kind::GlobalMcp, "weather", 5, false).unwrap();
-        t.insert(Kind::Function, "calc", 6, false).unwrap();
-        t.insert(Kind::GlobalMcp, "calc", 7, false).unwrap();
-        t.insert(Kind::GlobalMcp, "search", 8, false).unwrap();
+        t.insert(Kind::Builtin, "read_file", "b:read_file", 1, false)
+            .unwrap();
+        t.insert(Kind::LocalMcp, "weather", "l:weather", 3, false)
+            .unwrap();
+        t.insert(Kind::Function, "calc", "f:calc", 6, false)
+            .unwrap();
+        t.insert(Kind::GlobalMcp, "search", "g:search", 8, false)
+            .unwrap();
+        let keys = t
+            .plan_user("123", &items(&[("s\0search", &["search"])]))
+            .unwrap();
+        assert_eq!(keys, vec![Some("search".to_string())]);
         t.insert_user("123", "search", 9).unwrap();
         t
     }
@@ -268,33 +446,125 @@ mod tests {
     #[test]
     fn precedence_order() {
         let t = table();
-        assert_eq!(
-            found(t.resolve("read_file", None).unwrap()),
-            Some((Kind::Builtin, 1))
+        let at = |n: &str, u: Option<&str>| found(t.resolve(n, u).unwrap());
+        assert_eq!(at("read_file", None), Some((Kind::Builtin, 1)));
+        assert_eq!(at("weather", None), Some((Kind::LocalMcp, 3)));
+        assert_eq!(at("calc", None), Some((Kind::Function, 6)));
+        assert_eq!(at("search", None), Some((Kind::GlobalMcp, 8)));
+        assert_eq!(at("user_123_tool_search", None), Some((Kind::UserMcp, 9)));
+        assert_eq!(at("search", Some("123")), Some((Kind::UserMcp, 9)));
+        assert_eq!(at("read_file", Some("123")), Some((Kind::Builtin, 1)));
+    }
+
+    #[test]
+    fn one_name_one_tool_across_kinds() {
+        let mut t = table();
+        let err = t.insert(Kind::Function, "read_file", "f:read_file", 0, false);
+        assert!(
+            matches!(err, Err(RouteError::BuiltinName { .. })),
+            "{err:?}"
+        );
+        let err = t.insert(Kind::GlobalMcp, "calc", "g:calc", 0, true);
+        assert!(matches!(err, Err(RouteError::Taken { .. })), "{err:?}");
+        // the same identity may replace its own route
+        assert!(t.insert(Kind::Function, "calc", "f:calc", 7, true).is_ok());
+        assert!(matches!(
+            t.insert(Kind::Function, "calc", "f:calc", 7, false),
+            Err(RouteError::Duplicate { .. })
+        ));
+    }
+
+    #[test]
+    fn plan_reserves_host_names_and_keeps_incumbents() {
+        let mut t = table();
+        let got = t.plan(
+            Kind::GlobalMcp,
+            &items(&[
+                ("evil\0read_file", &["read_file", "evil_read_file"]),
+                ("evil\0calc", &["calc", "evil_calc"]),
+                ("evil\0search", &["search", "evil_search"]),
+                ("evil\0fresh", &["fresh", "evil_fresh"]),
+            ]),
+        );
+        let got: Vec<_> = got.into_iter().map(Option::unwrap).collect();
+        assert_eq!(got, ["evil_read_file", "evil_calc", "evil_search", "fresh"]);
+        // the incumbent of a name keeps it whatever comes later
+        let again = t.plan(
+            Kind::GlobalMcp,
+            &items(&[
+                ("other\0fresh", &["fresh", "other_fresh"]),
+                ("evil\0fresh", &["x"]),
+            ]),
         );
         assert_eq!(
-            found(t.resolve("weather", None).unwrap()),
-            Some((Kind::LocalMcp, 3))
+            again,
+            vec![Some("other_fresh".into()), Some("fresh".into())]
+        );
+    }
+
+    #[test]
+    fn plan_is_order_independent_within_a_batch() {
+        let batch = [
+            ("g1\0search", &["search", "g1_search"][..]),
+            ("g2\0search", &["search", "g2_search"][..]),
+            ("a\0b_c", &["b_c", "a_b_c"][..]),
+            ("a_b\0c", &["c", "a_b_c"][..]),
+            ("a_b\0b_c", &["b_c", "a_b_b_c"][..]),
+        ];
+        let mut seen = None;
+        for rotation in 0..batch.len() {
+            let mut order = batch.to_vec();
+            order.rotate_left(rotation);
+            let mut t: RoutingTable<u32> = RoutingTable::new();
+            let got = t.plan(Kind::GlobalMcp, &items(&order));
+            let mut pairs: Vec<(String, String)> = order
+                .iter()
+                .zip(got)
+                .map(|((id, _), n)| (id.to_string(), n.unwrap()))
+                .collect();
+            pairs.sort();
+            let names: std::collections::HashSet<_> = pairs.iter().map(|p| p.1.clone()).collect();
+            assert_eq!(names.len(), pairs.len(), "{pairs:?}");
+            if let Some(prev) = &seen {
+                assert_eq!(prev, &pairs);
+            }
+            seen = Some(pairs);
+        }
+    }
+
+    #[test]
+    fn user_keys_avoid_host_names_not_global_ones() {
+        let mut t = table();
+        let keys = t
+            .plan_user(
+                "7",
+                &items(&[
+                    ("s\0calc", &["calc", "s_calc"]),
+                    ("s\0search", &["search", "s_search"]),
+                ]),
+            )
+            .unwrap();
+        assert_eq!(keys, vec![Some("s_calc".into()), Some("search".into())]);
+    }
+
+    #[test]
+    fn ambiguous_user_ids_resolve_by_exact_entry() {
+        let mut t = RoutingTable::new();
+        let a = t.insert_user("a_tool_b", "c", 1).unwrap();
+        let b = t.insert_user("a", "b_tool_c", 2).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.user_entry(&a), Some(("a_tool_b", "c")));
+        assert_eq!(
+            found(t.resolve(&a, None).unwrap()),
+            Some((Kind::UserMcp, 1))
         );
         assert_eq!(
-            found(t.resolve("calc", None).unwrap()),
-            Some((Kind::Function, 6))
+            found(t.resolve(&b, None).unwrap()),
+            Some((Kind::UserMcp, 2))
         );
         assert_eq!(
-            found(t.resolve("search", None).unwrap()),
-            Some((Kind::GlobalMcp, 8))
-        );
-        assert_eq!(
-            found(t.resolve("user_123_tool_search", None).unwrap()),
-            Some((Kind::UserMcp, 9))
-        );
-        assert_eq!(
-            found(t.resolve("search", Some("123")).unwrap()),
-            Some((Kind::UserMcp, 9))
-        );
-        assert_eq!(
-            found(t.resolve("read_file", Some("123")).unwrap()),
-            Some((Kind::Builtin, 1))
+            found(t.resolve("c", Some("a_tool_b")).unwrap()),
+            Some((Kind::UserMcp, 1))
         );
     }
 
@@ -305,12 +575,10 @@ mod tests {
             t.resolve("user_999_tool_search", None).unwrap(),
             Lookup::Missing { user_form: true }
         ));
-        // the right name but another tenant asking
         assert!(matches!(
             t.resolve("user_123_tool_search", Some("999")).unwrap(),
             Lookup::Missing { user_form: true }
         ));
-        // another user with an explicit id falls back to shared tools only, never to user 123
         assert_eq!(
             found(t.resolve("search", Some("999")).unwrap()),
             Some((Kind::GlobalMcp, 8))
@@ -318,30 +586,12 @@ mod tests {
     }
 
     #[test]
-    fn ambiguous_user_ids_resolve_by_exact_entry() {
-        let mut t = RoutingTable::new();
-        let a = t.insert_user("a_tool_b", "c", 1).unwrap();
-        assert_eq!(t.user_entry(&a), Some(("a_tool_b", "c")));
-        let err = t.insert_user("a", "b_tool_c", 2).unwrap_err();
-        assert!(matches!(err, RouteError::UserCollision { .. }));
-        assert_eq!(
-            found(t.resolve(&a, None).unwrap()),
-            Some((Kind::UserMcp, 1))
-        );
-    }
-
-    #[test]
-    fn refuses_user_form_for_shared_tools_and_duplicates() {
+    fn refuses_user_form_for_shared_tools() {
         let mut t = table();
         assert!(matches!(
-            t.insert(Kind::Function, "user_1_tool_x", 0, false),
+            t.insert(Kind::Function, "user_1_tool_x", "f:x", 0, false),
             Err(RouteError::ReservedUserForm { .. })
         ));
-        assert!(matches!(
-            t.insert(Kind::Function, "calc", 0, false),
-            Err(RouteError::Duplicate { .. })
-        ));
-        assert!(t.insert(Kind::Function, "calc", 0, true).is_ok());
         assert!(matches!(
             t.insert_user("bad id", "x", 0),
             Err(RouteError::UserId(_))
@@ -364,10 +614,14 @@ mod tests {
     }
 
     #[test]
-    fn remove_and_names() {
+    fn remove_keeps_the_claim() {
         let mut t = table();
-        assert_eq!(t.remove(Kind::GlobalMcp, "calc"), Some(7));
-        assert_eq!(t.names(Kind::GlobalMcp), vec!["search", "weather"]);
+        assert_eq!(t.remove("search"), Some(8));
+        assert_eq!(t.names(Kind::GlobalMcp), Vec::<String>::new());
+        assert!(matches!(
+            t.insert(Kind::GlobalMcp, "search", "other", 1, false),
+            Err(RouteError::Taken { .. })
+        ));
         assert_eq!(t.remove_user("999", "search"), None);
         assert_eq!(t.remove_user("123", "search"), Some(9));
         assert!(t.names(Kind::UserMcp).is_empty());

@@ -1,8 +1,11 @@
 """The tools one agent was shown, and the only door to the router for that agent's calls.
 
 A model can name a tool it was never given (hallucination, prompt injection); AI4J's server ran
-such names anyway. Every adapter and the MCP server run calls through `ExposedTools`, which
-refuses any name outside the exposed list before the router sees it.
+such names anyway. Every adapter and the MCP server run calls through `ExposedTools`, which holds
+the exposure by identity: each exposed name is bound to the very tool it was listed for, a call
+runs exactly that tool, and any other name is refused before the router sees it. Whatever an
+upstream server later advertises (a `bash`, a host function's name, via `list_changed`) cannot
+change what an exposed name runs.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolroute.errors import ToolError
-from toolroute.gateway import ToolDefinition
+from toolroute.exposure import Exposure
 from toolroute.router import ToolRouter
+from toolroute.types import ToolDefinition
 
 Arguments = str | Mapping[str, Any] | None
 
@@ -39,7 +43,8 @@ class ExposedTools:
     ) -> None:
         self.router = router
         self.user_id = user_id
-        self.tool_definitions: list[ToolDefinition] = router.get_all_tools(list(functions), list(mcp_servers), user_id)
+        self.exposure: Exposure = router.expose(list(functions), list(mcp_servers), user_id)
+        self.tool_definitions: list[ToolDefinition] = self.exposure.definitions
         self.definitions: dict[str, dict[str, Any]] = {
             t["function"]["name"]: t["function"] for t in self.tool_definitions
         }
@@ -56,20 +61,22 @@ class ExposedTools:
         return CallOutcome(f"tool {name!r} is not available here", is_error=True)
 
     def execute(self, name: str, arguments: Arguments = None) -> CallOutcome:
-        """Run one call if `name` is exposed; tool errors become error outcomes, never raise."""
-        if name not in self.definitions:
+        """Run the tool exposed as `name`, if any; tool errors become error outcomes, never raise."""
+        tool = self.exposure.get(name)
+        if tool is None:
             return self.refusal(name)
         try:
-            output = self.router.execute(name, arguments, self.user_id)
+            output = self.router.run(tool, arguments)
         except ToolError as exc:
             return CallOutcome(str(exc), is_error=True)
         return CallOutcome(output.text, trace=output.trace)
 
     async def aexecute(self, name: str, arguments: Arguments = None) -> CallOutcome:
-        if name not in self.definitions:
+        tool = self.exposure.get(name)
+        if tool is None:
             return self.refusal(name)
         try:
-            output = await self.router.aexecute(name, arguments, self.user_id)
+            output = await self.router.arun(tool, arguments)
         except ToolError as exc:
             return CallOutcome(str(exc), is_error=True)
         return CallOutcome(output.text, trace=output.trace)

@@ -15,10 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 import anyio.to_thread
 
 from toolroute.agent.types import AgentToolCall, AgentToolResult
-from toolroute.builtins import ToolOutput
 from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError
-from toolroute.registration import ToolTraits
-from toolroute.router import ToolKind, ToolRouter
+from toolroute.exposure import Exposure
+from toolroute.router import ToolRouter
+from toolroute.types import Tool, ToolKind, ToolOutput, ToolTraits
 
 # The only built-ins that may run beside other calls. AI4J also counts bash as read-only; a
 # command can do anything, so here bash (and every other built-in) is side-effecting.
@@ -77,17 +77,31 @@ def error_result(call: AgentToolCall, exc: BaseException, duration: float = 0.0)
 class RouterToolExecutor:
     """A `TraceableToolExecutor` over a `ToolRouter`; built-ins fill `trace` with their facts.
 
-    `allowed` limits execution to the names exposed to this request (AI4J's deny-by-default
-    `ToolUtilExecutor`); None allows whatever the router can reach.
+    `allowed` limits execution to what was exposed to this request (AI4J's deny-by-default
+    `ToolUtilExecutor`): an `Exposure` (what `for_request` builds) runs each exposed name's very
+    tool; a collection of names is resolved to its tools once, here. None allows whatever the
+    router can reach.
     """
 
     def __init__(
-        self, router: ToolRouter, *, user_id: str | None = None, allowed: Collection[str] | None = None
+        self,
+        router: ToolRouter,
+        *,
+        user_id: str | None = None,
+        allowed: Exposure | Collection[str] | None = None,
     ) -> None:
         self.router = router
         self.user_id = user_id
-        self.allowed = None if allowed is None else frozenset(allowed)
+        if allowed is None or isinstance(allowed, Exposure):
+            self.exposure = allowed
+        else:
+            found = (router.route(name, user_id) for name in dict.fromkeys(allowed))
+            self.exposure = Exposure.of((t for t in found if t is not None), user_id)
         self._trace = TraceSlot(f"router_{id(self)}")
+
+    @property
+    def allowed(self) -> frozenset[str] | None:
+        return None if self.exposure is None else frozenset(self.exposure.tools)
 
     @classmethod
     def for_request(
@@ -98,44 +112,44 @@ class RouterToolExecutor:
         user_id: str | None = None,
     ) -> RouterToolExecutor:
         """An executor limited to exactly what `router.get_all_tools(...)` exposes to this request."""
-        tools = router.get_all_tools(function_list, mcp_server_ids, user_id)
-        return cls(router, user_id=user_id, allowed=[t["function"]["name"] for t in tools])
+        return cls(router, user_id=user_id, allowed=router.expose(function_list, mcp_server_ids, user_id))
 
     # ---- scheduling hints ----------------------------------------------------------------
 
-    def _route(self, name: str) -> tuple[int, Any] | None:
-        self.router.ensure_initialized()
-        return self.router.table.resolve(name, self.user_id)
+    def _route(self, name: str) -> Tool | None:
+        if self.exposure is not None:
+            return self.exposure.get(name)
+        return self.router.route(name, self.user_id)
 
     def kind(self, name: str) -> str | None:
         """ "builtin", "user_mcp", "local_mcp", "function", "global_mcp", or None when unknown."""
-        hit = self._route(name)
-        return None if hit is None else ToolKind(hit[0]).name.lower()
+        tool = self._route(name)
+        return None if tool is None else tool.kind.name.lower()
 
     def traits(self, name: str) -> ToolTraits:
-        hit = self._route(name)
-        if hit is not None and hit[0] == ToolKind.BUILTIN and name not in READ_ONLY_BUILTINS:
+        tool = self._route(name)
+        if tool is None:
+            return ToolTraits()
+        if tool.kind == ToolKind.BUILTIN and name not in READ_ONLY_BUILTINS:
             return ToolTraits(read_only=False, idempotent=False)
-        return self.router.traits(name, self.user_id)
+        return tool.traits
 
     def blocking(self, name: str) -> bool:
         """True for sync targets: `aexecute` runs them on a worker thread it may abandon on
         timeout (async targets are awaited), and a runner may call `execute` inline."""
-        hit = self._route(name)
-        if hit is None:
-            return False
-        kind, target = hit
-        if kind == ToolKind.BUILTIN:
-            return True
-        if kind in (ToolKind.FUNCTION, ToolKind.LOCAL_MCP):
-            return not target.is_async
-        return False
+        tool = self._route(name)
+        return tool is not None and tool.blocking()
 
     # ---- execution -------------------------------------------------------------------------
 
-    def _check_allowed(self, call: AgentToolCall) -> None:
-        if self.allowed is not None and call.name not in self.allowed:
-            raise ToolNotFoundError(call.name, sorted(self.allowed)[:3], "not exposed to this request")
+    def _target(self, call: AgentToolCall) -> Tool | None:
+        """The exposed tool `call` names (None: route by name); refuses unexposed names."""
+        if self.exposure is None:
+            return None
+        tool = self.exposure.get(call.name)
+        if tool is None:
+            raise ToolNotFoundError(call.name, sorted(self.exposure.tools)[:3], "not exposed to this request")
+        return tool
 
     def _result(self, call: AgentToolCall, output: ToolOutput, started: float) -> AgentToolResult:
         self._trace.set(output.trace)
@@ -154,8 +168,8 @@ class RouterToolExecutor:
     def execute(self, call: AgentToolCall) -> AgentToolResult:
         started = time.perf_counter()
         try:
-            self._check_allowed(call)
-            output = self.router.execute(call.name, call.arguments, self.user_id)
+            tool = self._target(call) or self.router.resolve(call.name, self.user_id)
+            output = self.router.run(tool, call.arguments)
         except Exception as exc:
             return self._failed(call, exc, started)
         return self._result(call, output, started)
@@ -163,14 +177,14 @@ class RouterToolExecutor:
     async def aexecute(self, call: AgentToolCall) -> AgentToolResult:
         started = time.perf_counter()
         try:
-            self._check_allowed(call)
-            if self.blocking(call.name):
+            tool = self._target(call) or await self.router.aresolve(call.name, self.user_id)
+            if tool.blocking():
                 # abandon_on_cancel: a per-call timeout must return on time even though a thread
                 # cannot be killed (the router's own to_thread would wait for the tool to finish).
-                run = functools.partial(self.router.execute, call.name, call.arguments, self.user_id)
+                run = functools.partial(self.router.run, tool, call.arguments)
                 output = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
             else:
-                output = await self.router.aexecute(call.name, call.arguments, self.user_id)
+                output = await self.router.arun(tool, call.arguments)
         except Exception as exc:
             return self._failed(call, exc, started)
         return self._result(call, output, started)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from toolroute.context import BuiltInToolContext
+from toolroute.schema import function_definition, model_parameters
+from toolroute.types import (
+    LocalTool,
+    ToolDefinition,
+    ToolHost,
+    ToolKind,
+    ToolOutput,
+    ToolTraits,
+    using_resources,
+    validate_request,
+)
 
 
 class BuiltinRequest(BaseModel):
@@ -17,21 +28,34 @@ class BuiltinRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_by_alias=True, validate_by_name=True)
 
 
-@dataclass(frozen=True)
-class ToolOutput:
-    """A tool's result: `text` goes to the model (spec 11); `trace` is the structured side channel."""
-
-    text: str
-    trace: Any = None
-
-
 RequestT = TypeVar("RequestT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
-class BuiltinTool(Generic[RequestT]):
+class BuiltinTool(LocalTool, Generic[RequestT]):
+    """A built-in: it runs with the call's `BuiltInToolContext` and the router's resources."""
+
+    kind: ClassVar[ToolKind] = ToolKind.BUILTIN
     name: str
     description: str
     request_model: type[RequestT]
     handler: Callable[[RequestT, BuiltInToolContext], ToolOutput]
     read_only: bool
+
+    @property
+    def traits(self) -> ToolTraits:
+        return ToolTraits(read_only=self.read_only, idempotent=self.read_only)
+
+    def definition(self) -> ToolDefinition:
+        return function_definition(self.name, self.description, model_parameters(self.request_model))
+
+    def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], ToolOutput]:
+        ctx = host.builtin_context(self.name)
+        request = validate_request(self.name, self.request_model, arguments)
+        resources = host.resources
+
+        def run() -> ToolOutput:
+            with using_resources(resources):
+                return self.handler(request, ctx)
+
+        return run

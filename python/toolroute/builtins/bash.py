@@ -32,6 +32,7 @@ from toolroute.builtins._process import (
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
+from toolroute.types import current_resources
 
 NAME = "bash"
 RESOURCE_KEY = "bash.processes"
@@ -120,11 +121,9 @@ _fallback_lock = threading.Lock()
 
 def process_table() -> ProcessTable:
     """This router's process table (closed with the router); a module-wide one without a router."""
-    from toolroute.router import active_router  # the router imports the built-ins table
-
-    router = active_router()
-    if router is not None:
-        return router.resource(RESOURCE_KEY, ProcessTable)
+    resources = current_resources()
+    if resources is not None:
+        return resources.get(RESOURCE_KEY, ProcessTable)
     global _fallback_table
     with _fallback_lock:
         if _fallback_table is None:

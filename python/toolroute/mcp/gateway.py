@@ -1,10 +1,12 @@
 """`McpGateway`: global and per-user MCP servers behind the router (spec 4, 5, 5.1, 9, 13.4).
 
+This half owns connections and their lifecycle: registering servers, connecting (lazily or
+eagerly), listing tools, calling them, reconnecting and closing. Which listed tool is exposed
+under which name is `exposure.py`'s job, through the router's naming plan.
+
 Global servers are keyed by service id; a user's servers by `user_{userId}_service_{serviceId}`,
 each with its own connection (one per user and server: a shared legacy session would share
-server-side state between users). Tools enter the router's table as GLOBAL_MCP entries or as
-`user_{userId}_tool_{toolName}` entries, with a `McpTarget` that maps the exposed name back to the
-server's own tool name. All sessions run on one gateway-owned loop thread (see `loop.py`).
+server-side state between users). All sessions run on one gateway-owned loop thread (`loop.py`).
 """
 
 from __future__ import annotations
@@ -22,33 +24,22 @@ from typing import Any
 
 import mcp_types as types
 
-from toolroute._core import RouteTable
-from toolroute.builtins.base import ToolOutput
 from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, ToolRegistrationError
-from toolroute.gateway import ToolDefinition
+from toolroute.gateway import GatewayRoutes
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
+from toolroute.mcp.exposure import Listed, McpExposure, McpTarget
 from toolroute.mcp.loop import LoopThread
-from toolroute.mcp.naming import NamePlan, plan_names
 from toolroute.mcp.projection import tool_definition
 from toolroute.mcp.results import to_output
-from toolroute.naming import encode_user_tool, parse_user_service_key, user_service_key, validate_user_id
+from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
+from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 log = logging.getLogger("toolroute.mcp")
 
-GLOBAL_MCP = 4  # ToolKind.GLOBAL_MCP (router.py imports us indirectly; keep the int)
 RETRY_FAILED_AFTER = 5.0  # seconds a failed server is skipped by `refresh` (explicit use retries at once)
 
-
-@dataclass(frozen=True)
-class McpTarget:
-    """What the routing table stores for a remote tool; the gateway alone interprets it."""
-
-    service_key: str  # "time", or "user_7_service_time"
-    service_id: str
-    tool: str  # the server's own tool name
-    exposed_name: str
-    user_id: str | None = None
+__all__ = ["McpGateway", "McpTarget"]
 
 
 @dataclass
@@ -59,7 +50,7 @@ class _Service:
     config: ServerConfig
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
-    definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # by the server's tool name
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by the server's tool name
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
@@ -75,16 +66,29 @@ def _close_at_exit(ref: weakref.ReferenceType[McpGateway]) -> Callable[[], None]
     return close
 
 
+def _failed_recently(service: _Service, now: float) -> bool:
+    return service.error is not None and now - service.failed_at < RETRY_FAILED_AFTER
+
+
+def _project(tools: list[types.Tool]) -> tuple[dict[str, ToolDefinition], dict[str, str]]:
+    """Nameless definitions of the tools whose schema can be function parameters, and why the
+    others cannot (run outside the gateway lock: a schema may be large)."""
+    definitions: dict[str, ToolDefinition] = {}
+    skipped: dict[str, str] = {}
+    for tool in tools:
+        try:
+            definitions[tool.name] = tool_definition(tool.name, tool)
+        except ToolRegistrationError as exc:
+            skipped[tool.name] = str(exc)
+    return definitions, skipped
+
+
 def _loop_running_here() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
     return True
-
-
-def _user_tool_key(service_id: str, tool: str, collides: bool) -> str:
-    return f"{service_id}_{tool}" if collides else tool
 
 
 class McpGateway:
@@ -110,11 +114,8 @@ class McpGateway:
         self._services: dict[str, _Service] = {}  # by key: global id or user service key
         self._global_ids: list[str] = []
         self._user_ids: dict[str, list[str]] = {}  # user id -> service ids
-        self._tables: list[RouteTable] = []
-        self._global_plan = NamePlan()
-        self._global_targets: dict[str, McpTarget] = {}  # exposed name -> target
-        self._user_targets: dict[str, dict[str, McpTarget]] = {}  # user id -> tool key -> target
-        self._user_collisions: dict[str, dict[str, list[str]]] = {}
+        self._attached = False
+        self._exposure = McpExposure(self)
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
         # A gateway nobody closed still ends its server processes when the interpreter exits.
@@ -193,32 +194,64 @@ class McpGateway:
 
     # ---- the ToolGateway protocol -------------------------------------------------------
 
-    def attach(self, table: RouteTable) -> None:
+    def attach(self, routes: GatewayRoutes) -> None:
+        """Route through the router's table from now on; tools listed before are named again
+        there (where host tool names are known and reserved)."""
         with self._lock:
-            self._tables.append(table)
-            for name, target in self._global_targets.items():
-                self._insert_global(table, name, target)
-            for uid, targets in self._user_targets.items():
-                for key, target in targets.items():
-                    table.insert_user(uid, key, target)
+            if self._attached:
+                raise ToolRegistrationError("this MCP gateway is already attached to a router")
+            self._attached = True
+            self._exposure.attach(routes)
+            self._sync_scope(None)
+            for uid in self._user_ids:
+                self._sync_scope(uid)
 
     def has_service(self, service_id: str, user_id: str | None = None) -> bool:
         if user_id is None:
             return service_id in self._global_ids
         return service_id in self._user_ids.get(user_id, ()) or service_id in self._global_ids
 
-    def get_global_mcp_tools(self, service_ids: Sequence[str]) -> list[ToolDefinition]:
-        """Definitions of exactly the named global services' tools; an unknown id raises."""
+    def user_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._user_ids)
+
+    def global_tools(self, service_ids: Sequence[str]) -> list[Tool]:
+        """The exposed tools of exactly the named global services; an unknown id raises."""
         services = [self._global_service(sid) for sid in dict.fromkeys(service_ids)]
         self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
-        return self._definitions(services)
+        return self._tools_of(services)
 
-    def get_user_mcp_tools(self, service_ids: Sequence[str], user_id: str) -> list[ToolDefinition]:
-        """That user's services (names `user_{userId}_tool_{tool}`); an id the user has no server
-        for falls back to the global server of that id, which every user may see."""
+    def user_tools(self, service_ids: Sequence[str], user_id: str) -> list[Tool]:
+        """That user's services' tools (names `user_{userId}_tool_{key}`); an id the user has no
+        server for falls back to the global server of that id, which every user may see."""
         services = [self._user_or_global_service(sid, user_id) for sid in dict.fromkeys(service_ids)]
         self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
-        return self._definitions(services)
+        return self._tools_of(services)
+
+    def get_global_mcp_tools(self, service_ids: Sequence[str]) -> list[ToolDefinition]:
+        """Definitions of exactly the named global services' tools; an unknown id raises."""
+        return [t.definition() for t in self.global_tools(service_ids)]
+
+    def get_user_mcp_tools(self, service_ids: Sequence[str], user_id: str) -> list[ToolDefinition]:
+        return [t.definition() for t in self.user_tools(service_ids, user_id)]
+
+    def _unloaded(self, user_id: str) -> list[_Service]:
+        now = time.monotonic()
+        with self._lock:
+            services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
+            return [s for s in services if (s.tools is None or s.stale) and not _failed_recently(s, now)]
+
+    def prepare(self, user_id: str) -> None:
+        """Load `user_id`'s own tool lists not loaded yet (failures are logged, and retried
+        after a pause): an explicit user id consults that user's tools before shared ones."""
+        todo = self._unloaded(user_id)
+        if todo:
+            self._loop.run(self._load_all(todo, raise_errors=False))
+
+    async def aprepare(self, user_id: str) -> None:
+        todo = self._unloaded(user_id)
+        if todo:
+            await self._loop.arun(self._load_all(todo, raise_errors=False))
 
     def refresh(self, user_id: str | None = None) -> bool:
         return self._loop.run(self._refresh(user_id))
@@ -252,20 +285,20 @@ class McpGateway:
 
     @property
     def collisions(self) -> dict[str, list[str]]:
-        """Tool names offered by several global servers: `{name: [service ids]}`. Each of those
-        tools is exposed under its service-qualified name `{service}_{tool}` instead."""
+        """Tool names offered by several global servers: `{name: [service ids]}`. Tools listed
+        together all take service-qualified names; a newcomer never takes an incumbent's name."""
         with self._lock:
-            return {k: list(v) for k, v in self._global_plan.collisions.items()}
+            return {k: list(v) for k, v in self._exposure.collisions.items()}
 
     def user_collisions(self, user_id: str) -> dict[str, list[str]]:
         with self._lock:
-            return {k: list(v) for k, v in self._user_collisions.get(user_id, {}).items()}
+            return {k: list(v) for k, v in self._exposure.user_collisions.get(user_id, {}).items()}
 
     @property
     def renamed(self) -> dict[str, str]:
         """`{"service/tool": exposed}` for every global tool not exposed under its own name."""
         with self._lock:
-            return dict(self._global_plan.renamed)
+            return dict(self._exposure.renamed)
 
     @property
     def skipped_tools(self) -> dict[str, str]:
@@ -280,16 +313,11 @@ class McpGateway:
 
     def global_tool_names(self) -> list[str]:
         with self._lock:
-            return sorted(self._global_targets)
+            return sorted(t.exposed_name for t in self._exposure.live.values() if t.user_id is None)
 
     def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
         with self._lock:
-            if user_id is None:
-                return self._global_targets.get(exposed_name)
-            for target in self._user_targets.get(user_id, {}).values():
-                if target.exposed_name == exposed_name:
-                    return target
-            return None
+            return self._exposure.target(exposed_name, user_id)
 
     # ---- lookup helpers ----------------------------------------------------------------
 
@@ -304,11 +332,11 @@ class McpGateway:
 
     def _user_or_global_service(self, service_id: str, user_id: str) -> _Service:
         validate_user_id(user_id)
-        parsed = parse_user_service_key(service_id)
+        parsed = parse_user_service_key(service_id, user_id)
         if parsed is not None:
-            if parsed[0] != user_id:
-                raise ToolNotFoundError(service_id, [], f"not an MCP service of user {user_id!r}")
             service_id = parsed[1]
+        elif parse_user_service_key(service_id) is not None:
+            raise ToolNotFoundError(service_id, [], f"not an MCP service of user {user_id!r}")
         with self._lock:
             if service_id in self._user_ids.get(user_id, ()):
                 return self._services[user_service_key(user_id, service_id)]
@@ -316,52 +344,62 @@ class McpGateway:
                 return self._services[service_id]
         raise ToolNotFoundError(service_id, [], f"user {user_id!r} has no such MCP service")
 
-    def _definitions(self, services: list[_Service]) -> list[ToolDefinition]:
-        out: list[ToolDefinition] = []
+    def _tools_of(self, services: list[_Service]) -> list[Tool]:
+        out: list[Tool] = []
         with self._lock:
             for service in services:
-                out.extend(service.definitions.values())
+                out.extend(self._exposure.targets(service.key))
         return out
 
     # ---- loading (on the gateway loop) -------------------------------------------------
 
     async def _load_all(self, services: list[_Service], *, raise_errors: bool, only_missing: bool = False) -> bool:
+        """List every service of the batch, then name and publish them together, so the names
+        a batch gets do not depend on which server answered first."""
         todo = [s for s in services if not (only_missing and s.tools is not None and not s.stale)]
         if not todo:
             return False
-        results = await asyncio.gather(*(self._load(s) for s in todo), return_exceptions=True)
+        results = await asyncio.gather(*(self._list(s) for s in todo), return_exceptions=True)
+        with self._lock:
+            scopes = {s.user_id for s, r in zip(todo, results, strict=True) if r is True}
+            changed = [self._sync_scope(uid) for uid in sorted(scopes, key=lambda u: (u is not None, u or ""))]
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and raise_errors:
             raise errors[0]
-        return any(r is True for r in results)
+        return any(changed)
 
     async def _load(self, service: _Service) -> bool:
-        """List the service's tools and sync the route tables; True if exposed names changed."""
+        return await self._load_all([service], raise_errors=True)
+
+    async def _list(self, service: _Service) -> bool:
+        """List one service's tools and project their schemas (outside the lock); True if listed."""
         try:
             tools = await service.connection.list_tools()
         except ToolError as exc:
             with self._lock:
                 service.error, service.failed_at = exc, time.monotonic()
             raise
+        definitions, skipped = _project(tools)
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
             service.listed_on = service.connection.connects
-            return self._sync(service.user_id)
+            service.definitions = definitions
+            for tool in tools:
+                self._skipped.pop(f"{service.key}/{tool.name}", None)
+            for name, why in skipped.items():
+                self._skipped[f"{service.key}/{name}"] = why
+                log.warning("MCP server %r: tool %r left out: %s", service.key, name, why)
+            return True
 
     async def _refresh(self, user_id: str | None) -> bool:
         now = time.monotonic()
         with self._lock:
-            keys = list(self._global_ids)
-            candidates = [self._services[k] for k in keys]
+            candidates = [self._services[k] for k in self._global_ids]
             if user_id is not None:
                 candidates += [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
-            todo = [
-                s
-                for s in candidates
-                if (s.tools is None or s.stale) and not (s.error is not None and now - s.failed_at < RETRY_FAILED_AFTER)
-            ]
+            todo = [s for s in candidates if (s.tools is None or s.stale) and not _failed_recently(s, now)]
         return await self._load_all(todo, raise_errors=False)
 
     def _tools_changed(self, connection: Connection) -> None:
@@ -381,82 +419,14 @@ class McpGateway:
         except ToolError as exc:
             log.warning("MCP server %r: re-listing tools after list_changed failed: %s", service.key, exc)
 
-    # ---- table synchronisation (under self._lock) ---------------------------------------
-
-    def _sync(self, user_id: str | None) -> bool:
-        return self._sync_global() if user_id is None else self._sync_user(user_id)
-
-    def _project(self, service: _Service, tool: types.Tool, exposed: str) -> bool:
-        try:
-            service.definitions[tool.name] = tool_definition(exposed, tool)
-        except ToolRegistrationError as exc:
-            self._skipped[f"{service.key}/{tool.name}"] = str(exc)
-            log.warning("MCP server %r: tool %r left out: %s", service.key, tool.name, exc)
-            return False
-        self._skipped.pop(f"{service.key}/{tool.name}", None)
-        return True
-
-    def _sync_global(self) -> bool:
-        loaded = [self._services[s] for s in self._global_ids if self._services[s].tools is not None]
-        plan = plan_names({s.service_id: [t.name for t in s.tools or ()] for s in loaded})
-        for plain, owners in plan.collisions.items():
-            if self._global_plan.collisions.get(plain) != owners:
-                log.warning(
-                    "MCP tool name %r is offered by several servers (%s); each is exposed service-qualified",
-                    plain,
-                    ", ".join(owners),
-                )
-        targets: dict[str, McpTarget] = {}
-        for service in loaded:
-            service.definitions = {}
-            for tool in service.tools or ():
-                exposed = plan.names[(service.service_id, tool.name)]
-                if self._project(service, tool, exposed):
-                    targets[exposed] = McpTarget(service.key, service.service_id, tool.name, exposed)
-        changed = targets != self._global_targets
-        for table in self._tables:
-            for name in self._global_targets.keys() - targets.keys():
-                table.remove(GLOBAL_MCP, name)
-            for name, target in targets.items():
-                if self._global_targets.get(name) != target:
-                    self._insert_global(table, name, target)
-        self._global_plan, self._global_targets = plan, targets
-        return changed
-
-    @staticmethod
-    def _insert_global(table: RouteTable, name: str, target: McpTarget) -> None:
-        try:
-            table.insert(GLOBAL_MCP, name, target, True)
-        except ToolError as exc:  # cannot happen for planned names; never let one tool break the rest
-            log.error("cannot route MCP tool %r: %s", name, exc)
-
-    def _sync_user(self, user_id: str) -> bool:
-        services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
-        loaded = [s for s in services if s.tools is not None]
-        owners: dict[str, list[str]] = {}
-        for service in loaded:
-            for tool in service.tools or ():
-                owners.setdefault(tool.name, []).append(service.service_id)
-        collisions = {name: sorted(ids) for name, ids in owners.items() if len(ids) > 1}
-        targets: dict[str, McpTarget] = {}
-        for service in loaded:
-            service.definitions = {}
-            for tool in service.tools or ():
-                key = _user_tool_key(service.service_id, tool.name, tool.name in collisions)
-                exposed = encode_user_tool(user_id, key)
-                if self._project(service, tool, exposed):
-                    targets[key] = McpTarget(service.key, service.service_id, tool.name, exposed, user_id)
-        old = self._user_targets.get(user_id, {})
-        changed = targets != old
-        for table in self._tables:
-            for key in old.keys() - targets.keys():
-                table.remove_user(user_id, key)
-            for key, target in targets.items():
-                if old.get(key) != target:
-                    table.insert_user(user_id, key, target)
-        self._user_targets[user_id] = targets
-        self._user_collisions[user_id] = collisions
-        return changed
+    def _sync_scope(self, user_id: str | None) -> bool:
+        """Publish the tools of every loaded server of one scope (under self._lock)."""
+        if user_id is None:
+            services = [self._services[s] for s in self._global_ids]
+        else:
+            services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
+        listings = [Listed(s.key, s.service_id, s.user_id, s.definitions) for s in services if s.tools is not None]
+        return self._exposure.sync(user_id, listings)
 
     # ---- calls (on the gateway loop) ---------------------------------------------------
 
@@ -478,17 +448,14 @@ class McpGateway:
         if target is None and await self._refresh(None):
             target = self.target(name)
         if target is None:
-            with self._lock:
-                suggestions = [n for n in self._global_targets if name in n or n.endswith(f"_{name}")][:3]
+            names = self.global_tool_names()
+            suggestions = [n for n in names if name in n or n.endswith(f"_{name}")][:3]
             raise ToolNotFoundError(name, suggestions, "no global MCP tool of that name")
         return await self._call(target, arguments)
 
     def _user_target(self, user_id: str, tool: str) -> McpTarget | None:
         with self._lock:
-            targets = self._user_targets.get(user_id, {})
-            if tool in targets:
-                return targets[tool]
-        return self.target(tool, user_id)
+            return self._exposure.by_key(user_id, tool)
 
     async def _call_user(self, user_id: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         validate_user_id(user_id)

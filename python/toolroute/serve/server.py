@@ -1,8 +1,8 @@
 """The router as an MCP server, on the official SDK's low-level `Server`.
 
-Only the served allowlist is reachable: `tools/call` looks the name up in the list this server
-advertised and refuses anything else before the router sees it. (AI4J's server passed any name
-to its router, so a client could reach tools it was never shown, bash included.)
+Only the served exposure is reachable: `tools/call` runs the very tool this server advertised
+under that name and refuses anything else before the router sees it. (AI4J's server passed any
+name to its router, so a client could reach tools it was never shown, bash included.)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class ServedTools(ExposedTools):
     def _listing(self) -> list[types.Tool]:
         tools = []
         for name, fn in self.definitions.items():
-            traits = self.router.traits(name, self.user_id)
+            traits = self.exposure.tools[name].traits
             tools.append(
                 types.Tool(
                     name=name,

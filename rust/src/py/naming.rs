@@ -71,12 +71,45 @@ fn has_user_form(name: &str) -> bool {
     naming::has_user_form(name)
 }
 
-/// Every (user id, tool) split of a user-form name (more than one when a user id has `_tool_`).
+/// `(user_id, tool)` of a readable-form user name; None for the digest form or no user form.
 #[pyfunction]
-fn user_form_candidates(name: &str) -> Vec<(String, String)> {
-    naming::user_form_candidates(name)
+fn decode_user_tool(name: &str) -> Option<(String, String)> {
+    match naming::decode_user_tool(name)? {
+        naming::UserForm::Readable { user_id, tool } => {
+            Some((user_id.to_string(), tool.to_string()))
+        }
+        naming::UserForm::Digest { .. } => None,
+    }
+}
+
+/// Which of `user_ids` may own the user-form `name` (by its grammar; the table decides).
+#[pyfunction]
+fn user_tool_owners(name: &str, user_ids: Vec<String>) -> Vec<String> {
+    let Some(form) = naming::decode_user_tool(name) else {
+        return Vec::new();
+    };
+    user_ids
         .into_iter()
-        .map(|(u, t)| (u.to_string(), t.to_string()))
+        .filter(|uid| match &form {
+            naming::UserForm::Readable { user_id, .. } => uid == user_id,
+            naming::UserForm::Digest { user_hint } => naming::matches_user_hint(uid, user_hint),
+        })
+        .collect()
+}
+
+#[pyfunction]
+fn user_service_key(py: Python<'_>, user_id: &str, service_id: &str) -> PyResult<String> {
+    naming::user_service_key(user_id, service_id)
+        .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
+}
+
+/// Every (user id, service id) split of a `user_{userId}_service_{serviceId}` key.
+#[pyfunction]
+#[pyo3(signature = (key, user_id=None))]
+fn user_service_candidates(key: &str, user_id: Option<&str>) -> Vec<(String, String)> {
+    naming::user_service_candidates(key, user_id)
+        .into_iter()
+        .map(|(u, s)| (u.to_string(), s.to_string()))
         .collect()
 }
 
@@ -90,6 +123,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_user_tool, m)?)?;
     m.add_function(wrap_pyfunction!(validate_user_id, m)?)?;
     m.add_function(wrap_pyfunction!(has_user_form, m)?)?;
-    m.add_function(wrap_pyfunction!(user_form_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_user_tool, m)?)?;
+    m.add_function(wrap_pyfunction!(user_tool_owners, m)?)?;
+    m.add_function(wrap_pyfunction!(user_service_key, m)?)?;
+    m.add_function(wrap_pyfunction!(user_service_candidates, m)?)?;
     Ok(())
 }

@@ -1,0 +1,48 @@
+"""What one request was shown: exposed names bound to the very tools they were listed for.
+
+An allowlist of bare names is not enough: a name can later resolve to something else (an upstream
+server advertising `bash`, a tool list changed mid-session). An `Exposure` keeps the resolved
+`Tool` objects themselves, and a call through it runs exactly the tool its name was listed for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from toolroute.errors import ToolRegistrationError
+from toolroute.types import Tool, ToolDefinition
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Exposed name -> tool, in listing order, for one user (or none)."""
+
+    tools: Mapping[str, Tool]
+    user_id: str | None = None
+    definitions: list[ToolDefinition] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool], user_id: str | None = None) -> Exposure:
+        by_name: dict[str, Tool] = {}
+        for tool in tools:
+            held = by_name.setdefault(tool.name, tool)
+            if held is not tool:
+                raise ToolRegistrationError(f"two different tools are exposed as {tool.name!r}")
+        return cls(by_name, user_id, [t.definition() for t in by_name.values()])
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.tools)

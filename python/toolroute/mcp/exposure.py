@@ -1,0 +1,207 @@
+"""The names/exposure half of the gateway: which listed MCP tool is exposed under which name.
+
+Every remote tool has an identity, (service key, the server's own tool name). Names come from the
+router's naming plan (`GatewayRoutes.plan`): a tool takes its own name when free, else a
+service-qualified one, else one with a hash of its identity; names held by host tools are never
+handed out, and a name once given keeps routing to the same identity for the router's life. The
+gateway hands this module what its servers listed; this module publishes and withdraws routes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from toolroute._core import RouteTable, ToolKind
+from toolroute.gateway import GatewayRoutes
+from toolroute.naming import encode_user_tool, mcp_tool_candidates, sanitize_tool_name
+from toolroute.types import ToolDefinition, ToolHost, ToolOutput, ToolTraits
+
+if TYPE_CHECKING:
+    from toolroute.mcp.gateway import McpGateway
+
+log = logging.getLogger("toolroute.mcp")
+
+
+class TargetCaller(Protocol):
+    def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput: ...
+
+    async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput: ...
+
+
+@dataclass(frozen=True, eq=False)
+class McpTarget:
+    """One exposed remote tool, routable through the common `Tool` interface. Compared by
+    identity: an exposure holds these very objects."""
+
+    service_key: str  # "time", or "user_7_service_time"
+    service_id: str
+    tool: str  # the server's own tool name
+    exposed_name: str
+    user_id: str | None = None
+    key: str = ""  # what the naming plan gave it: the exposed name, or the user key it encodes
+    definition_: ToolDefinition = field(default_factory=dict, repr=False)
+    caller: TargetCaller | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> ToolKind:
+        return ToolKind.GLOBAL_MCP if self.user_id is None else ToolKind.USER_MCP
+
+    @property
+    def name(self) -> str:
+        return self.exposed_name
+
+    @property
+    def identity(self) -> str:
+        return identity(self.service_key, self.tool)
+
+    @property
+    def traits(self) -> ToolTraits:
+        return ToolTraits()  # an upstream server's hints are not trusted for scheduling
+
+    def definition(self) -> ToolDefinition:
+        return self.definition_
+
+    def _caller(self) -> TargetCaller:
+        if self.caller is None:
+            raise RuntimeError(f"MCP tool {self.exposed_name!r} has no gateway")
+        return self.caller
+
+    def call(self, arguments: Mapping[str, Any], host: ToolHost) -> ToolOutput:
+        return self._caller().call(self, arguments)
+
+    async def acall(self, arguments: Mapping[str, Any], host: ToolHost) -> ToolOutput:
+        return await self._caller().acall(self, arguments)
+
+    def blocking(self) -> bool:
+        return False
+
+
+def identity(service_key: str, tool: str) -> str:
+    return f"mcp:{service_key}\x00{tool}"
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One server's listing, projected (outside any lock): tool name -> nameless definition."""
+
+    service_key: str
+    service_id: str
+    user_id: str | None
+    definitions: Mapping[str, ToolDefinition]
+
+
+def named(definition: ToolDefinition, name: str) -> ToolDefinition:
+    return {**definition, "function": {**definition["function"], "name": name}}
+
+
+@dataclass
+class McpExposure:
+    """The gateway's exposed tools and the reports about their names."""
+
+    caller: McpGateway
+    routes: GatewayRoutes = field(default_factory=lambda: GatewayRoutes(RouteTable()))
+    live: dict[str, McpTarget] = field(default_factory=dict)  # identity -> published target
+    collisions: dict[str, list[str]] = field(default_factory=dict)  # plain name -> global services
+    user_collisions: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # "service/tool" -> exposed (global)
+
+    def attach(self, routes: GatewayRoutes) -> None:
+        """Move to the router's routes: everything is planned again there (host names now known)."""
+        self.routes = routes
+        self.live = {}
+
+    def targets(self, service_key: str) -> list[McpTarget]:
+        return [t for t in self.live.values() if t.service_key == service_key]
+
+    def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
+        for t in self.live.values():
+            if t.exposed_name == exposed_name and t.user_id == user_id:
+                return t
+        return None
+
+    def by_key(self, user_id: str, key: str) -> McpTarget | None:
+        """A user's target by the key its exposed name encodes (or by the server's tool name)."""
+        for t in self.live.values():
+            if t.user_id == user_id and key in (t.key, t.tool, t.exposed_name):
+                return t
+        return None
+
+    # ---- synchronisation -------------------------------------------------------------------
+
+    def sync(self, user_id: str | None, listings: Sequence[Listed]) -> bool:
+        """Publish exactly the tools of `listings` (all loaded servers of one scope); True when
+        what is routed changed."""
+        items = [
+            (identity(lst.service_key, tool), mcp_tool_candidates(lst.service_id, tool), lst, tool)
+            for lst in listings
+            for tool in lst.definitions
+        ]
+        plan = [(ident, cands) for ident, cands, _, _ in items]
+        planned = self.routes.plan(plan) if user_id is None else self.routes.plan_user(user_id, plan)
+        wanted: dict[str, McpTarget] = {}
+        for (ident, _, lst, tool), name in zip(items, planned, strict=True):
+            if name is None:
+                log.error("MCP server %r: no free name for tool %r", lst.service_key, tool)
+                continue
+            exposed = name if user_id is None else encode_user_tool(user_id, name)
+            definition = named(lst.definitions[tool], exposed)
+            old = self.live.get(ident)
+            if old is not None and old.exposed_name == exposed and old.definition_ == definition:
+                wanted[ident] = old  # the very same object: exposures holding it stay valid
+            else:
+                wanted[ident] = McpTarget(
+                    lst.service_key, lst.service_id, tool, exposed, user_id, name, definition, self.caller
+                )
+        scope = [t for t in self.live.values() if t.user_id == user_id]
+        changed = False
+        for old in scope:
+            if wanted.get(old.identity) is not old:
+                self._withdraw(old)
+                changed = True
+        for ident, target in wanted.items():
+            if self.live.get(ident) is not target:
+                self._publish(target)
+                changed = True
+        self._report(user_id, listings)
+        return changed
+
+    def _publish(self, target: McpTarget) -> None:
+        if target.user_id is None:
+            self.routes.publish(target.identity, target)
+        else:
+            self.routes.publish_user(target.user_id, target.key, target)
+        self.live[target.identity] = target
+
+    def _withdraw(self, target: McpTarget) -> None:
+        if self.live.get(target.identity) is target:
+            del self.live[target.identity]
+        if target.user_id is None:
+            self.routes.withdraw(target.exposed_name)
+        else:
+            self.routes.withdraw_user(target.user_id, target.key)
+
+    def _report(self, user_id: str | None, listings: Sequence[Listed]) -> None:
+        owners: dict[str, list[str]] = {}
+        for lst in listings:
+            for tool in lst.definitions:
+                owners.setdefault(sanitize_tool_name(tool), []).append(lst.service_id)
+        collisions = {name: sorted(set(ids)) for name, ids in owners.items() if len(set(ids)) > 1}
+        if user_id is not None:
+            self.user_collisions[user_id] = collisions
+            return
+        for plain, services in collisions.items():
+            if self.collisions.get(plain) != services:
+                log.warning(
+                    "MCP tool name %r is offered by several servers (%s); the newcomers are exposed service-qualified",
+                    plain,
+                    ", ".join(services),
+                )
+        self.collisions = collisions
+        self.renamed = {
+            f"{t.service_id}/{t.tool}": t.exposed_name
+            for t in self.live.values()
+            if t.user_id is None and t.exposed_name != t.tool
+        }

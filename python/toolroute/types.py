@@ -1,0 +1,178 @@
+"""The bottom of the package: what every tool is and returns, shared by the router, the built-ins,
+local MCP services and the MCP gateway (none of which import each other for it).
+
+Every routable tool, whatever its kind, is a `Tool`: a name, a definition, declared traits, and a
+way to validate (`bind`) and run a call. The router stores `Tool` objects in its one registry (the
+Rust `RouteTable`) and runs whichever one a name resolves to through this interface only.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+import anyio.to_thread
+from pydantic import BaseModel, ValidationError
+
+from toolroute._core import ToolKind
+from toolroute._sync import run_coroutine_sync
+from toolroute.errors import ToolArgumentError
+
+if TYPE_CHECKING:
+    from toolroute.context import BuiltInToolContext
+
+ToolDefinition = dict[str, Any]
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool's result: `text` goes to the model (spec 11); `trace` is the structured side channel."""
+
+    text: str
+    trace: Any = None
+
+
+@dataclass(frozen=True)
+class ToolTraits:
+    """Side effects a tool declares at registration; the agent layer schedules by them."""
+
+    read_only: bool = False  # safe to run beside other calls
+    idempotent: bool = False  # safe to retry
+
+
+def describe_validation_error(tool: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        parts.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool!r}: " + "; ".join(parts)
+
+
+def validate_request(tool: str, model: type[BaseModel], args: Mapping[str, Any]) -> Any:
+    """`model` validated from `args`; a failure is a `ToolArgumentError` written for the model."""
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        raise ToolArgumentError(describe_validation_error(tool, exc)) from None
+
+
+class ToolResources:
+    """Per-router state of tools (e.g. bash's process table), made once per key; a value with a
+    `close()` method is closed with the router."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, Any] = {}
+        self._closers: list[Callable[[], Any]] = []
+
+    def get(self, key: str, factory: Callable[[], R]) -> R:
+        with self._lock:
+            if key not in self._values:
+                value = factory()
+                self._values[key] = value
+                close = getattr(value, "close", None)
+                if callable(close):
+                    self._closers.append(close)
+            return self._values[key]  # type: ignore[no-any-return]
+
+    def closers(self) -> list[Callable[[], Any]]:
+        with self._lock:
+            return list(self._closers)
+
+
+_resources: contextvars.ContextVar[ToolResources | None] = contextvars.ContextVar("toolroute_resources", default=None)
+
+
+def current_resources() -> ToolResources | None:
+    """The resources of the router running the current tool call (None outside a router)."""
+    return _resources.get()
+
+
+@contextmanager
+def using_resources(resources: ToolResources) -> Iterator[None]:
+    token = _resources.set(resources)
+    try:
+        yield
+    finally:
+        _resources.reset(token)
+
+
+class ToolHost(Protocol):
+    """What the router hands a tool when it binds a call."""
+
+    @property
+    def resources(self) -> ToolResources: ...
+
+    def builtin_context(self, name: str) -> BuiltInToolContext:
+        """The built-in context of the current call; raises when there is none."""
+        ...
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """One routable tool, whatever executes it."""
+
+    @property
+    def kind(self) -> ToolKind: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def traits(self) -> ToolTraits: ...
+
+    def definition(self) -> ToolDefinition: ...
+
+    def call(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
+        """Validate and run, blocking; returns the raw result or a `ToolOutput`."""
+        ...
+
+    async def acall(self, arguments: Mapping[str, Any], host: ToolHost) -> Any: ...
+
+    def blocking(self) -> bool:
+        """True when `acall` runs the tool on a worker thread (it is synchronous)."""
+        ...
+
+
+class LocalTool:
+    """The run logic shared by tools that execute in this process: `bind` validates the
+    arguments and returns a thunk (a coroutine function when `is_async`)."""
+
+    is_async: bool = False
+
+    def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def call(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
+        thunk = self.bind(arguments, host)
+        return run_coroutine_sync(thunk) if self.is_async else thunk()
+
+    async def acall(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
+        thunk = self.bind(arguments, host)
+        if self.is_async:
+            return await thunk()
+        return await anyio.to_thread.run_sync(thunk)  # anyio carries the context variables over
+
+    def blocking(self) -> bool:
+        return not self.is_async
+
+
+__all__ = [
+    "LocalTool",
+    "Tool",
+    "ToolDefinition",
+    "ToolHost",
+    "ToolKind",
+    "ToolOutput",
+    "ToolResources",
+    "ToolTraits",
+    "current_resources",
+    "describe_validation_error",
+    "using_resources",
+    "validate_request",
+]
