@@ -131,9 +131,9 @@ def test_cancelled_async_call_does_not_break_the_session() -> None:
 def test_a_tool_removed_upstream_disappears_from_the_table() -> None:
     with McpGateway({"r": demo_stdio("r")}, eager=True) as gw:
         router = ToolRouter(gateway=gw)
-        assert router.table.resolve("echo") is not None
+        assert router.route("echo") is not None
         assert router.invoke("drop_tool", {"tool": "echo"}) == "dropped"
-        assert wait_until(lambda: router.table.resolve("echo") is None)
+        assert wait_until(lambda: router.route("echo") is None)
         with pytest.raises(ToolNotFoundError):
             router.invoke("echo", {"text": "x"})
 

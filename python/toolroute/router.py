@@ -154,7 +154,7 @@ class ToolRouter:
         self._resources = ToolResources()
         # The eight coding tools by default; a host may pass its own table (or an empty one).
         for name, tool in (builtin_tools() if builtins is None else builtins).items():
-            self._table.insert(ToolKind.BUILTIN, name, tool, False, f"builtin:{name}")
+            self._table.insert(ToolKind.BUILTIN, name, tool)
 
     # ---- registration ------------------------------------------------------------------
 
@@ -267,13 +267,13 @@ class ToolRouter:
         previous = hit[1] if hit is not None and hit[0] == ToolKind.FUNCTION else None
         if isinstance(previous, FunctionTool) and previous.spec is spec:
             return spec.name  # the same object again (an overlapping scan or entry point)
-        self._table.insert(ToolKind.FUNCTION, spec.name, FunctionTool(spec), replace, f"function:{spec.name}")
+        self._table.insert(ToolKind.FUNCTION, spec.name, FunctionTool(spec), replace)
 
         def restore() -> None:
             if previous is None:
                 self._table.remove(spec.name)
             else:
-                self._table.insert(ToolKind.FUNCTION, spec.name, previous, True, f"function:{spec.name}")
+                self._table.insert(ToolKind.FUNCTION, spec.name, previous, True)
 
         undo.append(restore)
         return spec.name
@@ -303,9 +303,9 @@ class ToolRouter:
         previous = {n: self._table.resolve(n) for n in old or ()}
         for name in old or ():
             self._table.remove(name)
-        for ident, tool in bound:
-            self._table.insert(ToolKind.LOCAL_MCP, tool.name, tool, True, ident)
-        names = [tool.name for _, tool in bound]
+        for ident, local in bound:
+            self._table.insert(ToolKind.LOCAL_MCP, local.name, local, True, ident)
+        names = [local.name for _, local in bound]
         self._services[service.name] = names
 
         def restore() -> None:
