@@ -60,8 +60,10 @@ def _port_open(port: int) -> bool:
 class HttpServer:
     """The demo server in its own process over streamable HTTP (or SSE) on 127.0.0.1."""
 
-    def __init__(self, name: str = "web", *, sse: bool = False, port: int | None = None) -> None:
-        self.name, self.sse = name, sse
+    def __init__(
+        self, name: str = "web", *, sse: bool = False, port: int | None = None, extra: tuple[str, ...] = ()
+    ) -> None:
+        self.name, self.sse, self.extra = name, sse, extra
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -72,7 +74,15 @@ class HttpServer:
     def start(self) -> HttpServer:
         flag = "--sse" if self.sse else "--http"
         self.proc = subprocess.Popen(
-            [sys.executable, DEMO, "--name", self.name, flag, str(self.port)],
+            [
+                sys.executable,
+                DEMO,
+                "--name",
+                self.name,
+                flag,
+                str(self.port),
+                *(a for t in self.extra for a in ("--extra", t)),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -95,8 +105,8 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(name: str = "web", *, sse: bool = False) -> Iterator[HttpServer]:
-    server = HttpServer(name, sse=sse).start()
+def http_server(name: str = "web", *, sse: bool = False, extra: tuple[str, ...] = ()) -> Iterator[HttpServer]:
+    server = HttpServer(name, sse=sse, extra=extra).start()
     try:
         yield server
     finally:

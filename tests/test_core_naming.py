@@ -11,14 +11,14 @@ from toolroute._core import RouteTable, ToolKind
 from toolroute.naming import (
     decode_user_tool,
     encode_user_tool,
+    generate_api_function_names,
     has_user_form,
     mcp_tool_candidates,
-    user_service_candidates,
-    user_tool_owners,
-    generate_api_function_names,
     parse_user_service_key,
     sanitize_tool_name,
+    user_service_candidates,
     user_service_key,
+    user_tool_owners,
 )
 
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

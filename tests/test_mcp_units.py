@@ -8,10 +8,10 @@ import jsonschema
 import mcp_types as types
 import pytest
 
+from toolroute._core import RouteTable, ToolKind
 from toolroute.errors import ToolExecutionError, ToolRegistrationError
 from toolroute.mcp.projection import tool_definition
 from toolroute.mcp.results import content_text, to_output
-from toolroute._core import RouteTable, ToolKind
 from toolroute.naming import has_user_form, is_valid_tool_name, mcp_tool_candidates
 
 
