@@ -11,7 +11,7 @@ from _py_router import PyRouter, py_generate_api_function_name
 from pydantic import BaseModel
 
 from toolroute import ToolRouter, function_tool
-from toolroute._core import RouteTable, encode_user_tool, generate_api_function_names
+from toolroute._core import RouteTable, ToolKind, encode_user_tool, generate_api_function_names
 
 random.seed(7)
 LEVEL_NAMES = {k: [f"{k}_tool_{i}" for i in range(200)] for k in ("builtin", "local", "function", "global")}
@@ -28,7 +28,7 @@ def _tables() -> tuple[RouteTable, PyRouter]:
     )
     for kind, key, py_level in levels:
         for name in LEVEL_NAMES[key]:
-            rust.insert(kind, name, name)
+            rust.insert(ToolKind(kind), name, name)
             py_level[name] = name
     for uid in USERS:
         for i in range(20):
