@@ -10,6 +10,7 @@ import pytest
 from _py_router import PyRouter, py_generate_api_function_name
 from pydantic import BaseModel
 
+import toolroute
 from toolroute import ToolRouter, function_tool
 from toolroute._core import RouteTable, ToolKind, encode_user_tool, generate_api_function_names
 
@@ -131,3 +132,40 @@ def test_invoke_pydantic_validation_only(benchmark):
         return pydantic_core.to_json(tool.apply(AddRequest.model_validate_json(ARGS)))
 
     benchmark(direct)
+
+
+BUILTIN_NAMES = list(toolroute.BUILTIN_TOOL_NAMES)
+DEFAULT_ROUTER = ToolRouter()
+
+
+def _plain_builtin_definitions() -> list[dict]:
+    """What a host without toolroute does: each built-in's schema from its pydantic model."""
+    from toolroute.builtins import builtin_tools
+
+    tools = builtin_tools()
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": tools[n].description,
+                "parameters": tools[n].request_model.model_json_schema(),
+            },
+        }
+        for n in BUILTIN_NAMES
+    ]
+
+
+def test_builtin_listing_agrees():
+    listed = DEFAULT_ROUTER.get_all_tools(BUILTIN_NAMES)
+    assert [t["function"]["name"] for t in listed] == [t["function"]["name"] for t in _plain_builtin_definitions()]
+
+
+@pytest.mark.benchmark(group="core: get_all_tools of the 8 built-ins")
+def test_list_builtins_toolroute(benchmark):
+    benchmark(DEFAULT_ROUTER.get_all_tools, BUILTIN_NAMES)
+
+
+@pytest.mark.benchmark(group="core: get_all_tools of the 8 built-ins")
+def test_list_builtins_plain_pydantic(benchmark):
+    benchmark(_plain_builtin_definitions)

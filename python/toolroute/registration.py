@@ -10,6 +10,7 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
@@ -17,7 +18,7 @@ from pydantic.fields import FieldInfo
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
 from toolroute.schema import function_definition, model_parameters
-from toolroute.types import LocalTool, ToolDefinition, ToolHost, ToolKind, ToolTraits, validate_request
+from toolroute.types import LocalTool, ToolDefinition, ToolHost, ToolKind, ToolTraits, fresh, validate_request
 
 SPEC_ATTR = "__toolroute_spec__"
 T = TypeVar("T")
@@ -54,8 +55,12 @@ class FunctionTool(LocalTool):
     def is_async(self) -> bool:  # type: ignore[override]
         return self.spec.is_async
 
-    def definition(self) -> ToolDefinition:
+    @cached_property
+    def _definition(self) -> ToolDefinition:
         return function_definition(self.spec.name, self.spec.description, model_parameters(self.spec.request_model))
+
+    def definition(self) -> ToolDefinition:
+        return fresh(self._definition)
 
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
         request = validate_request(self.spec.name, self.spec.request_model, arguments)
@@ -254,8 +259,12 @@ class BoundMcpTool(LocalTool):
     def traits(self) -> ToolTraits:
         return self.spec.traits
 
-    def definition(self) -> ToolDefinition:
+    @cached_property
+    def _definition(self) -> ToolDefinition:
         return function_definition(self.exposed_name, self.spec.description, model_parameters(self.schema_model))
+
+    def definition(self) -> ToolDefinition:
+        return fresh(self._definition)
 
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
         kwargs = self.convert(arguments)

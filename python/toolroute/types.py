@@ -61,6 +61,12 @@ def validate_request(tool: str, model: type[BaseModel], args: Mapping[str, Any])
         raise ToolArgumentError(describe_validation_error(tool, exc)) from None
 
 
+def fresh(definition: ToolDefinition) -> ToolDefinition:
+    """A copy of a cached definition's two outer levels, so a caller renaming or re-describing
+    what it was given never changes the cache (`parameters` is shared: treat it as read-only)."""
+    return {**definition, "function": {**definition["function"]}}
+
+
 class ToolResources:
     """Per-router state of tools (e.g. bash's process table), made once per key; a value with a
     `close()` method is closed with the router."""
@@ -173,6 +179,7 @@ __all__ = [
     "ToolTraits",
     "current_resources",
     "describe_validation_error",
+    "fresh",
     "using_resources",
     "validate_request",
 ]

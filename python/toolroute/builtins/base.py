@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +18,7 @@ from toolroute.types import (
     ToolKind,
     ToolOutput,
     ToolTraits,
+    fresh,
     using_resources,
     validate_request,
 )
@@ -46,8 +48,12 @@ class BuiltinTool(LocalTool, Generic[RequestT]):
     def traits(self) -> ToolTraits:
         return ToolTraits(read_only=self.read_only, idempotent=self.read_only)
 
-    def definition(self) -> ToolDefinition:
+    @cached_property
+    def _definition(self) -> ToolDefinition:
         return function_definition(self.name, self.description, model_parameters(self.request_model))
+
+    def definition(self) -> ToolDefinition:
+        return fresh(self._definition)
 
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], ToolOutput]:
         ctx = host.builtin_context(self.name)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from toolroute._core import RouteTable, ToolKind
 from toolroute.gateway import GatewayRoutes
 from toolroute.naming import encode_user_tool, mcp_tool_candidates, sanitize_tool_name
-from toolroute.types import ToolDefinition, ToolHost, ToolOutput, ToolTraits
+from toolroute.types import ToolDefinition, ToolHost, ToolOutput, ToolTraits, fresh
 
 if TYPE_CHECKING:
     from toolroute.mcp.gateway import McpGateway
@@ -62,7 +62,7 @@ class McpTarget:
         return ToolTraits()  # an upstream server's hints are not trusted for scheduling
 
     def definition(self) -> ToolDefinition:
-        return self.definition_
+        return fresh(self.definition_)
 
     def _caller(self) -> TargetCaller:
         if self.caller is None:
