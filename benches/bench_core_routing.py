@@ -3,6 +3,7 @@ with the plain-Python way (`_py_router.py`). In each group the toolroute case is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
@@ -169,3 +170,31 @@ def test_list_builtins_toolroute(benchmark):
 @pytest.mark.benchmark(group="core: get_all_tools of the 8 built-ins")
 def test_list_builtins_plain_pydantic(benchmark):
     benchmark(_plain_builtin_definitions)
+
+
+@function_tool(name="add_quick", quick=True)
+def add_quick(a: int, b: int) -> int:
+    return a + b
+
+
+ROUTER.register(add_quick)
+CALLS = 200
+QUICK_ARGS = json.dumps({"a": 1, "b": 2})
+
+
+async def _ainvoke_many() -> list[str]:
+    return [await ROUTER.ainvoke("add_quick", QUICK_ARGS) for _ in range(CALLS)]
+
+
+def test_quick_tool_answers_agree():
+    assert asyncio.run(_ainvoke_many()) == [ROUTER.invoke("add_quick", QUICK_ARGS)] * CALLS
+
+
+@pytest.mark.benchmark(group="core: 200 calls of a quick sync tool, async vs sync caller")
+def test_ainvoke_quick_toolroute(benchmark):
+    benchmark(lambda: asyncio.run(_ainvoke_many()))  # one event loop for all 200 calls, as an agent has
+
+
+@pytest.mark.benchmark(group="core: 200 calls of a quick sync tool, async vs sync caller")
+def test_invoke_quick_sync_caller(benchmark):
+    benchmark(lambda: [ROUTER.invoke("add_quick", QUICK_ARGS) for _ in range(CALLS)])

@@ -389,3 +389,32 @@ def test_no_name_reaches_another_tenants_tool(owner: str, intruder: str, tool: s
     assert not gateway.calls or gateway.calls[-1][0][0] == "user"
     # and the owner does reach it
     assert r.invoke(owner_name, {}).startswith(f"user:{owner}:s:")
+
+
+def test_quick_sync_tools_run_inline_for_async_callers():
+    import threading
+
+    seen: list[str] = []
+
+    @function_tool(name="where_quick", quick=True)
+    def where_quick() -> str:
+        seen.append(threading.current_thread().name)
+        return "q"
+
+    @function_tool(name="where_slow")
+    def where_slow() -> str:
+        seen.append(threading.current_thread().name)
+        return "s"
+
+    r = ToolRouter(builtins={})
+    r.register(where_quick)
+    r.register(where_slow)
+    assert r.traits("where_quick").quick and not r.traits("where_slow").quick
+
+    async def main() -> str:
+        await r.ainvoke("where_quick")
+        await r.ainvoke("where_slow")
+        return threading.current_thread().name
+
+    loop_thread = asyncio.run(main())
+    assert seen[0] == loop_thread and seen[1] != loop_thread

@@ -165,7 +165,12 @@ def _build_function_spec(
 def function_tool(target: T, /) -> T: ...
 @typing.overload
 def function_tool(
-    *, name: str | None = ..., description: str | None = ..., read_only: bool = ..., idempotent: bool = ...
+    *,
+    name: str | None = ...,
+    description: str | None = ...,
+    read_only: bool = ...,
+    idempotent: bool = ...,
+    quick: bool = ...,
 ) -> Callable[[T], T]: ...
 def function_tool(
     target: Any = None,
@@ -175,13 +180,15 @@ def function_tool(
     description: str | None = None,
     read_only: bool = False,
     idempotent: bool = False,
+    quick: bool = False,
 ) -> Any:
     """Declare a function tool: a class with `apply(request: Model)`, or a typed function.
 
     The schema comes from the pydantic model (or the function's signature). `read_only` and
-    `idempotent` tell the agent layer whether the tool may run in parallel and be retried.
+    `idempotent` tell the agent layer whether the tool may run in parallel and be retried; `quick`
+    (a sync tool that never blocks) lets async callers run it inline, without a worker thread.
     """
-    traits = ToolTraits(read_only=read_only, idempotent=idempotent)
+    traits = ToolTraits(read_only=read_only, idempotent=idempotent, quick=quick)
 
     def decorate(obj: T) -> T:
         setattr(obj, SPEC_ATTR, _build_function_spec(obj, name, description, traits))
@@ -198,15 +205,16 @@ def mcp_tool(
     description: str | None = None,
     read_only: bool = False,
     idempotent: bool = False,
+    quick: bool = False,
 ) -> Any:
-    """Mark a method of an `@mcp_service` class as a local MCP tool."""
+    """Mark a method of an `@mcp_service` class as a local MCP tool (traits as `function_tool`'s)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         spec = McpToolSpec(
             tool_name=name or fn.__name__,
             description=_description(fn, description),
             method_name=fn.__name__,
-            traits=ToolTraits(read_only=read_only, idempotent=idempotent),
+            traits=ToolTraits(read_only=read_only, idempotent=idempotent, quick=quick),
         )
         setattr(fn, SPEC_ATTR, spec)
         return fn

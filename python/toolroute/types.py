@@ -43,6 +43,7 @@ class ToolTraits:
 
     read_only: bool = False  # safe to run beside other calls
     idempotent: bool = False  # safe to retry
+    quick: bool = False  # a sync tool that never blocks: async callers run it inline
 
 
 def describe_validation_error(tool: str, exc: ValidationError) -> str:
@@ -151,6 +152,10 @@ class LocalTool:
 
     is_async: bool = False
 
+    @property
+    def traits(self) -> ToolTraits:
+        return ToolTraits()
+
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
         raise NotImplementedError
 
@@ -162,10 +167,12 @@ class LocalTool:
         thunk = self.bind(arguments, host)
         if self.is_async:
             return await thunk()
+        if self.traits.quick:
+            return thunk()
         return await anyio.to_thread.run_sync(thunk)  # anyio carries the context variables over
 
     def blocking(self) -> bool:
-        return not self.is_async
+        return not self.is_async and not self.traits.quick
 
 
 __all__ = [
