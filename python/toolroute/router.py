@@ -488,9 +488,10 @@ class ToolRouter:
         that user's own, then, on a miss, the ones the name may be in."""
         self._check_open(name)
         gateway = self._gateway
-        if gateway is not None and user_id is not None:
-            gateway.prepare(user_id)  # a user's own tools come before any shared level
         hit = self._table.resolve(name, user_id)
+        if gateway is not None and user_id is not None and not _is_builtin(hit):
+            gateway.prepare(user_id)  # a user's own tools come before any shared level
+            hit = self._table.resolve(name, user_id)
         if hit is None and gateway is not None:
             refreshed = [gateway.refresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
             if any(refreshed):
@@ -503,9 +504,10 @@ class ToolRouter:
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
         self._check_open(name)
         gateway = self._gateway
-        if gateway is not None and user_id is not None:
-            await gateway.aprepare(user_id)
         hit = self._table.resolve(name, user_id)
+        if gateway is not None and user_id is not None and not _is_builtin(hit):
+            await gateway.aprepare(user_id)
+            hit = self._table.resolve(name, user_id)
         if hit is None and gateway is not None:
             refreshed = [await gateway.arefresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
             if any(refreshed):
@@ -578,6 +580,11 @@ class ToolRouter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_builtin(hit: tuple[ToolKind, Any] | None) -> bool:
+    """Built-ins win over everything (spec 6): no user's tool list can change where they route."""
+    return hit is not None and hit[0] == ToolKind.BUILTIN
 
 
 def _refresh_scopes(gateway: ToolGateway, name: str, user_id: str | None) -> list[str | None]:
