@@ -14,8 +14,7 @@ import importlib.metadata
 import json
 import pkgutil
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -100,21 +99,18 @@ def _as_output(result: Any) -> ToolOutput:
     return result if isinstance(result, ToolOutput) else ToolOutput(result_text(result))
 
 
-@contextmanager
-def _failures_as_tool_errors(name: str) -> Iterator[None]:
-    """toolroute's own errors pass through; anything else a tool raises is wrapped (and chained)."""
-    try:
-        yield
-    except ToolError:
-        raise
-    except Exception as exc:
-        raise ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {exc}", tool=name) from exc
-    except BaseException as exc:
-        # pyo3's PanicException derives from BaseException; a core bug must not escape a caller's
-        # `except Exception` and end an agent's whole batch.
-        if type(exc).__module__ != "pyo3_runtime":
-            raise
-        raise ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name) from exc
+def _as_tool_error(name: str, exc: BaseException) -> BaseException:
+    """What a failure of tool `name` becomes: toolroute's own errors pass through; anything else a
+    tool raises is wrapped (the caller chains it)."""
+    if isinstance(exc, ToolError):
+        return exc
+    if isinstance(exc, Exception):
+        return ToolExecutionError(f"tool {name!r} failed: {type(exc).__name__}: {exc}", tool=name)
+    # pyo3's PanicException derives from BaseException; a core bug must not escape a caller's
+    # `except Exception` and end an agent's whole batch.
+    if type(exc).__module__ == "pyo3_runtime":
+        return ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name)
+    return exc
 
 
 @dataclass(frozen=True)
@@ -519,17 +515,29 @@ class ToolRouter:
 
     def run(self, tool: Tool, argument: str | Mapping[str, Any] | None = None) -> ToolOutput:
         """Run exactly `tool` (e.g. one an `Exposure` holds); the text and the structured trace."""
-        self._check_open(tool.name)
+        if self._closed:
+            raise ToolExecutionError("the router is closed", tool=tool.name)
         args = parse_arguments(argument)
-        with _failures_as_tool_errors(tool.name):
+        try:
             return _as_output(tool.call(args, self))
+        except BaseException as exc:
+            error = _as_tool_error(tool.name, exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     async def arun(self, tool: Tool, argument: str | Mapping[str, Any] | None = None) -> ToolOutput:
         """Async `run`: sync tools run in a worker thread (context variables carried over)."""
-        self._check_open(tool.name)
+        if self._closed:
+            raise ToolExecutionError("the router is closed", tool=tool.name)
         args = parse_arguments(argument)
-        with _failures_as_tool_errors(tool.name):
+        try:
             return _as_output(await tool.acall(args, self))
+        except BaseException as exc:
+            error = _as_tool_error(tool.name, exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     def execute(
         self, name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None

@@ -74,6 +74,18 @@ def error_result(call: AgentToolCall, exc: BaseException, duration: float = 0.0)
     return AgentToolResult.failure(call, ToolExecutionError.__name__, message, duration=duration)
 
 
+def _resolved(router: ToolRouter, names: Collection[str], user_id: str | None) -> list[Tool]:
+    """The tools `names` route to now (loading lazily connected tool lists); unknown names are
+    left out, so they stay refused."""
+    tools = []
+    for name in dict.fromkeys(names):
+        try:
+            tools.append(router.resolve(name, user_id))
+        except ToolError:
+            continue
+    return tools
+
+
 class RouterToolExecutor:
     """A `TraceableToolExecutor` over a `ToolRouter`; built-ins fill `trace` with their facts.
 
@@ -95,8 +107,7 @@ class RouterToolExecutor:
         if allowed is None or isinstance(allowed, Exposure):
             self.exposure = allowed
         else:
-            found = (router.route(name, user_id) for name in dict.fromkeys(allowed))
-            self.exposure = Exposure.of((t for t in found if t is not None), user_id)
+            self.exposure = Exposure.of(_resolved(router, allowed, user_id), user_id)
         self._trace = TraceSlot(f"router_{id(self)}")
 
     @property
