@@ -21,10 +21,14 @@ WAIT = 20.0
 
 def call(router: ToolRouter, **args: Any) -> dict[str, Any]:
     """Invoke bash and parse its JSON text; the trace must carry the same data."""
+    return json.loads(call_text(router, **args))
+
+
+def call_text(router: ToolRouter, **args: Any) -> str:
+    """Invoke bash; the text the model would receive (the trace must carry the same data)."""
     out = router.execute("bash", args)
-    data = json.loads(out.text)
-    assert out.trace == data
-    return data
+    assert out.trace == json.loads(out.text)
+    return out.text
 
 
 @contextmanager
