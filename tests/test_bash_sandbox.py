@@ -9,6 +9,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -291,3 +292,15 @@ def test_a_landlock_helper_failure_is_reported(ws: Path, monkeypatch: pytest.Mon
         with pytest.raises(ToolExecutionError, match="Landlock sandbox could not start the command"):
             call(router, command="true")
         assert call(router, action="list") == {"processes": []}
+
+
+@needs_bwrap
+def test_under_bubblewrap_nothing_outlives_its_command_not_even_setsid(ws: Path) -> None:
+    """The PID namespace ends with the command: a process that left the group is killed too."""
+    from test_bash_hostsignals import commands_with
+
+    token = f"7{uuid.uuid4().int % 10**8:08d}.5"
+    with bash_router(ws, sandbox="bubblewrap") as router:
+        out = call(router, command=f"setsid sleep {token} & sleep {token} & disown -a; echo started")
+        assert out["stdout"] == "started\n"
+        assert commands_with(token, program=b"sleep\0") == []

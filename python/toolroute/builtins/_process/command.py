@@ -49,7 +49,7 @@ def run_command(
     out, err = HeadTail(output_limit), HeadTail(output_limit)
     started = time.monotonic()
     proc = spawn(spec, stdin_pipe=stdin is not None)
-    pump = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=track is not None)
+    pump = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=track is not None, contained=spec.contained)
     with track(pump) if track is not None else contextlib.nullcontext():
         outcome = pump.run(deadline=started + timeout)
     return CommandResult(outcome, out, err, time.monotonic() - started)

@@ -54,6 +54,12 @@ class CommandSpec:
     env: Mapping[str, str]
     sandbox: SandboxPlan | None = None  # None: unconfined
 
+    @property
+    def contained(self) -> bool:
+        """Whether the command runs in a PID namespace of its own (bubblewrap), whose every
+        process the kernel has killed by the time the leader (bwrap) exits."""
+        return self.sandbox is not None and self.sandbox.kind == "bubblewrap"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -215,16 +221,19 @@ class Pump:
         owns_stdin: bool = True,
         stoppable: bool = True,
         paced: bool = False,
+        contained: bool = False,
         grace: float = TERM_GRACE,
     ) -> None:
         """`stdin_data` is fed to the child, then stdin is closed. With `owns_stdin=False` the
         caller writes to and closes stdin itself (background processes). Only a `stoppable` pump
         (one that another thread may stop) needs the wake-up pipe. A `paced` pump reads at most
-        every READ_INTERVAL (see there)."""
+        every READ_INTERVAL (see there). A `contained` command (CommandSpec.contained) is over
+        when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host."""
         self.proc = proc
         self.pgid = proc.pid  # the child leads its own process group
         self._sinks = {proc.stdout: stdout, proc.stderr: stderr}
         self._paced = paced
+        self._contained = contained
         self._read_size = enlarge_pipes(proc) if paced else READ_SIZE
         self._stdin_data = memoryview(stdin_data) if stdin_data is not None else None
         self._owns_stdin = owns_stdin
@@ -279,7 +288,7 @@ class Pump:
                     if stopped or timed_out:
                         term_at = self._terminate(now)
                 if exited and not finished:
-                    if group_finished(pgid):
+                    if self._contained or group_finished(pgid):
                         finished, drain_until = True, now + DRAIN_WAIT
                     elif term_at is None:
                         leftovers = True

@@ -85,7 +85,9 @@ class BackgroundProcess:
         try:
             assert self._proc.stdin is not None
             os.set_blocking(self._proc.stdin.fileno(), False)
-            self._pump = Pump(self._proc, self.stdout.write, self.stderr.write, owns_stdin=False, paced=True)
+            self._pump = Pump(
+                self._proc, self.stdout.write, self.stderr.write, owns_stdin=False, paced=True, contained=spec.contained
+            )
             self._thread = threading.Thread(target=self._run, name=f"toolroute-bash-{process_id}", daemon=True)
             self._thread.start()
         except BaseException:  # e.g. no thread could be started: do not leave the command running
