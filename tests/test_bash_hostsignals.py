@@ -42,7 +42,7 @@ HOST = textwrap.dedent(
     from toolroute.context import BuiltInToolContext
     from toolroute.router import ToolRouter
 
-    ws, mode, token, own_handler = sys.argv[1:5]
+    ws, mode, token, own_handler, escapee = sys.argv[1:6]
     if own_handler == "yes":  # a host with handlers of its own: they must still run, after ours
         def handler(signum, frame):
             Path(ws, "host-handler-ran").write_text(signal.Signals(signum).name)
@@ -52,6 +52,8 @@ HOST = textwrap.dedent(
     router.execute("bash", {"action": "start", "command": f"sleep {token}1 & sleep {token}2; wait"})
     exec_args = {"command": f"sleep {token}3", "timeout": 600}
     threading.Thread(target=router.execute, args=("bash", exec_args), daemon=True).start()
+    if escapee == "yes":  # leaves its group: only the death watch (or bubblewrap's namespace) finds it
+        router.execute("bash", {"action": "start", "command": f"setsid sleep {token}4 & wait"})
     Path(ws, "ready").write_text("1")
     while True:
         time.sleep(0.05)
@@ -92,19 +94,22 @@ def host(tmp_path: Path) -> Iterator[tuple[Path, list[subprocess.Popen[bytes]]]]
         proc.wait(30)
 
 
-def start_host(ws: Path, hosts: list[subprocess.Popen[bytes]], mode: str, own_handler: bool = False) -> str:
+def start_host(
+    ws: Path, hosts: list[subprocess.Popen[bytes]], mode: str, own_handler: bool = False, escapee: bool = False
+) -> str:
     token = f"4{uuid.uuid4().int % 10**8:08d}."  # sleep accepts "412345678.1": unique and harmless
     script = ws.parent / "host.py"
     script.write_text(HOST)
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(ws), mode, token, "yes" if own_handler else "no"],
+        [sys.executable, str(script), str(ws), mode, token, "yes" if own_handler else "no", "yes" if escapee else "no"],
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # not in pytest's group: signals aimed at the host only
     )
     hosts.append(proc)
     HOST_PIDS.add(proc.pid)
     wait_for_file(ws / "ready")
-    wait_until(lambda: len(commands_with(token, program=b"sleep\0")) == 3, "the three sleeps to run")
+    expected = 4 if escapee else 3
+    wait_until(lambda: len(commands_with(token, program=b"sleep\0")) == expected, f"the {expected} sleeps to run")
     return token
 
 
@@ -132,8 +137,9 @@ def test_the_hosts_own_handler_still_runs(host: tuple[Path, list[subprocess.Pope
 
 @pytest.mark.parametrize("mode", MODES)
 def test_commands_die_with_a_sigkilled_host(host: tuple[Path, list[subprocess.Popen[bytes]]], mode: str) -> None:
+    """Even one that left its process group (setsid)."""
     ws, hosts = host
-    token = start_host(ws, hosts, mode)
+    token = start_host(ws, hosts, mode, escapee=True)
     hosts[0].kill()
     hosts[0].wait(30)
     wait_until(lambda: not commands_with(token), "every command to die with the host")

@@ -1,10 +1,13 @@
 """Commands die with the host, even when the host is SIGKILLed and cannot clean up.
 
 Under bubblewrap this is `--die-with-parent` plus the PID namespace. Unconfined and Landlock
-commands get a watchdog instead: one small process per host (`python -I -S deathwatch.py`, in its
-own process group, started on first use) that reads "+PGID" / "-PGID" lines on a pipe from the
-host. The host holds the only write end, so the pipe reaches EOF exactly when the host is gone,
-however it died; the watchdog then SIGKILLs every group still registered and exits.
+commands get a watchdog instead: one small process per host (`python -I -S deathwatch.py MARK`,
+in its own session, started with the first such command) that blocks reading a pipe only the host
+writes to. The pipe reaches EOF exactly when the host is gone, however it died; the watchdog then
+SIGKILLs every process whose environment carries `TOOLROUTE_DEATHWATCH=MARK`, and its process group.
+Every command gets that variable, and its descendants inherit it, so processes that left the
+command's group (setsid) are found too; one that clears its environment and its group escapes.
+Nothing is sent per command: the marker costs no syscall on the hot path.
 PR_SET_PDEATHSIG alone would not do: it kills the shell, not what the shell started.
 
 Run as a script, this file must import nothing from toolroute (it runs with -S).
@@ -18,34 +21,50 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
+
+MARKER_NAME = "TOOLROUTE_DEATHWATCH"
 
 
-def watch_loop(fd: int) -> set[int]:
-    """Track the groups announced on `fd` until EOF; returns those still registered."""
-    groups: set[int] = set()
-    pending = b""
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except InterruptedError:
-            continue
-        if not chunk:
-            return groups
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if line[:1] == b"+":
-                groups.add(int(line[1:]))
-            elif line[:1] == b"-":
-                groups.discard(int(line[1:]))
+def marked_processes(marker: str) -> list[int]:
+    """Pids whose environment holds MARKER_NAME=marker (those this user may read)."""
+    needle = f"{MARKER_NAME}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry))
+    return found
 
 
-def main() -> None:
+def kill_marked(marker: str) -> None:
+    """SIGKILL each marked process and its group, until none is left (bounded)."""
+    for _ in range(10):  # a process forking while we scan is caught on the next pass
+        pids = [pid for pid in marked_processes(marker) if pid != os.getpid()]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):  # gone, or its group is
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def main(marker: str) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # only the host's death ends the watch
-    for pgid in watch_loop(0):
-        with contextlib.suppress(OSError):  # already gone
-            os.killpg(pgid, signal.SIGKILL)
+    while True:
+        try:
+            if not os.read(0, 4096):
+                break
+        except InterruptedError:
+            continue
+    kill_marked(marker)
 
 
 class DeathWatch:
@@ -55,49 +74,35 @@ class DeathWatch:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._owner = 0
+        self._marker = ""
 
-    def _send(self, line: bytes) -> None:
+    def marker(self) -> dict[str, str]:
+        """The variable to put in a command's environment; starts the watchdog if needed.
+        Empty when no watchdog can run (no interpreter path)."""
         with self._lock:
-            for _ in range(2):  # a watchdog that died (killed by hand) is replaced once
-                proc = self._ensure()
-                if proc is None:
-                    return
-                try:
-                    assert proc.stdin is not None
-                    os.write(proc.stdin.fileno(), line)
-                    return
-                except OSError:
-                    self._proc = None
+            if self._proc is None or self._owner != os.getpid() or self._proc.poll() is not None:
+                self._start()
+            return {MARKER_NAME: self._marker} if self._proc is not None else {}
 
-    def _ensure(self) -> subprocess.Popen[bytes] | None:
-        if self._proc is not None and self._owner == os.getpid():
-            return self._proc
+    def _start(self) -> None:
+        self._proc = None
         if not sys.executable:
-            return None
+            return
+        marker = f"{os.getpid()}-{uuid.uuid4().hex}"
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", __file__],
-                stdin=subprocess.PIPE,
+                [sys.executable, "-I", "-S", __file__, marker],
+                stdin=subprocess.PIPE,  # its only write end stays here: EOF means the host is gone
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # out of the host's group: Ctrl-C or killpg of it spare the watchdog
             )
         except OSError:
-            return None
-        self._owner = os.getpid()
-        return self._proc
-
-    def watch(self, pgid: int) -> None:
-        self._send(b"+%d\n" % pgid)
-
-    def unwatch(self, pgid: int) -> None:
-        with self._lock:
-            if self._proc is None or self._owner != os.getpid():
-                return
-        self._send(b"-%d\n" % pgid)
+            return
+        self._owner, self._marker = os.getpid(), marker
 
 
 WATCH = DeathWatch()
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

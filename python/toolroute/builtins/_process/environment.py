@@ -9,8 +9,10 @@ tokens or passwords unless a name is listed on purpose. Guessing which names are
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 # As Codex does: nothing may wait on a pager or emit colour codes into captured output.
 NON_INTERACTIVE: Mapping[str, str] = {
@@ -54,13 +56,20 @@ DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = (
 INHERIT_ALL = "*"  # an allowlist of just this pattern passes the whole host environment
 
 
+@functools.lru_cache(maxsize=32)
+def _matcher(allowlist: tuple[str, ...]) -> Callable[[str], bool]:
+    """One compiled test for a whole allowlist (exact names and shell patterns)."""
+    exact = frozenset(entry for entry in allowlist if not any(c in entry for c in "*?["))
+    patterns = [fnmatch.translate(entry) for entry in allowlist if entry not in exact]
+    if not patterns:
+        return exact.__contains__
+    regex = re.compile("|".join(patterns))
+    return lambda name: name in exact or regex.match(name) is not None
+
+
 def allowed(name: str, allowlist: Sequence[str]) -> bool:
     """Whether `name` matches an entry of the allowlist (exact names or shell-style patterns)."""
-    return any(name == entry or (_is_pattern(entry) and fnmatch.fnmatchcase(name, entry)) for entry in allowlist)
-
-
-def _is_pattern(entry: str) -> bool:
-    return any(c in entry for c in "*?[")
+    return _matcher(tuple(allowlist))(name)
 
 
 def command_environment(
@@ -71,8 +80,8 @@ def command_environment(
     """The allowlisted variables of `source` (default os.environ), then `overrides`, then
     NON_INTERACTIVE. `allowlist=None` means DEFAULT_ENV_ALLOWLIST; `("*",)` passes everything."""
     src = os.environ if source is None else source
-    names = DEFAULT_ENV_ALLOWLIST if allowlist is None else allowlist
-    env = {name: value for name, value in src.items() if allowed(name, names)}
+    match = _matcher(DEFAULT_ENV_ALLOWLIST if allowlist is None else tuple(allowlist))
+    env = {name: value for name, value in src.items() if match(name)}
     for name in REMOVED:
         env.pop(name, None)
     env.update(overrides or {})

@@ -134,11 +134,14 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
             if fd >= 0:
                 os.close(fd)
         raise SpawnError(f"the sandbox ({plan.kind if plan else '?'}) cannot be used: {exc}") from None
+    env = dict(spec.env)
+    if not spec.contained:  # bubblewrap's PID namespace dies with the host by itself
+        env.update(WATCH.marker())
     try:
         proc = subprocess.Popen(
             argv,
             cwd=spec.cwd,
-            env=dict(spec.env),
+            env=env,
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -152,8 +155,6 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     finally:
         if status_w >= 0:
             os.close(status_w)
-    if plan is None or plan.kind != "bubblewrap":  # bubblewrap's PID namespace dies with the host by itself
-        WATCH.watch(proc.pid)
     if status_r >= 0:
         _await_sandbox(proc, status_r)
     return proc
@@ -178,7 +179,6 @@ def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
         return
     signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
-    WATCH.unwatch(proc.pid)
     close_pipes(proc)
     raise SpawnError(message.decode("utf-8", "replace") or "the Landlock helper did not start the command in time")
 
@@ -339,7 +339,6 @@ class Pump:
             if not finished:  # interrupted (KeyboardInterrupt, a bug): never leave the group behind
                 signal_group(pgid, signal.SIGKILL)
                 proc.wait()
-            WATCH.unwatch(pgid)
             sel.close()
             os.close(pidfd)
             with self._wake_lock:

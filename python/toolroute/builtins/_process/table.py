@@ -22,7 +22,6 @@ from typing import Any
 
 from toolroute.builtins._process import hostsignals
 from toolroute.builtins._process.buffers import Chunk, RingBuffer, read_chunk
-from toolroute.builtins._process.deathwatch import WATCH
 from toolroute.builtins._process.group import signal_group
 from toolroute.builtins._process.pump import (
     DRAIN_WAIT,
@@ -93,7 +92,6 @@ class BackgroundProcess:
         except BaseException:  # e.g. no thread could be started: do not leave the command running
             signal_group(self.pid, signal.SIGKILL)
             self._proc.wait()
-            WATCH.unwatch(self.pid)
             close_pipes(self._proc)
             raise
 
