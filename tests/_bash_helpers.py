@@ -19,6 +19,17 @@ from toolroute.router import ToolRouter
 WAIT = 20.0
 
 
+def unavailable(probe: Callable[[], object]) -> str | None:
+    """Why a sandbox probe (`bwrap_path`, `landlock_abi`) fails here, or None when it works."""
+    from toolroute.builtins._process.sandbox import SandboxUnavailable
+
+    try:
+        probe()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def call(router: ToolRouter, **args: Any) -> dict[str, Any]:
     """Invoke bash and parse its JSON text; the trace must carry the same data."""
     return json.loads(call_text(router, **args))

@@ -13,23 +13,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _bash_helpers import wait_until
+from _bash_helpers import unavailable, wait_until
 from _serve_helpers import run_cli, tool_env, toolroute_exe
 from mcp import Client
 from test_bash_hostsignals import commands_with
 
-from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path
+from toolroute.builtins._process.sandbox import bwrap_path
 
-
-def _bwrap_reason() -> str | None:
-    try:
-        bwrap_path()
-    except SandboxUnavailable as exc:
-        return str(exc)
-    return None
-
-
-NO_BWRAP = _bwrap_reason()
+NO_BWRAP = unavailable(bwrap_path)
 needs_bwrap = pytest.mark.skipif(NO_BWRAP is not None, reason=f"bubblewrap cannot run here: {NO_BWRAP}")
 
 

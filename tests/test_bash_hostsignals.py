@@ -15,20 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _bash_helpers import wait_for_file, wait_until
+from _bash_helpers import unavailable, wait_for_file, wait_until
 
-from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path
+from toolroute.builtins._process.sandbox import bwrap_path
 
-
-def _bwrap_reason() -> str | None:
-    try:
-        bwrap_path()
-    except SandboxUnavailable as exc:
-        return str(exc)
-    return None
-
-
-NO_BWRAP = _bwrap_reason()
+NO_BWRAP = unavailable(bwrap_path)
 MODES = [
     "off",
     pytest.param("bubblewrap", marks=pytest.mark.skipif(NO_BWRAP is not None, reason=f"no bubblewrap: {NO_BWRAP}")),

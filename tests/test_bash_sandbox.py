@@ -14,24 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _bash_helpers import bash_router, call, wait_ended, wait_until
+from _bash_helpers import bash_router, call, unavailable, wait_ended, wait_until
 
 from toolroute.builtins._process import ProcessTable, pump, sandbox
 from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
 from toolroute.builtins.bash import RESOURCE_KEY
 from toolroute.errors import ToolExecutionError
 
-
-def _reason(probe: object) -> str | None:
-    try:
-        probe()  # type: ignore[operator]
-    except SandboxUnavailable as exc:
-        return str(exc)
-    return None
-
-
-NO_BWRAP = _reason(bwrap_path)
-NO_LANDLOCK = _reason(landlock_abi)
+NO_BWRAP = unavailable(bwrap_path)
+NO_LANDLOCK = unavailable(landlock_abi)
 needs_bwrap = pytest.mark.skipif(
     NO_BWRAP is not None, reason=f"bubblewrap cannot run here, the Landlock fallback tests cover it: {NO_BWRAP}"
 )
