@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -15,7 +16,7 @@ import anyio
 import pytest
 from _bash_helpers import unavailable, wait_until
 from _serve_helpers import run_cli, tool_env, toolroute_exe
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from test_bash_hostsignals import commands_with
 
 from toolroute.builtins._process.sandbox import bwrap_path
@@ -134,3 +135,34 @@ def test_serve_http_sigterm_ends_the_in_flight_command_and_stops(tmp_path: Path,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serve_stdio_sigterm_ends_the_in_flight_command(tmp_path: Path) -> None:
+    """Only the command's end is asserted: the server stopping within a bound is issue 13's."""
+    token = f"8{uuid.uuid4().int % 10**8:08d}.5"
+    workspace = tmp_path / f"ws-{token}"  # names the server in /proc
+    workspace.mkdir()
+    params = StdioServerParameters(
+        command=toolroute_exe(),
+        args=["serve", "--functions", "bash", "--workspace", str(workspace), "--sandbox", "off"],
+        env=tool_env(),
+    )
+
+    async def in_flight() -> None:
+        async with Client(params) as client:
+            await client.call_tool("bash", {"command": f"sleep {token}", "timeout": 600})
+
+    def run() -> None:
+        with contextlib.suppress(BaseException):  # the server goes away mid-call: expected
+            anyio.run(in_flight)
+
+    threading.Thread(target=run, daemon=True).start()
+    wait_until(lambda: bool(commands_with(token, program=b"sleep\0")), "the command to run")
+    servers = [pid for pid in commands_with(str(workspace)) if b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(servers) == 1
+    try:
+        os.kill(servers[0], signal.SIGTERM)
+        wait_until(lambda: not commands_with(token, program=b"sleep\0"), "the command to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(servers[0], signal.SIGKILL)
