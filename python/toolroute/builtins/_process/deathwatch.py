@@ -15,6 +15,7 @@ Run as a script, this file must import nothing from toolroute (it runs with -S).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -75,6 +76,7 @@ class DeathWatch:
         self._proc: subprocess.Popen[bytes] | None = None
         self._owner = 0
         self._marker = ""
+        self._atexit = False
 
     def marker(self) -> dict[str, str]:
         """The variable to put in a command's environment; starts the watchdog if needed.
@@ -100,6 +102,20 @@ class DeathWatch:
         except OSError:
             return
         self._owner, self._marker = os.getpid(), marker
+        if not self._atexit:
+            atexit.register(self.close)
+            self._atexit = True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """At interpreter exit: release the watchdog now (it ends what is left) and reap it."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None or self._owner != os.getpid():
+            return
+        assert proc.stdin is not None
+        proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
 
 
 WATCH = DeathWatch()
