@@ -100,6 +100,21 @@ def test_call_sigterm_ends_the_in_flight_command(tmp_path: Path) -> None:
             proc.wait()
 
 
+def sleep_in_flight(target: str | StdioServerParameters, token: str) -> None:
+    """Call bash `sleep <token>` through an MCP client on a daemon thread; return once it runs."""
+
+    async def in_flight() -> None:
+        async with Client(target) as client:
+            await client.call_tool("bash", {"command": f"sleep {token}", "timeout": 600})
+
+    def run() -> None:
+        with contextlib.suppress(BaseException):  # the server goes away mid-call: expected
+            anyio.run(in_flight)
+
+    threading.Thread(target=run, daemon=True).start()
+    wait_until(lambda: bool(commands_with(token, program=b"sleep\0")), "the command to run")
+
+
 @pytest.mark.parametrize("sandbox", ["off", pytest.param("bubblewrap", marks=needs_bwrap)])
 def test_serve_http_sigterm_ends_the_in_flight_command_and_stops(tmp_path: Path, sandbox: str) -> None:
     token = f"6{uuid.uuid4().int % 10**8:08d}.5"
@@ -116,18 +131,7 @@ def test_serve_http_sigterm_ends_the_in_flight_command_and_stops(tmp_path: Path,
         assert proc.stderr is not None
         line = proc.stderr.readline()
         assert " tool(s) on " in line, line
-        url = line.rsplit(" on ", 1)[1].strip()
-
-        async def in_flight() -> None:
-            async with Client(url) as client:
-                await client.call_tool("bash", {"command": f"sleep {token}", "timeout": 600})
-
-        def run() -> None:
-            with contextlib.suppress(BaseException):  # the server goes away mid-call: expected
-                anyio.run(in_flight)
-
-        threading.Thread(target=run, daemon=True).start()
-        wait_until(lambda: bool(commands_with(token, program=b"sleep\0")), "the command to run")
+        sleep_in_flight(line.rsplit(" on ", 1)[1].strip(), token)
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)  # well before the command's 600 s
         wait_until(lambda: not commands_with(token, program=b"sleep\0"), "the command to end")
@@ -147,17 +151,7 @@ def test_serve_stdio_sigterm_ends_the_in_flight_command(tmp_path: Path) -> None:
         args=["serve", "--functions", "bash", "--workspace", str(workspace), "--sandbox", "off"],
         env=tool_env(),
     )
-
-    async def in_flight() -> None:
-        async with Client(params) as client:
-            await client.call_tool("bash", {"command": f"sleep {token}", "timeout": 600})
-
-    def run() -> None:
-        with contextlib.suppress(BaseException):  # the server goes away mid-call: expected
-            anyio.run(in_flight)
-
-    threading.Thread(target=run, daemon=True).start()
-    wait_until(lambda: bool(commands_with(token, program=b"sleep\0")), "the command to run")
+    sleep_in_flight(params, token)
     servers = [pid for pid in commands_with(str(workspace)) if b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes()]
     assert len(servers) == 1
     try:
