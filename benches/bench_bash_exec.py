@@ -1,5 +1,6 @@
-"""Issue 5 benchmarks: bash `exec` against `subprocess.run` with the same shell, and the cost of
-polling `logs`, side by side in one run. Ratios are printed at the end of the module.
+"""Issue 5 and 12 benchmarks: bash `exec` against `subprocess.run` with the same shell, unsandboxed
+and under bubblewrap (and Landlock), the cost of polling `logs`, and the host CPU a chatty
+background process costs, side by side in one run. Ratios are printed at the end of the module.
 
 Run: python -m pytest benches/bench_bash_exec.py --benchmark-only
 """
@@ -19,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from toolroute.builtins._process import CommandSpec, command_environment, run_command
+from toolroute.builtins._process import CommandSpec, command_environment, pump, run_command
 from toolroute.builtins._process.pump import bash_path
+from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, resolve_kind
 from toolroute.context import BuiltInToolContext
 from toolroute.router import ToolRouter
 
@@ -29,7 +31,20 @@ ROUTER = ToolRouter(context=BuiltInToolContext(WORKSPACE))
 BASH = bash_path()
 MEANS: dict[str, dict[str, float]] = {}
 INTERLEAVED: dict[str, tuple[float, float, float, float]] = {}
+SANDBOX_LINES: list[str] = []
 LOG_BYTES = 1 << 20
+
+
+def _available(kind: str) -> bool:
+    try:
+        return resolve_kind(kind) == kind  # type: ignore[arg-type]
+    except SandboxUnavailable:
+        return False
+
+
+BWRAP = _available("bubblewrap")
+LANDLOCK = _available("landlock")
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot run here")
 
 
 def measured(group: str, case: str, benchmark: Any, fn: Callable[[], object]) -> None:
@@ -56,6 +71,7 @@ def report(request: pytest.FixtureRequest) -> Iterator[None]:
             f"{theirs * 1e3:.3f} ms, ratio {ours / theirs:.2f}x (target <= 1.2x); parent CPU per call "
             f"{ours_cpu * 1e3:.3f} ms vs {theirs_cpu * 1e3:.3f} ms"
         )
+    lines.extend(SANDBOX_LINES)
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         for line in lines:
@@ -170,3 +186,127 @@ def test_logs_poll_file_read(benchmark: Any, chatty: str) -> None:
             return f.read()
 
     measured("logs poll (12,000 bytes)", "baseline", benchmark, read_tail)
+
+
+# ---- sandboxed exec -------------------------------------------------------------------------
+
+
+def _sandboxed_router(kind: str) -> ToolRouter:
+    return ToolRouter(context=BuiltInToolContext(WORKSPACE, sandbox=kind))  # type: ignore[arg-type]
+
+
+def _bwrap_argv(command: str) -> list[str]:
+    """What a user would hand-write: the same bwrap confinement around the same shell."""
+    plan = SandboxPlan("bubblewrap", WORKSPACE, Path(tempfile.gettempdir()))
+    return bubblewrap_argv([BASH, "-c", command], plan, WORKSPACE)
+
+
+@needs_bwrap
+def test_exec_bwrap_toolroute(benchmark: Any) -> None:
+    router = _sandboxed_router("bubblewrap")
+    try:
+        assert json.loads(router.invoke("bash", {"command": "true"}))["sandbox"]["confinement"] == "bubblewrap"
+        measured(
+            "exec 'true' under bubblewrap",
+            "toolroute invoke",
+            benchmark,
+            lambda: router.invoke("bash", {"command": "true"}),
+        )
+    finally:
+        router.close()
+
+
+@needs_bwrap
+def test_exec_bwrap_subprocess_run(benchmark: Any) -> None:
+    argv = _bwrap_argv("true")
+    assert subprocess.run(argv, capture_output=True, timeout=60).returncode == 0
+    measured(
+        "exec 'true' under bubblewrap",
+        "baseline",
+        benchmark,
+        lambda: subprocess.run(argv, cwd=WORKSPACE, capture_output=True, timeout=60, stdin=subprocess.DEVNULL),
+    )
+
+
+@needs_bwrap
+def test_exec_sandbox_interleaved(benchmark: Any) -> None:
+    """One round runs each variant once, so machine load hits all alike; medians are compared."""
+    routers = {"unsandboxed": ROUTER, "bubblewrap": _sandboxed_router("bubblewrap")}
+    if LANDLOCK:
+        routers["landlock"] = _sandboxed_router("landlock")
+    times: dict[str, list[float]] = {name: [] for name in [*routers, "subprocess.run", "subprocess.run bwrap"]}
+    plain, boxed = [BASH, "-c", "true"], _bwrap_argv("true")
+
+    def timed(name: str, fn: Callable[[], object]) -> None:
+        t0 = time.perf_counter()
+        fn()
+        times[name].append(time.perf_counter() - t0)
+
+    def round_() -> None:
+        for name, router in routers.items():
+            timed(name, lambda r=router: r.invoke("bash", {"command": "true"}))  # type: ignore[misc]
+        timed("subprocess.run", lambda: subprocess.run(plain, capture_output=True, stdin=subprocess.DEVNULL))
+        timed("subprocess.run bwrap", lambda: subprocess.run(boxed, capture_output=True, stdin=subprocess.DEVNULL))
+
+    benchmark.group = "exec 'true' sandboxed, interleaved (all variants per round)"
+    try:
+        benchmark.pedantic(round_, rounds=60, warmup_rounds=3)
+    finally:
+        for router in routers.values():
+            if router is not ROUTER:
+                router.close()
+    med = {name: statistics.median(values) for name, values in times.items()}
+    base = med["subprocess.run"]
+    SANDBOX_LINES.append("  exec 'true' interleaved medians (ratio to subprocess.run of bash -c true):")
+    for name, value in med.items():
+        SANDBOX_LINES.append(f"    {name:22s} {value * 1e3:7.2f} ms  {value / base:5.2f}x")
+    SANDBOX_LINES.append(
+        f"    bubblewrap start-up through toolroute: +{(med['bubblewrap'] - med['unsandboxed']) * 1e3:.2f} ms over "
+        f"unsandboxed; bwrap by hand: +{(med['subprocess.run bwrap'] - base) * 1e3:.2f} ms over subprocess.run"
+    )
+
+
+# ---- background output pumping ----------------------------------------------------------------
+
+
+def _host_cpu_share(paced: bool, seconds: float = 1.5) -> tuple[float, float]:
+    """(host CPU as a fraction of one core, MiB/s drained) while `yes` runs in the background."""
+    original = pump.Pump.__init__
+
+    def init(self: pump.Pump, *args: Any, **kwargs: Any) -> None:
+        kwargs["paced"] = paced and kwargs.get("paced", False)
+        original(self, *args, **kwargs)
+
+    pump.Pump.__init__ = init  # type: ignore[method-assign]
+    try:
+        pid = _invoke({"action": "start", "command": "yes"})["processId"]
+    finally:
+        pump.Pump.__init__ = original  # type: ignore[method-assign]
+    try:
+        time.sleep(0.3)
+        b0 = _invoke({"action": "status", "process_id": pid})["stdoutBytes"]
+        c0, t0 = time.process_time(), time.perf_counter()
+        time.sleep(seconds)
+        c1, t1 = time.process_time(), time.perf_counter()
+        b1 = _invoke({"action": "status", "process_id": pid})["stdoutBytes"]
+    finally:
+        _invoke({"action": "stop", "process_id": pid})
+    return (c1 - c0) / (t1 - t0), (b1 - b0) / (t1 - t0) / 2**20
+
+
+def test_background_pump_cpu(benchmark: Any) -> None:
+    """Before (unpaced: read every write as it comes) and after (paced), alternating."""
+    shares: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+
+    def round_() -> None:
+        for paced in (False, True):
+            shares[paced].append(_host_cpu_share(paced))
+
+    benchmark.group = "background pump CPU with `yes` (unpaced and paced per round)"
+    benchmark.pedantic(round_, rounds=3, warmup_rounds=0)
+    for paced, label in ((False, "before (unpaced)"), (True, "after (paced)")):
+        cpu = statistics.median(c for c, _ in shares[paced])
+        rate = statistics.median(r for _, r in shares[paced])
+        SANDBOX_LINES.append(
+            f"  host CPU while `yes` runs in the background, {label}: {cpu:.1%} of a core, {rate:.0f} MiB/s drained"
+        )

@@ -19,12 +19,27 @@ from toolroute.router import ToolRouter
 WAIT = 20.0
 
 
+def unavailable(probe: Callable[[], object]) -> str | None:
+    """Why a sandbox probe (`bwrap_path`, `landlock_abi`) fails here, or None when it works."""
+    from toolroute.builtins._process.sandbox import SandboxUnavailable
+
+    try:
+        probe()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def call(router: ToolRouter, **args: Any) -> dict[str, Any]:
     """Invoke bash and parse its JSON text; the trace must carry the same data."""
+    return json.loads(call_text(router, **args))
+
+
+def call_text(router: ToolRouter, **args: Any) -> str:
+    """Invoke bash; the text the model would receive (the trace must carry the same data)."""
     out = router.execute("bash", args)
-    data = json.loads(out.text)
-    assert out.trace == data
-    return data
+    assert out.trace == json.loads(out.text)
+    return out.text
 
 
 @contextmanager

@@ -101,10 +101,14 @@ def test_share_budget(sizes: tuple[int, int], budget: int, expected: tuple[int, 
     assert share_budget(sizes, budget) == expected
 
 
-def test_command_environment_inherits_or_allowlists() -> None:
-    source = {"PATH": "/bin", "SECRET": "x", "COLORTERM": "truecolor", "PAGER": "less"}
-    inherited = command_environment(None, source)
+def test_command_environment_allowlists_by_default_or_inherits_on_request() -> None:
+    source = {"PATH": "/bin", "SECRET": "x", "COLORTERM": "truecolor", "PAGER": "less", "LC_ALL": "C"}
+    default = command_environment(None, source)
+    assert "SECRET" not in default and default["PATH"] == "/bin" and default["LC_ALL"] == "C"
+    inherited = command_environment(["*"], source)
     assert inherited["SECRET"] == "x" and inherited["PAGER"] == "cat" and "COLORTERM" not in inherited
+    overridden = command_environment(["PATH"], source, overrides={"TMPDIR": "/tmp/x", "PAGER": "less"})
+    assert overridden["TMPDIR"] == "/tmp/x" and overridden["PAGER"] == "cat"  # never a pager
     allowed = command_environment(["PATH", "MISSING"], source)
     assert allowed == {
         "PATH": "/bin",

@@ -1,103 +1,297 @@
-"""sandbox_writes: Landlock confines writes to the workspace (and temp) where the kernel offers it,
-and fails clearly where it does not. The tests adapt to the kernel but always assert one or the other."""
+"""The bash sandbox with real processes: bubblewrap where user namespaces work, Landlock (+ seccomp)
+as the fallback. Each test states which confinement it exercises; where one cannot run here the
+skip reason says so, and the fallback's tests cover the host."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
+import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _bash_helpers import bash_router, call, wait_ended
+from _bash_helpers import bash_router, call, unavailable, wait_ended, wait_until
 
-from toolroute.builtins._process import pump, sandbox
-from toolroute.builtins._process.sandbox import SandboxUnavailable, landlock_abi
+from toolroute.builtins._process import ProcessTable, pump, sandbox
+from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
+from toolroute.builtins.bash import RESOURCE_KEY
 from toolroute.errors import ToolExecutionError
 
-
-def _landlock() -> int | None:
-    try:
-        return landlock_abi()
-    except SandboxUnavailable:
-        return None
-
-
-ABI = _landlock()
-needs_landlock = pytest.mark.skipif(ABI is None, reason="the kernel does not offer Landlock")
+NO_BWRAP = unavailable(bwrap_path)
+NO_LANDLOCK = unavailable(landlock_abi)
+needs_bwrap = pytest.mark.skipif(
+    NO_BWRAP is not None, reason=f"bubblewrap cannot run here, the Landlock fallback tests cover it: {NO_BWRAP}"
+)
+needs_landlock = pytest.mark.skipif(NO_LANDLOCK is not None, reason=f"no Landlock here: {NO_LANDLOCK}")
+BOTH = [
+    pytest.param("bubblewrap", marks=needs_bwrap),
+    pytest.param("landlock", marks=needs_landlock),
+]
 
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    """A writable directory outside the workspace and outside temp (which the sandbox allows)."""
+    """A writable directory outside the workspace and outside temp."""
     temp = (Path(tempfile.gettempdir()).resolve(), Path("/tmp").resolve())
-    for base in ("/dev/shm", "/var/tmp", str(Path.home())):
+    for base in ("/var/tmp", str(Path.home()), "/dev/shm"):  # bubblewrap's /dev hides /dev/shm: last
         real = Path(base).resolve()
         if real.is_dir() and os.access(real, os.W_OK) and not any(real.is_relative_to(t) for t in temp):
             path = Path(tempfile.mkdtemp(prefix="toolroute-sandbox-", dir=real))
+            (path / "victim.txt").write_text("original\n")
             yield path
             shutil.rmtree(path, ignore_errors=True)
             return
     pytest.skip("no writable directory outside temp to test against")
 
 
-@needs_landlock
-def test_writes_inside_the_workspace_work_and_outside_fail(ws: Path, outside: Path) -> None:
-    with bash_router(ws, sandbox_writes=True) as router:
+@pytest.fixture
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP listener on 127.0.0.1 in this process; yields its port and what connections sent."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    received.append(conn.recv(100))
+                except OSError:
+                    received.append(b"")
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], received
+    stop.set()
+    thread.join(5)
+    server.close()
+
+
+CONNECT = "exec 3<>/dev/tcp/127.0.0.1/{port} && echo hello >&3 && echo connected"
+
+
+# ---- writes and metadata ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_writes_outside_are_refused_and_inside_work(ws: Path, outside: Path, mode: str) -> None:
+    with bash_router(ws, sandbox=mode) as router:
         inside = call(router, command="echo kept > inside.txt && mkdir -p d/e && mv inside.txt d/e/ && echo ok")
         escaped = call(router, command=f"echo leaked > {outside}/leak.txt")
         removal = call(router, command=f"rm -rf {outside}")
         reading = call(router, command="head -c 5 /etc/passwd > /dev/null && echo readable")
-        temp = call(router, command='f=$(mktemp) && echo t > "$f" && rm "$f" && echo temp-ok')
-    assert inside["exitCode"] == 0 and inside["stdout"] == "ok\n"
-    assert (ws / "d" / "e" / "inside.txt").read_text() == "kept\n"
-    assert escaped["exitCode"] != 0 and "Permission denied" in escaped["stderr"]
-    assert not (outside / "leak.txt").exists()
-    assert removal["exitCode"] != 0 and outside.is_dir()
-    assert reading["stdout"] == "readable\n"  # reading is never restricted
-    assert temp["stdout"] == "temp-ok\n"
+    assert inside["stdout"] == "ok\n" and (ws / "d" / "e" / "inside.txt").read_text() == "kept\n"
+    assert inside["sandbox"] == {"confinement": mode, "network": False}
+    assert escaped["exitCode"] != 0 and not (outside / "leak.txt").exists()
+    assert (outside / "victim.txt").read_text() == "original\n", removal
+    assert reading["stdout"] == "readable\n"
+
+
+@needs_bwrap
+def test_bubblewrap_refuses_chmod_chown_and_utime_outside(ws: Path, outside: Path) -> None:
+    victim = outside / "victim.txt"
+    os.chmod(victim, 0o640)
+    before = victim.stat()
+    (ws / "mine.txt").write_text("x")
+    with bash_router(ws, sandbox="bubblewrap") as router:
+        results = {
+            what: call(router, command=f"{what} {victim}")
+            for what in ("chmod 777", "chown 12345:12345", "touch -d 2001-01-01", "chgrp 12345")
+        }
+        inside = call(router, command="chmod 600 mine.txt && touch -d 2001-01-01 mine.txt && echo ok")
+    for what, out in results.items():
+        assert out["exitCode"] != 0, what
+        assert "Read-only file system" in out["stderr"], (what, out["stderr"])
+    after = victim.stat()
+    assert (after.st_mode, after.st_uid, after.st_gid, after.st_mtime_ns) == (
+        before.st_mode,
+        before.st_uid,
+        before.st_gid,
+        before.st_mtime_ns,
+    )
+    assert inside["stdout"] == "ok\n" and (ws / "mine.txt").stat().st_mode & 0o777 == 0o600
+
+
+@needs_bwrap
+def test_bubblewrap_commands_have_no_capabilities_even_as_root(ws: Path) -> None:
+    """As root, a sandbox that kept its capabilities could remount / read-write."""
+    with bash_router(ws, sandbox="bubblewrap") as router:
+        caps = call(router, command="grep CapEff /proc/self/status")
+        remount = call(router, command="mount -o remount,rw,bind / / && touch /etc/toolroute-escaped")
+    assert caps["stdout"].split()[1] == "0000000000000000"
+    assert remount["exitCode"] != 0 and not Path("/etc/toolroute-escaped").exists()
 
 
 @needs_landlock
-def test_background_processes_are_confined_too(ws: Path, outside: Path) -> None:
-    with bash_router(ws, sandbox_writes=True) as router:
-        pid = call(router, action="start", command=f"touch {outside}/bg.txt; echo rc=$? > rc.txt")["processId"]
-        wait_ended(router, pid)
-    assert (ws / "rc.txt").read_text() == "rc=1\n"
-    assert not (outside / "bg.txt").exists()
+def test_landlock_fallback_does_not_refuse_metadata_changes(ws: Path, outside: Path) -> None:
+    """The documented limit of the fallback: Landlock has no right for chmod/chown/utime."""
+    victim = outside / "victim.txt"
+    with bash_router(ws, sandbox="landlock") as router:
+        out = call(router, command=f"chmod 604 {victim} && echo changed")
+    assert out["stdout"] == "changed\n" and victim.stat().st_mode & 0o777 == 0o604
+
+
+@needs_bwrap
+def test_a_read_only_root_inside_the_workspace_stays_read_only(ws: Path) -> None:
+    (ws / "vendor").mkdir()
+    (ws / "vendor" / "lib.txt").write_text("pristine\n")
+    with bash_router(ws, sandbox="bubblewrap", read_only_roots=[ws / "vendor"]) as router:
+        out = call(router, command="echo changed > vendor/lib.txt")
+        ok = call(router, command="echo fine > top.txt && echo ok")
+    assert out["exitCode"] != 0 and (ws / "vendor" / "lib.txt").read_text() == "pristine\n"
+    assert ok["stdout"] == "ok\n"
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_declared_folders_are_writable(ws: Path, outside: Path, mode: str) -> None:
+    with bash_router(ws, sandbox=mode, sandbox_writable=[outside]) as router:
+        out = call(router, command=f"echo allowed > {outside}/declared.txt && echo ok")
+    assert out["stdout"] == "ok\n" and (outside / "declared.txt").read_text() == "allowed\n"
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_background_processes_are_confined_too(ws: Path, outside: Path, mode: str) -> None:
+    with bash_router(ws, sandbox=mode) as router:
+        started = call(router, action="start", command=f"touch {outside}/bg.txt; echo rc=$? > rc.txt")
+        wait_ended(router, started["processId"])
+    assert started["sandbox"]["confinement"] == mode
+    assert (ws / "rc.txt").read_text() == "rc=1\n" and not (outside / "bg.txt").exists()
+
+
+# ---- network ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_network_is_refused_by_default(ws: Path, mode: str, listener: tuple[int, list[bytes]]) -> None:
+    port, received = listener
+    with bash_router(ws, sandbox=mode) as router:
+        out = call(router, command=CONNECT.format(port=port), timeout=30)
+    assert out["exitCode"] != 0 and "connected" not in out["stdout"]
+    assert received == []
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_network_is_allowed_when_asked(ws: Path, mode: str, listener: tuple[int, list[bytes]]) -> None:
+    port, received = listener
+    with bash_router(ws, sandbox=mode, sandbox_network=True) as router:
+        out = call(router, command=CONNECT.format(port=port), timeout=30)
+    assert out["stdout"] == "connected\n", out["stderr"]
+    assert out["sandbox"]["network"] is True
+    wait_until(lambda: received == [b"hello\n"], "the listener to receive the greeting")
 
 
 @needs_landlock
-def test_without_the_option_nothing_is_confined(ws: Path, outside: Path) -> None:
+def test_the_seccomp_filter_still_allows_unix_sockets(ws: Path) -> None:
+    with bash_router(ws, sandbox="landlock") as router:
+        out = call(router, command="python3 -c 'import socket; socket.socketpair(); print(\"unix ok\")'")
+    assert out["stdout"] == "unix ok\n", out["stderr"]
+
+
+# ---- temp ---------------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_tmp_is_private_per_workspace(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    marker = f"toolroute-private-{os.getpid()}"
+    with bash_router(a, sandbox="bubblewrap") as ra, bash_router(b, sandbox="bubblewrap") as rb:
+        wrote = call(ra, command=f"echo secret > /tmp/{marker} && echo ok")
+        again = call(ra, command=f"cat /tmp/{marker}")
+        other = call(rb, command=f"cat /tmp/{marker}")
+    assert wrote["stdout"] == "ok\n"
+    assert again["stdout"] == "secret\n"  # the same workspace keeps its /tmp between commands
+    assert other["exitCode"] != 0 and other["stdout"] == ""
+    assert not Path("/tmp", marker).exists()
+
+
+@needs_landlock
+def test_landlock_gives_a_private_tmpdir_and_refuses_shared_tmp(ws: Path) -> None:
+    marker = f"toolroute-shared-{os.getpid()}"
+    with bash_router(ws, sandbox="landlock") as router:
+        private = call(router, command='f=$(mktemp) && echo t > "$f" && rm "$f" && echo "$TMPDIR"')
+        shared = call(router, command=f"echo x > /tmp/{marker}")
+    assert private["exitCode"] == 0 and private["stdout"].strip() != "/tmp"
+    assert shared["exitCode"] != 0 and not Path("/tmp", marker).exists()
+
+
+def test_private_tmp_folders_are_removed_with_the_router(ws: Path) -> None:
     with bash_router(ws) as router:
-        out = call(router, command=f"echo free > {outside}/free.txt")
-    assert out["exitCode"] == 0 and (outside / "free.txt").read_text() == "free\n"
+        table = router.resource(RESOURCE_KEY, ProcessTable)
+        folder = table.private_tmp.folder(ws.resolve())
+        assert folder.is_dir() and not folder.is_relative_to(ws.resolve())
+    assert not folder.exists()
 
 
-@pytest.mark.skipif(ABI is not None, reason="the kernel offers Landlock")
-def test_without_landlock_the_option_fails_clearly(ws: Path) -> None:
-    with bash_router(ws, sandbox_writes=True) as router, pytest.raises(ToolExecutionError, match="Landlock"):
+# ---- modes and failures -------------------------------------------------------------------
+
+
+def test_bubblewrap_missing_falls_back_to_landlock_for_on(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if NO_LANDLOCK is not None:
+        pytest.skip(f"no Landlock here: {NO_LANDLOCK}")
+
+    def unavailable() -> str:
+        raise SandboxUnavailable("bubblewrap is not installed (simulated)")
+
+    monkeypatch.setattr(sandbox, "bwrap_path", unavailable)
+    with bash_router(ws, sandbox="on") as router:
+        assert call(router, command="true")["sandbox"]["confinement"] == "landlock"
+    with bash_router(ws, sandbox="bubblewrap") as router, pytest.raises(ToolExecutionError, match="simulated"):
         call(router, command="true")
 
 
-def test_an_unavailable_sandbox_is_an_error_not_a_silent_pass(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nothing_available_is_an_error_for_on_and_unconfined_for_auto(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def unavailable() -> int:
-        raise SandboxUnavailable("this kernel does not offer Landlock (simulated)")
+        raise SandboxUnavailable("unavailable (simulated)")
 
+    monkeypatch.setattr(sandbox, "bwrap_path", unavailable)
     monkeypatch.setattr(sandbox, "landlock_abi", unavailable)
-    with bash_router(ws, sandbox_writes=True) as router:
+    with bash_router(ws, sandbox="on") as router:
         for action in ("exec", "start"):
-            with pytest.raises(ToolExecutionError, match=r"sandbox_writes is set but cannot be honoured.*simulated"):
+            with pytest.raises(ToolExecutionError, match=r"sandbox='on' is set but cannot be honoured.*simulated"):
                 call(router, action=action, command="touch ran")
         assert call(router, action="list") == {"processes": []}
     assert not (ws / "ran").exists()
+    with bash_router(ws, sandbox="auto") as router:
+        assert call(router, command="true")["sandbox"] == {"confinement": "none"}
+
+
+def test_sandbox_writes_true_still_means_confined(ws: Path) -> None:
+    if NO_BWRAP is not None and NO_LANDLOCK is not None:
+        pytest.skip("neither bubblewrap nor Landlock here")
+    with bash_router(ws, sandbox_writes=True) as router:
+        assert call(router, command="true")["sandbox"]["confinement"] in ("bubblewrap", "landlock")
 
 
 @needs_landlock
-def test_a_helper_failure_is_reported(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_landlock_helper_failure_is_reported(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pump, "_bash", "/nonexistent/bash")
-    with bash_router(ws, sandbox_writes=True) as router:
+    with bash_router(ws, sandbox="landlock") as router:
         with pytest.raises(ToolExecutionError, match="Landlock sandbox could not start the command"):
             call(router, command="true")
         assert call(router, action="list") == {"processes": []}
+
+
+@needs_bwrap
+def test_under_bubblewrap_nothing_outlives_its_command_not_even_setsid(ws: Path) -> None:
+    """The PID namespace ends with the command: a process that left the group is killed too."""
+    from test_bash_hostsignals import commands_with
+
+    token = f"7{uuid.uuid4().int % 10**8:08d}.5"
+    with bash_router(ws, sandbox="bubblewrap") as router:
+        out = call(router, command=f"setsid sleep {token} & sleep {token} & disown -a; echo started")
+        assert out["stdout"] == "started\n"
+        assert commands_with(token, program=b"sleep\0") == []

@@ -19,6 +19,10 @@ from typing import Any, NoReturn
 import anyio
 import pydantic_core
 
+from toolroute.builtins._process import hostsignals
+from toolroute.builtins._process.environment import DEFAULT_ENV_ALLOWLIST, INHERIT_ALL
+from toolroute.builtins.bash import describe_confinement
+from toolroute.context import SANDBOX_MODES, BuiltInToolContext
 from toolroute.errors import (
     ToolArgumentError,
     ToolError,
@@ -95,6 +99,38 @@ def _add_router_options(p: argparse.ArgumentParser, *, limits: bool) -> None:
         g.add_argument("--timeout", metavar="S", type=float, help="default command timeout in seconds (bash)")
 
 
+def _add_sandbox_options(p: argparse.ArgumentParser, *, default: str) -> None:
+    g = p.add_argument_group("bash commands")
+    g.add_argument(
+        "--sandbox",
+        choices=SANDBOX_MODES,
+        default=default,
+        help=f"confinement of commands: auto = bubblewrap, else Landlock, else none; on = the same but "
+        f"refuse to run unconfined; bubblewrap/landlock = exactly that (default: {default})",
+    )
+    g.add_argument("--network", action="store_true", help="let sandboxed commands use the network")
+    g.add_argument(
+        "--writable", metavar="DIR", action="append", default=[], help="extra folder sandboxed commands may write"
+    )
+    g.add_argument(
+        "--env",
+        metavar="NAME,...",
+        action="append",
+        default=[],
+        help="host variables (or patterns like AWS_*) passed to commands beside the default allowlist",
+    )
+    g.add_argument(
+        "--env-inherit", action="store_true", help="pass the whole host environment to commands, secrets included"
+    )
+
+
+def _env_allowlist(args: argparse.Namespace) -> tuple[str, ...] | None:
+    if args.env_inherit:
+        return (INHERIT_ALL,)
+    extra = [name for value in args.env for name in split_list(value)]
+    return (*DEFAULT_ENV_ALLOWLIST, *extra) if extra else None
+
+
 def _add_allowlist_options(p: argparse.ArgumentParser, functions_help: str) -> None:
     g = p.add_argument_group("allowlist")
     g.add_argument("--functions", metavar="A,B", help=functions_help)
@@ -113,6 +149,10 @@ def _options(args: argparse.Namespace) -> RouterOptions:
         max_output_chars=getattr(args, "max_output_chars", None),
         timeout=getattr(args, "timeout", None),
         user_id=args.user_id,
+        sandbox=args.sandbox,
+        sandbox_network=args.network,
+        sandbox_writable=tuple(Path(p).expanduser().resolve() for p in args.writable),
+        env_allowlist=_env_allowlist(args),
     )
 
 
@@ -159,11 +199,17 @@ def _table(router: ToolRouter, tools: Sequence[ToolDefinition], user_id: str | N
 
 def cmd_tools(args: argparse.Namespace) -> int:
     functions = _function_list(args.functions, default=lambda: [] if args.mcp_servers else default_function_list())
-    with build_router(_options(args)) as router:
+    options = _options(args)
+    with build_router(options) as router:
         tools = router.get_all_tools(functions, split_list(args.mcp_servers), args.user_id)
+        note = _confinement_note(options.context()) if any(t["function"]["name"] == "bash" for t in tools) else None
         if args.format == "table":
             print(_table(router, tools, args.user_id))
+            if note:
+                print(f"\n{note}")
             return EXIT_OK
+        if note:
+            print(f"toolroute: {note}", file=sys.stderr)
         shaped: list[Any] = tools
         if args.format == "responses":
             shaped = to_responses(tools)
@@ -171,6 +217,19 @@ def cmd_tools(args: argparse.Namespace) -> int:
             shaped = to_anthropic(tools)
         print(json.dumps(shaped, indent=2, ensure_ascii=False))
     return EXIT_OK
+
+
+def _confinement_note(ctx: BuiltInToolContext) -> str:
+    """One line saying what bash commands run under with these options."""
+    info = describe_confinement(ctx)
+    kind = info["confinement"]
+    if kind == "unavailable":
+        return f"bash: sandbox={info['mode']} cannot be honoured here, commands would be refused: {info['reason']}"
+    if kind == "none":
+        return f"bash: commands run unconfined (sandbox={info['mode']})"
+    network = "network allowed" if info["network"] else "no network"
+    extra = f"; not confined: {info['notConfined']}" if "notConfined" in info else ""
+    return f"bash: commands run under {kind} (sandbox={info['mode']}, {network}{extra})"
 
 
 # ---- call --------------------------------------------------------------------------------
@@ -181,7 +240,7 @@ def _read_arguments(raw: str) -> str:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    with build_router(_options(args)) as router:
+    with hostsignals.chained(), build_router(_options(args)) as router:
         output = router.execute(args.name, _read_arguments(args.arguments), args.user_id)
     if args.trace:
         print(pydantic_core.to_json({"text": output.text, "trace": output.trace}, fallback=repr).decode())
@@ -223,7 +282,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     functions = _function_list(args.functions, default=list)
     if args.transport == "http" and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"toolroute: warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
-    with build_router(_options(args)) as router:
+    options = _options(args)
+    if options.sandbox == "auto" and describe_confinement(options.context())["confinement"] == "none":
+        print(
+            "toolroute: warning: no sandbox works here (see 'toolroute tools --sandbox on'); bash commands "
+            "run unconfined",
+            file=sys.stderr,
+        )
+    with build_router(options) as router:
         # The MCP server stack loads only here.
         from toolroute.serve.server import ServedTools, bind_socket, serve_http, serve_stdio
 
@@ -232,13 +298,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise CliError("the allowlist is empty: nothing to serve")
 
         def ready(url: str) -> None:
+            # Now that uvicorn has put its handlers in place, SIGTERM/SIGHUP end commands first.
+            hostsignals.install()
             print(f"toolroute: serving {len(served.names)} tool(s) on {url}", file=sys.stderr, flush=True)
 
         if args.transport == "stdio":
             # SIGTERM ends the server like Ctrl-C, so the router still closes (background
             # processes, upstream sessions).
             signal.signal(signal.SIGTERM, _interrupt)
-            with _until_interrupted():
+            with _until_interrupted(), hostsignals.chained():
                 print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
                 anyio.run(serve_stdio, served)
             return EXIT_OK
@@ -296,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         "responses: OpenAI Responses API; anthropic: Anthropic Messages API",
     )
     _add_router_options(tools, limits=False)
+    _add_sandbox_options(tools, default="off")
     tools.set_defaults(handler=cmd_tools)
 
     call = sub.add_parser(
@@ -309,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("arguments", metavar="JSON", nargs="?", default="{}", help="arguments object; '-' reads stdin")
     call.add_argument("--trace", action="store_true", help='print {"text": ..., "trace": ...} as JSON instead')
     _add_router_options(call, limits=True)
+    _add_sandbox_options(call, default="off")
     call.set_defaults(handler=cmd_call)
 
     serve = sub.add_parser(
@@ -324,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000, help="HTTP port, 0 picks a free one (default: 8000)")
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: /mcp)")
     _add_router_options(serve, limits=True)
+    _add_sandbox_options(serve, default="auto")
     serve.set_defaults(handler=cmd_serve)
 
     bench = sub.add_parser(

@@ -13,8 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Literal, get_args
 
 from toolroute._core import Confinement
+
+# How bash confines commands (docs/bash.md): "off"; "auto", the best available here or none;
+# "on", the best available or refuse to run; "bubblewrap" or "landlock", exactly that one.
+SandboxMode = Literal["off", "auto", "on", "bubblewrap", "landlock"]
+SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
 
 
 @dataclass(frozen=True)
@@ -47,12 +53,17 @@ class BuiltInToolContext:
     workspace_root: Path
     read_only_roots: tuple[Path, ...] = ()
     limits: ToolLimits = field(default_factory=ToolLimits)
-    # None inherits the host environment; a tuple passes only these variables to commands.
+    # The host variables commands get: None is bash's DEFAULT_ENV_ALLOWLIST (no secrets); a tuple
+    # passes only these names or shell patterns (`LC_*`); ("*",) passes the whole environment.
     env_allowlist: tuple[str, ...] | None = None
-    # Ask bash to confine writes to the workspace (and temp) with Landlock; fails where absent.
+    # True when commands are confined (sandbox != "off"); kept for the older boolean API.
     sandbox_writes: bool = False
     # Who the context acts for; background processes are visible only to the same owner.
     user_id: str | None = None
+    sandbox: SandboxMode = "off"
+    # Under a sandbox: whether commands may use the network, and folders writable beside the workspace.
+    sandbox_network: bool = False
+    sandbox_writable: tuple[Path, ...] = ()
 
     def __init__(
         self,
@@ -62,14 +73,24 @@ class BuiltInToolContext:
         env_allowlist: Sequence[str] | None = None,
         sandbox_writes: bool = False,
         user_id: str | None = None,
+        sandbox: SandboxMode | None = None,
+        sandbox_network: bool = False,
+        sandbox_writable: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
+        """`sandbox_writes=True` without `sandbox` means `sandbox="on"`."""
+        mode: SandboxMode = sandbox if sandbox is not None else ("on" if sandbox_writes else "off")
+        if mode not in SANDBOX_MODES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}; got {mode!r}")
         set_ = object.__setattr__
         set_(self, "workspace_root", Path(workspace_root))
         set_(self, "read_only_roots", tuple(Path(p) for p in read_only_roots))
         set_(self, "limits", limits or ToolLimits())
         set_(self, "env_allowlist", None if env_allowlist is None else tuple(env_allowlist))
-        set_(self, "sandbox_writes", sandbox_writes)
+        set_(self, "sandbox_writes", mode != "off")
         set_(self, "user_id", user_id)
+        set_(self, "sandbox", mode)
+        set_(self, "sandbox_network", sandbox_network)
+        set_(self, "sandbox_writable", tuple(Path(p) for p in sandbox_writable))
         # Canonicalise (and validate) the roots now, so a bad root fails at construction.
         set_(self, "confinement", Confinement(self.workspace_root, list(self.read_only_roots)))
 

@@ -2,8 +2,9 @@
 
 Actions: exec (run to the end with a timeout), start (run in the background), status, logs,
 write (stdin), stop and list. Everything runs confined by the current BuiltInToolContext: the cwd
-must lie inside its roots, processes belong to (workspace, user), and with `sandbox_writes` the
-command may write only in the workspace and temp (Landlock). See docs/bash.md.
+must lie inside its roots, processes belong to (workspace, user), commands get an allowlisted
+environment, and with a `sandbox` mode they run under bubblewrap (or Landlock as the fallback).
+The text returned never exceeds `max_output_chars`. See docs/bash.md.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ from toolroute.builtins._process import (
     command_environment,
     run_command,
 )
+from toolroute.builtins._process.command import CommandResult
+from toolroute.builtins._process.sandbox import (
+    SandboxPlan,
+    SandboxUnavailable,
+    describe,
+    resolve_kind,
+    sandbox_environment,
+)
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
@@ -45,6 +54,9 @@ LEFTOVER_NOTE = (
     "The shell exited but left processes running in its group; they were ended. Commands are not "
     "allowed to outlive their shell: use action=start (without a trailing '&') for long-running ones."
 )
+
+COMMAND_ECHO_CHARS = 1000  # a result repeats at most this much of the command
+FIT_ROUNDS = 20  # bisection steps when escaping pushes a result over max_output_chars
 
 Action = Literal["exec", "start", "status", "logs", "write", "stop", "list"]
 
@@ -165,14 +177,74 @@ def effective_timeout(limits: ToolLimits, request: BashRequest) -> tuple[float, 
     return asked, None
 
 
+def sandbox_plan(ctx: BuiltInToolContext) -> SandboxPlan | None:
+    """How this context's commands are confined; None when they are not."""
+    try:
+        kind = resolve_kind(ctx.sandbox)
+    except SandboxUnavailable as exc:
+        raise ToolExecutionError(f"sandbox={ctx.sandbox!r} is set but cannot be honoured: {exc}", tool=NAME) from None
+    if kind == "none":
+        return None
+    return SandboxPlan(
+        kind=kind,
+        workspace=ctx.workspace,
+        private_tmp=process_table().private_tmp.folder(ctx.workspace),
+        writable=tuple(p.resolve() for p in ctx.sandbox_writable),
+        read_only=tuple(p.resolve() for p in ctx.read_only_roots),
+        network=ctx.sandbox_network,
+    )
+
+
+def confinement(plan: SandboxPlan | None) -> dict[str, Any]:
+    """What a result reports about its command's confinement."""
+    if plan is None:
+        return {"confinement": "none"}
+    return {"confinement": plan.kind, "network": plan.network}
+
+
+def describe_confinement(ctx: BuiltInToolContext) -> dict[str, object]:
+    """What commands of this context would run under (for `toolroute tools`), without running any."""
+    return describe(ctx.sandbox, ctx.sandbox_network)
+
+
 def command_spec(ctx: BuiltInToolContext, request: BashRequest) -> CommandSpec:
     command = _require(request.command, "command", request.action)
-    return CommandSpec(
-        command=command,
-        cwd=resolve_cwd(ctx, request.cwd),
-        env=command_environment(ctx.env_allowlist),
-        sandbox_workspace=ctx.workspace if ctx.sandbox_writes else None,
-    )
+    cwd = resolve_cwd(ctx, request.cwd)
+    plan = sandbox_plan(ctx)
+    overrides = sandbox_environment(plan) if plan is not None else None
+    return CommandSpec(command, cwd, command_environment(ctx.env_allowlist, overrides=overrides), plan)
+
+
+def echo(command: str) -> str:
+    """The command as results repeat it: cut, since the model wrote it and the cap is for output."""
+    if len(command) <= COMMAND_ECHO_CHARS:
+        return command
+    return command[:COMMAND_ECHO_CHARS] + f"[... {len(command) - COMMAND_ECHO_CHARS} more characters]"
+
+
+def dumps(result: dict[str, Any]) -> str:
+    return json.dumps(result, ensure_ascii=False)
+
+
+def fit(render: Callable[[int], dict[str, Any]], budget: int, limit: int) -> dict[str, Any]:
+    """`render(b)` for the largest byte budget b <= `budget` whose JSON text fits `limit` chars.
+
+    Output bytes become more characters once JSON-escaped (a quote 2, an ESC byte 6), so the byte
+    budget alone does not bound the text; the budget is bisected until the text fits."""
+    result = render(budget)
+    if len(dumps(result)) <= limit:
+        return result
+    lo, hi, best = 0, budget, render(0)
+    for _ in range(FIT_ROUNDS):
+        if hi - lo <= 1:
+            break
+        mid = (lo + hi) // 2
+        candidate = render(mid)
+        if len(dumps(candidate)) <= limit:
+            lo, best = mid, candidate
+        else:
+            hi = mid
+    return best
 
 
 def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess:
@@ -206,22 +278,33 @@ def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     outcome = result.outcome
     notes = [n for n in (timeout_note, TIMEOUT_HINT if outcome.timed_out else None) if n]
     if outcome.stopped:
-        notes.append("The command was ended because its router was closed.")
+        notes.append("The command was ended because its router was closed or the host is shutting down.")
     if outcome.leftovers:
         notes.append(LEFTOVER_NOTE)
     if outcome.unkillable:
         notes.append("Some processes of the command's group survived SIGKILL (uninterruptible sleep).")
+    return fit(
+        lambda budget: _exec_result(spec, result, budget, notes),
+        ctx.limits.max_output_chars,
+        ctx.limits.max_output_chars,
+    )
+
+
+def _exec_result(spec: CommandSpec, result: CommandResult, budget: int, notes: list[str]) -> dict[str, Any]:
+    outcome = result.outcome
+    stdout, stderr = result.render(budget)
     return {
-        "command": spec.command,
+        "command": echo(spec.command),
         "workingDirectory": str(spec.cwd),
         "exitCode": outcome.exit_code,
         "signal": outcome.signal_name,
         "timedOut": outcome.timed_out,
         "durationSeconds": round(result.duration, 3),
-        "stdout": result.stdout,
-        "stderr": result.stderr,
+        "stdout": stdout,
+        "stderr": stderr,
         "stdoutBytes": result.stdout_bytes,
         "stderrBytes": result.stderr_bytes,
+        "sandbox": confinement(spec.sandbox),
         **({"notes": notes} if notes else {}),
     }
 
@@ -239,33 +322,42 @@ def _start(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
         raise ToolExecutionError(str(exc), tool=NAME) from None
     if request.input:
         _write_stdin(proc, request.input.encode(), close=request.close_stdin)
-    return proc.snapshot()
+    return shown(proc)
+
+
+def shown(proc: BackgroundProcess) -> dict[str, Any]:
+    """A process's snapshot as results show it."""
+    return {**proc.snapshot(), "command": echo(proc.command), "sandbox": confinement(proc.sandbox)}
 
 
 def _status(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
-    return _process(ctx, request).snapshot()
+    return shown(_process(ctx, request))
 
 
 def _logs(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     proc = _process(ctx, request)
     streams = ("stdout", "stderr") if request.stream == "both" else (request.stream,)
     # The two streams share the output budget, as exec's do.
-    limit = min(request.limit or DEFAULT_LOG_LIMIT, ctx.limits.max_output_chars // len(streams))
+    budget = min(request.limit or DEFAULT_LOG_LIMIT, ctx.limits.max_output_chars // len(streams))
     stderr_offset = request.stderr_offset if request.stream == "both" else request.offset
     offsets = {"stdout": request.offset, "stderr": stderr_offset}
     snapshot = proc.snapshot()
-    out: dict[str, Any] = {"processId": proc.id, "status": snapshot["status"], "exitCode": snapshot["exitCode"]}
-    for stream in streams:
-        chunk = proc.logs(stream, offsets[stream], limit)
-        out[stream] = {
-            "offset": chunk.offset,
-            "nextOffset": chunk.next_offset,
-            "truncated": chunk.dropped > 0,
-            "droppedBytes": chunk.dropped,
-            "more": chunk.more,
-            "content": chunk.text,
-        }
-    return out
+
+    def render(limit: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"processId": proc.id, "status": snapshot["status"], "exitCode": snapshot["exitCode"]}
+        for stream in streams:
+            chunk = proc.logs(stream, offsets[stream], limit)
+            out[stream] = {
+                "offset": chunk.offset,
+                "nextOffset": chunk.next_offset,
+                "truncated": chunk.dropped > 0,
+                "droppedBytes": chunk.dropped,
+                "more": chunk.more,
+                "content": chunk.text,
+            }
+        return out
+
+    return fit(render, budget, ctx.limits.max_output_chars)
 
 
 def _write_stdin(proc: BackgroundProcess, data: bytes, *, close: bool) -> int:
@@ -280,19 +372,25 @@ def _write(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     if request.input is None and not request.close_stdin:
         raise ToolArgumentError("bash write requires input (or close_stdin=true)")
     written = _write_stdin(proc, (request.input or "").encode(), close=request.close_stdin)
-    snapshot = proc.snapshot()
-    return {"processId": proc.id, "bytesWritten": written, "stdinClosed": request.close_stdin, "process": snapshot}
+    return {"processId": proc.id, "bytesWritten": written, "stdinClosed": request.close_stdin, "process": shown(proc)}
 
 
 def _stop(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
     proc = _process(ctx, request)
     if not proc.stop():
         raise ToolExecutionError(f"{proc.id} did not end after SIGTERM and SIGKILL to its process group", tool=NAME)
-    return proc.snapshot()
+    return shown(proc)
 
 
 def _list(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
-    return {"processes": [p.snapshot() for p in process_table().list(owner_of(ctx))]}
+    """Every process of the owner, oldest first; under a small output cap the oldest are left out."""
+    processes = [shown(p) for p in process_table().list(owner_of(ctx))]
+    result: dict[str, Any] = {"processes": processes}
+    omitted = 0
+    while len(dumps(result)) > ctx.limits.max_output_chars and omitted < len(processes):
+        omitted += 1
+        result = {"processes": processes[omitted:], "omittedOldest": omitted}
+    return result
 
 
 ACTIONS: dict[str, Callable[[BashRequest, BuiltInToolContext], dict[str, Any]]] = {
@@ -308,7 +406,7 @@ ACTIONS: dict[str, Callable[[BashRequest, BuiltInToolContext], dict[str, Any]]] 
 
 def handle(request: BashRequest, ctx: BuiltInToolContext) -> ToolOutput:
     result = ACTIONS[request.action](request, ctx)
-    return ToolOutput(json.dumps(result, ensure_ascii=False), trace=result)
+    return ToolOutput(dumps(result), trace=result)
 
 
 TOOL = BuiltinTool(
@@ -318,7 +416,8 @@ TOOL = BuiltinTool(
         "stdout and stderr (long output keeps head and tail); it is ended with its whole process group on "
         "timeout. For servers, watchers or interactive programs use action=start, then logs (poll with "
         "offset=nextOffset), write (stdin), status, stop; list shows them. stdin is closed for exec unless "
-        "input is given; there is no terminal; PAGER=cat, NO_COLOR=1, TERM=dumb."
+        "input is given; there is no terminal; PAGER=cat, NO_COLOR=1, TERM=dumb. Results say under which "
+        "sandbox the command ran (sandbox.confinement) and whether it had network access."
     ),
     request_model=BashRequest,
     handler=handle,

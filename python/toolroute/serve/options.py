@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolroute.builtins import builtin_tools
-from toolroute.context import BuiltInToolContext, ToolLimits
+from toolroute.context import BuiltInToolContext, SandboxMode, ToolLimits
 from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
 
@@ -32,6 +32,11 @@ class RouterOptions:
     max_output_chars: int | None = None
     timeout: float | None = None  # default bash command timeout, seconds
     user_id: str | None = None
+    # bash: confinement, network under it, extra writable folders, host variables passed
+    sandbox: SandboxMode = "off"
+    sandbox_network: bool = False
+    sandbox_writable: tuple[Path, ...] = ()
+    env_allowlist: tuple[str, ...] | None = None  # None: bash's DEFAULT_ENV_ALLOWLIST
 
     def limits(self) -> ToolLimits:
         changes: dict[str, Any] = {}
@@ -48,7 +53,16 @@ class RouterOptions:
 
     def context(self) -> BuiltInToolContext:
         try:
-            return BuiltInToolContext(self.workspace, self.read_only_roots, limits=self.limits(), user_id=self.user_id)
+            return BuiltInToolContext(
+                self.workspace,
+                self.read_only_roots,
+                limits=self.limits(),
+                user_id=self.user_id,
+                env_allowlist=self.env_allowlist,
+                sandbox=self.sandbox,
+                sandbox_network=self.sandbox_network,
+                sandbox_writable=self.sandbox_writable,
+            )
         except (OSError, ValueError) as exc:
             raise ToolArgumentError(f"bad workspace or read-only root: {exc}") from None
 

@@ -1,4 +1,5 @@
-"""Process plumbing of the bash tool: spawning, group kill, reaping, bounded buffers, Landlock.
+"""Process plumbing of the bash tool: spawning, group kill, reaping, bounded buffers, the sandbox
+(bubblewrap, or Landlock + seccomp), the host's signals and death.
 
 Kept in Python on purpose (see docs/bash.md): the hot path is a poll loop over three fds, and
 measured overhead against a plain `subprocess.run` is within the target, so Rust would add an FFI

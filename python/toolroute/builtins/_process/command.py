@@ -15,11 +15,22 @@ from toolroute.builtins._process.pump import CommandSpec, Outcome, Pump, spawn
 @dataclass(frozen=True)
 class CommandResult:
     outcome: Outcome
-    stdout: str
-    stderr: str
-    stdout_bytes: int  # sizes before any cut
-    stderr_bytes: int
+    stdout_capture: HeadTail
+    stderr_capture: HeadTail
     duration: float  # seconds
+
+    @property
+    def stdout_bytes(self) -> int:  # sizes before any cut
+        return self.stdout_capture.total
+
+    @property
+    def stderr_bytes(self) -> int:
+        return self.stderr_capture.total
+
+    def render(self, budget: int) -> tuple[str, str]:
+        """(stdout, stderr) sharing `budget` bytes, each cut to head and tail around a marker."""
+        out_budget, err_budget = share_budget((self.stdout_bytes, self.stderr_bytes), budget)
+        return self.stdout_capture.render(out_budget)[0], self.stderr_capture.render(err_budget)[0]
 
 
 def run_command(
@@ -30,7 +41,7 @@ def run_command(
     stdin: bytes | None = None,
     track: Callable[[Pump], AbstractContextManager[None]] | None = None,
 ) -> CommandResult:
-    """Run `spec` to its end; stdout and stderr share `output_limit` bytes (head and tail kept).
+    """Run `spec` to its end, keeping the head and tail (`output_limit` bytes each) of both streams.
 
     stdin is /dev/null unless `stdin` is given, in which case it is written and then closed.
     `track` (e.g. `ProcessTable.foreground`) holds the running command so its owner can stop it.
@@ -38,11 +49,7 @@ def run_command(
     out, err = HeadTail(output_limit), HeadTail(output_limit)
     started = time.monotonic()
     proc = spawn(spec, stdin_pipe=stdin is not None)
-    pump = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=track is not None)
+    pump = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=track is not None, contained=spec.contained)
     with track(pump) if track is not None else contextlib.nullcontext():
         outcome = pump.run(deadline=started + timeout)
-    duration = time.monotonic() - started
-    out_budget, err_budget = share_budget((out.total, err.total), output_limit)
-    stdout, _ = out.render(out_budget)
-    stderr, _ = err.render(err_budget)
-    return CommandResult(outcome, stdout, stderr, out.total, err.total, duration)
+    return CommandResult(outcome, out, err, time.monotonic() - started)

@@ -1,10 +1,13 @@
-"""Run a command under Landlock so it may write only beneath the given paths.
+"""Run a command under Landlock so it may write only beneath the given paths (the fallback sandbox).
 
-This file is exec'd as a script (`python -I -S landlock_exec.py STATUS_FD PATH... -- ARGV...`) in
-the child, between fork and bash: applying the ruleset there, rather than in a `preexec_fn`, keeps
-the parent's threads out of harm's way. It must import nothing from toolroute (it runs with -S).
-On any failure it writes the reason to STATUS_FD and exits 127; on success exec closes STATUS_FD
-(close-on-exec), so the parent reads EOF. Reading is never restricted, only writing.
+This file is exec'd as a script (`python -I -S landlock_exec.py STATUS_FD HOST_PID [--no-network]
+PATH... -- ARGV...`) in the child, between fork and bash: applying the ruleset there, rather than in a
+`preexec_fn`, keeps the parent's threads out of harm's way. It must import nothing from toolroute
+(it runs with -S). On any failure it writes the reason to STATUS_FD and exits 127; on success exec
+closes STATUS_FD (close-on-exec), so the parent reads EOF. Reading is never restricted, only
+writing. `--no-network` adds a seccomp filter that refuses every socket but unix ones (and
+io_uring, which can open sockets without socket(2)). The command is also killed if the host dies
+(PR_SET_PDEATHSIG, kept across exec).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ SYS_LANDLOCK_RESTRICT_SELF = 446
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 WRITE_FILE = 1 << 1
 REMOVE_DIR = 1 << 4
@@ -102,13 +108,79 @@ def restrict_writes(paths: list[str]) -> None:
         os.close(ruleset)
 
 
+# ---- seccomp: no network ------------------------------------------------------------------
+
+# (audit arch, socket, io_uring_setup) per machine; the seccomp_data layout is nr, arch, ip, args.
+_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+AF_UNIX = 1
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_X32_BIT = 0x40000000
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+EPERM, EAFNOSUPPORT = 1, 97
+
+
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def network_filter(machine: str) -> bytes:
+    """A classic BPF program: socket() of any family but AF_UNIX and io_uring_setup() fail."""
+    if machine not in _ARCHES:
+        raise LandlockError(0, f"no seccomp network filter for machine {machine!r}")
+    arch, socket_nr, uring_nr = _ARCHES[machine]
+    refuse = _SECCOMP_RET_ERRNO | EPERM
+    return b"".join(
+        [
+            _insn(_BPF_LD_W_ABS, 0, 0, 4),  # 0: arch
+            _insn(_BPF_JEQ_K, 1, 0, arch),
+            _insn(_BPF_RET_K, 0, 0, refuse),  # 2: a foreign ABI (e.g. i386 socketcall)
+            _insn(_BPF_LD_W_ABS, 0, 0, 0),  # 3: syscall number
+            _insn(_BPF_JGE_K, 3, 0, _X32_BIT),  # 4: x32 numbers -> 8
+            _insn(_BPF_JEQ_K, 3, 0, socket_nr),  # 5: socket -> 9
+            _insn(_BPF_JEQ_K, 1, 0, uring_nr),  # 6: io_uring_setup -> 8
+            _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+            _insn(_BPF_RET_K, 0, 0, refuse),  # 8
+            _insn(_BPF_LD_W_ABS, 0, 0, 16),  # 9: args[0], the family (low 32 bits)
+            _insn(_BPF_JEQ_K, 0, 1, AF_UNIX),
+            _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+            _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | EAFNOSUPPORT),
+        ]
+    )
+
+
+def deny_network() -> None:
+    """Install the network filter on this process (no_new_privs must already be set)."""
+    libc = _libc()
+    program = network_filter(os.uname().machine)
+    filt = ctypes.create_string_buffer(program)
+    fprog = ctypes.create_string_buffer(struct.pack("@HP", len(program) // 8, ctypes.addressof(filt)))
+    ulong = ctypes.c_ulong
+    if libc.prctl(ulong(PR_SET_SECCOMP), ulong(SECCOMP_MODE_FILTER), fprog, ulong(0), ulong(0)) < 0:
+        raise _fail("prctl(PR_SET_SECCOMP)")
+
+
+def die_with_parent(host: int) -> None:
+    """SIGKILL this process (and so the command it execs) when the host dies."""
+    ulong = ctypes.c_ulong
+    if _libc().prctl(ulong(PR_SET_PDEATHSIG), ulong(9), ulong(0), ulong(0), ulong(0)) < 0:
+        raise _fail("prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != host:  # the host died before the signal was armed
+        os._exit(137)
+
+
 def main(argv: list[str]) -> None:
     status_fd = int(argv[1])
     sep = argv.index("--")
-    paths, command = argv[2:sep], argv[sep + 1 :]
+    host, options, command = int(argv[2]), argv[3:sep], argv[sep + 1 :]
+    network = "--no-network" not in options
+    paths = [p for p in options if p != "--no-network"]
     try:
         os.set_inheritable(status_fd, False)
+        die_with_parent(host)
         restrict_writes(paths)
+        if not network:
+            deny_network()
         os.execv(command[0], command)
     except BaseException as exc:
         os.write(status_fd, f"Landlock sandbox could not start the command: {exc}".encode())

@@ -10,6 +10,7 @@ group, then SIGKILL after a grace period. The shell is always reaped by us; noth
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import selectors
 import shutil
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolroute.builtins._process.deathwatch import WATCH
 from toolroute.builtins._process.group import group_finished, signal_group
-from toolroute.builtins._process.sandbox import SandboxUnavailable, sandboxed_argv
+from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
 
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL to the group
 KILL_WAIT = 5.0  # after SIGKILL, how long to wait for the group before giving up on it
@@ -32,6 +34,13 @@ DRAIN_WAIT = 1.0  # after the group is gone, how long a process that left it may
 GROUP_POLL = 0.02  # how often to look for leftovers once the shell has exited
 READ_SIZE = 1 << 16
 SANDBOX_START_WAIT = 30.0
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+# A paced pump (background processes) reads each pipe at most once per READ_INTERVAL, taking up
+# to a whole (enlarged) pipe per read: a chatty process then costs the host a few dozen wake-ups
+# a second instead of one per write, and blocks on its full pipe in between, like a program
+# writing to a terminal nobody scrolls. Throughput is bounded by PIPE_SIZE / READ_INTERVAL.
+READ_INTERVAL = 0.02
+PIPE_SIZE = 1 << 20
 
 
 class SpawnError(RuntimeError):
@@ -43,7 +52,13 @@ class CommandSpec:
     command: str
     cwd: Path
     env: Mapping[str, str]
-    sandbox_workspace: Path | None = None  # confine writes to it (and temp) with Landlock
+    sandbox: SandboxPlan | None = None  # None: unconfined
+
+    @property
+    def contained(self) -> bool:
+        """Whether the command runs in a PID namespace of its own (bubblewrap), whose every
+        process the kernel has killed by the time the leader (bwrap) exits."""
+        return self.sandbox is not None and self.sandbox.kind == "bubblewrap"
 
 
 @dataclass(frozen=True)
@@ -102,22 +117,31 @@ def isolation() -> dict[str, Any]:
 
 
 def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
-    """Start `bash -c command` as the leader of its own process group, with no controlling terminal."""
+    """Start `bash -c command` (confined as `spec.sandbox` says) as the leader of its own process
+    group, with no controlling terminal. Under bubblewrap the leader is bwrap, and the command
+    stays in its group: signalling the group reaches both."""
     argv = [bash_path(), "-c", spec.command]
+    plan = spec.sandbox
     status_r = status_w = -1
-    if spec.sandbox_workspace is not None:
-        status_r, status_w = os.pipe()
-        try:
-            argv = sandboxed_argv(argv, spec.sandbox_workspace, status_w)
-        except SandboxUnavailable as exc:
-            os.close(status_r)
-            os.close(status_w)
-            raise SpawnError(f"sandbox_writes is set but cannot be honoured: {exc}") from None
+    try:
+        if plan is not None and plan.kind == "bubblewrap":
+            argv = bubblewrap_argv(argv, plan, spec.cwd)
+        elif plan is not None:
+            status_r, status_w = os.pipe()
+            argv = landlock_argv(argv, plan, status_w)
+    except SandboxUnavailable as exc:
+        for fd in (status_r, status_w):
+            if fd >= 0:
+                os.close(fd)
+        raise SpawnError(f"the sandbox ({plan.kind if plan else '?'}) cannot be used: {exc}") from None
+    env = dict(spec.env)
+    if not spec.contained:  # bubblewrap's PID namespace dies with the host by itself
+        env.update(WATCH.marker())
     try:
         proc = subprocess.Popen(
             argv,
             cwd=spec.cwd,
-            env=dict(spec.env),
+            env=env,
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -159,6 +183,18 @@ def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
     raise SpawnError(message.decode("utf-8", "replace") or "the Landlock helper did not start the command in time")
 
 
+def enlarge_pipes(proc: subprocess.Popen[bytes]) -> int:
+    """Grow the child's output pipes to PIPE_SIZE where allowed; returns the read size to use."""
+    size = PIPE_SIZE
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                fcntl.fcntl(pipe.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
+            except OSError:  # above /proc/sys/fs/pipe-max-size for this user: keep the default
+                size = READ_SIZE
+    return size
+
+
 def close_pipes(proc: subprocess.Popen[bytes], *, stdin: bool = True) -> None:
     """Close the parent's ends of the child's pipes (`stdin=False` leaves stdin to its owner)."""
     for pipe in (proc.stdin if stdin else None, proc.stdout, proc.stderr):
@@ -184,14 +220,21 @@ class Pump:
         stdin_data: bytes | None = None,
         owns_stdin: bool = True,
         stoppable: bool = True,
+        paced: bool = False,
+        contained: bool = False,
         grace: float = TERM_GRACE,
     ) -> None:
         """`stdin_data` is fed to the child, then stdin is closed. With `owns_stdin=False` the
         caller writes to and closes stdin itself (background processes). Only a `stoppable` pump
-        (one that another thread may stop) needs the wake-up pipe."""
+        (one that another thread may stop) needs the wake-up pipe. A `paced` pump reads at most
+        every READ_INTERVAL (see there). A `contained` command (CommandSpec.contained) is over
+        when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host."""
         self.proc = proc
         self.pgid = proc.pid  # the child leads its own process group
         self._sinks = {proc.stdout: stdout, proc.stderr: stderr}
+        self._paced = paced
+        self._contained = contained
+        self._read_size = enlarge_pipes(proc) if paced else READ_SIZE
         self._stdin_data = memoryview(stdin_data) if stdin_data is not None else None
         self._owns_stdin = owns_stdin
         self._grace = grace
@@ -202,6 +245,10 @@ class Pump:
         if stoppable:
             self._wake_r, self._wake_w = os.pipe()
             os.set_blocking(self._wake_w, False)
+
+    def mark_stopped(self) -> None:
+        """Report the outcome as stopped; whoever calls this signals the group itself."""
+        self._stop = True
 
     def request_stop(self) -> None:
         self._stop = True
@@ -218,11 +265,10 @@ class Pump:
         sel.register(pidfd, selectors.EVENT_READ, _EXIT)
         if not self._wake_closed:
             sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
-        open_outputs = 0
-        for pipe, sink in self._sinks.items():
-            if pipe is not None:
-                sel.register(pipe.fileno(), selectors.EVENT_READ, sink)
-                open_outputs += 1
+        outputs = {pipe.fileno(): sink for pipe, sink in self._sinks.items() if pipe is not None}
+        for fd, sink in outputs.items():
+            sel.register(fd, selectors.EVENT_READ, sink)
+        resume_at: float | None = None  # a paced pump's outputs are unwatched until then
         if self._stdin_data is not None and proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, _STDIN)
@@ -242,7 +288,7 @@ class Pump:
                     if stopped or timed_out:
                         term_at = self._terminate(now)
                 if exited and not finished:
-                    if group_finished(pgid):
+                    if self._contained or group_finished(pgid):
                         finished, drain_until = True, now + DRAIN_WAIT
                     elif term_at is None:
                         leftovers = True
@@ -255,10 +301,17 @@ class Pump:
                     # subprocess's own reaping of abandoned children.
                     unkillable = finished = True
                     drain_until = now
-                if finished and (open_outputs == 0 or now >= drain_until):
+                if finished and (not outputs or now >= drain_until):
                     break
+                if resume_at is not None and now >= resume_at:
+                    resume_at = None
+                    for fd, sink in outputs.items():
+                        sel.register(fd, selectors.EVENT_READ, sink)
 
                 timeout = self._next_wait(now, deadline, exited, finished, term_at, kill_at, drain_until)
+                if resume_at is not None:
+                    timeout = max(0.0, resume_at - now) if timeout is None else min(timeout, max(0.0, resume_at - now))
+                read_any = False
                 for key, _ in sel.select(timeout):
                     data = key.data
                     if data is _EXIT:
@@ -271,12 +324,17 @@ class Pump:
                         if self._feed_stdin():
                             sel.unregister(key.fd)
                     else:
-                        chunk = os.read(key.fd, READ_SIZE)
+                        chunk = os.read(key.fd, self._read_size)
                         if chunk:
                             data(chunk)
+                            read_any = True
                         else:
                             sel.unregister(key.fd)
-                            open_outputs -= 1
+                            del outputs[key.fd]
+                if self._paced and read_any and resume_at is None:
+                    resume_at = time.monotonic() + READ_INTERVAL
+                    for fd in outputs:
+                        sel.unregister(fd)
         finally:
             if not finished:  # interrupted (KeyboardInterrupt, a bug): never leave the group behind
                 signal_group(pgid, signal.SIGKILL)

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from toolroute.builtins._process import hostsignals
 from toolroute.builtins._process.buffers import Chunk, RingBuffer, read_chunk
 from toolroute.builtins._process.group import signal_group
 from toolroute.builtins._process.pump import (
@@ -32,6 +33,7 @@ from toolroute.builtins._process.pump import (
     close_pipes,
     spawn,
 )
+from toolroute.builtins._process.sandbox import PrivateTmp
 
 Owner = tuple[str, str | None]  # (canonical workspace, user id)
 
@@ -66,6 +68,7 @@ class BackgroundProcess:
         self.owner = owner
         self.command = spec.command
         self.cwd = spec.cwd
+        self.sandbox = spec.sandbox
         self.stdout = RingBuffer(buffer_bytes)
         self.stderr = RingBuffer(buffer_bytes)
         self._proc = spawn(spec, stdin_pipe=True)
@@ -81,7 +84,9 @@ class BackgroundProcess:
         try:
             assert self._proc.stdin is not None
             os.set_blocking(self._proc.stdin.fileno(), False)
-            self._pump = Pump(self._proc, self.stdout.write, self.stderr.write, owns_stdin=False)
+            self._pump = Pump(
+                self._proc, self.stdout.write, self.stderr.write, owns_stdin=False, paced=True, contained=spec.contained
+            )
             self._thread = threading.Thread(target=self._run, name=f"toolroute-bash-{process_id}", daemon=True)
             self._thread.start()
         except BaseException:  # e.g. no thread could be started: do not leave the command running
@@ -127,6 +132,10 @@ class BackgroundProcess:
 
     def request_stop(self) -> None:
         self._pump.request_stop()
+
+    @property
+    def pump(self) -> Pump:
+        return self._pump
 
     def write(self, data: bytes, *, close: bool = False) -> int:
         """Write all of `data` to stdin (then close it if asked); returns bytes written."""
@@ -210,14 +219,26 @@ def _end_all(
 
 
 class ProcessTable:
-    """The background processes of one router. Thread-safe."""
+    """The background processes of one router. Thread-safe.
+
+    It also owns the private temp folders of sandboxed commands, and while it is open the host's
+    SIGTERM and SIGHUP end its commands first (see `hostsignals`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: dict[str, BackgroundProcess] = {}
         self._commands: set[Pump] = set()  # exec calls running right now
         self._closed = False
+        self.private_tmp = PrivateTmp()
         self._finalizer = weakref.finalize(self, _end_all, self._procs, self._commands, self._lock, os.getpid())
+        hostsignals.register(self)
+
+    def running_pumps(self) -> list[Pump]:
+        """Every running command's pump, exec and background. Takes no lock: it is called from
+        a signal handler, which may have interrupted this very thread while it held one (copying
+        a dict's values is atomic under the GIL)."""
+        procs = list(self._procs.values())
+        return [*list(self._commands), *(p.pump for p in procs if p.running)]
 
     @contextlib.contextmanager
     def foreground(self, pump: Pump) -> Iterator[None]:
@@ -274,3 +295,5 @@ class ProcessTable:
         with self._lock:
             self._closed = True
         self._finalizer()
+        self.private_tmp.close()
+        hostsignals.unregister(self)

@@ -1,0 +1,124 @@
+"""Commands die with the host, even when the host is SIGKILLed and cannot clean up.
+
+Under bubblewrap this is `--die-with-parent` plus the PID namespace. Unconfined and Landlock
+commands get a watchdog instead: one small process per host (`python -I -S deathwatch.py MARK`,
+in its own session, started with the first such command) that blocks reading a pipe only the host
+writes to. The pipe reaches EOF exactly when the host is gone, however it died; the watchdog then
+SIGKILLs every process whose environment carries `TOOLROUTE_DEATHWATCH=MARK`, and its process group.
+Every command gets that variable, and its descendants inherit it, so processes that left the
+command's group (setsid) are found too; one that clears its environment and its group escapes.
+Nothing is sent per command: the marker costs no syscall on the hot path.
+PR_SET_PDEATHSIG alone would not do: it kills the shell, not what the shell started.
+
+Run as a script, this file must import nothing from toolroute (it runs with -S).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+MARKER_NAME = "TOOLROUTE_DEATHWATCH"
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Pids whose environment holds MARKER_NAME=marker (those this user may read)."""
+    needle = f"{MARKER_NAME}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry))
+    return found
+
+
+def kill_marked(marker: str) -> None:
+    """SIGKILL each marked process and its group, until none is left (bounded)."""
+    for _ in range(10):  # a process forking while we scan is caught on the next pass
+        pids = [pid for pid in marked_processes(marker) if pid != os.getpid()]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):  # gone, or its group is
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def main(marker: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # only the host's death ends the watch
+    while True:
+        try:
+            if not os.read(0, 4096):
+                break
+        except InterruptedError:
+            continue
+    kill_marked(marker)
+
+
+class DeathWatch:
+    """The host's side: one watchdog per process (a forked child starts its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._owner = 0
+        self._marker = ""
+        self._atexit = False
+
+    def marker(self) -> dict[str, str]:
+        """The variable to put in a command's environment; starts the watchdog if needed.
+        Empty when no watchdog can run (no interpreter path)."""
+        with self._lock:
+            if self._proc is None or self._owner != os.getpid() or self._proc.poll() is not None:
+                self._start()
+            return {MARKER_NAME: self._marker} if self._proc is not None else {}
+
+    def _start(self) -> None:
+        self._proc = None
+        if not sys.executable:
+            return
+        marker = f"{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", __file__, marker],
+                stdin=subprocess.PIPE,  # its only write end stays here: EOF means the host is gone
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # out of the host's group: Ctrl-C or killpg of it spare the watchdog
+            )
+        except OSError:
+            return
+        self._owner, self._marker = os.getpid(), marker
+        if not self._atexit:
+            atexit.register(self.close)
+            self._atexit = True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """At interpreter exit: release the watchdog now (it ends what is left) and reap it."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None or self._owner != os.getpid():
+            return
+        assert proc.stdin is not None
+        proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+
+
+WATCH = DeathWatch()
+
+if __name__ == "__main__":
+    main(sys.argv[1])
