@@ -475,7 +475,9 @@ impl Grep {
                         if scan.binary {
                             stats.binary += 1;
                         }
-                        if scan.row_count == 0 {
+                        // rg -c leaves out a file whose search stopped at binary data.
+                        let binary_count = scan.binary && self.opts.mode == OutputMode::Count;
+                        if scan.row_count == 0 || binary_count {
                             return;
                         }
                         if scan.bytes > 0 {

@@ -58,9 +58,12 @@ pub fn render(
         }
         if chars + cost > max_chars {
             // Even the first row does not fit: show what fits of it rather than nothing.
-            let cut: String = line.chars().take(max_chars.saturating_sub(20)).collect();
+            let notice = cut_notice(max_chars);
+            let keep = max_chars.saturating_sub(notice.chars().count() + 1);
+            let cut: String = line.chars().take(keep).collect();
             text.push_str(&cut);
-            text.push_str(" … [cut]\n");
+            text.push_str(&notice);
+            text.push('\n');
             return (text, 1);
         }
         chars += cost;
@@ -77,4 +80,9 @@ fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
     }
     let kept: String = text.chars().take(max_chars).collect();
     format!("{kept} … [line cut at {max_chars} chars]")
+}
+
+/// The one wording for output cut at the character cap (the Python side uses the same).
+pub fn cut_notice(max_chars: usize) -> String {
+    format!(" … [output cut at {max_chars} characters]")
 }
