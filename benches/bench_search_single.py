@@ -89,11 +89,7 @@ def glob_paths(root: Path) -> set[str]:
 
 
 def walk_fnmatch(root: Path) -> set[str]:
-    return {
-        os.path.relpath(p, root)
-        for p in walk_files(root)
-        if fnmatch.fnmatch(os.path.basename(p), "*.py")
-    }
+    return {os.path.relpath(p, root) for p in walk_files(root) if fnmatch.fnmatch(os.path.basename(p), "*.py")}
 
 
 def interleave(a: Callable[[], object], b: Callable[[], object], rounds: int = ROUNDS) -> tuple[float, float]:
@@ -120,13 +116,33 @@ def cases(base: Path) -> list[tuple[str, Callable[[], object], Callable[[], obje
     out = []
     for name, pattern in (("literal+regex", r"class \w+Error"), ("dense, no literal", r"[A-Z]\w*")):
         out.append(
-            (f"grep {name} content, stdlib vs rg", lambda p=pattern: grep_lines(stdlib, p), lambda p=pattern: rg_lines(stdlib, p))
+            (
+                f"grep {name} content, stdlib vs rg",
+                lambda p=pattern: grep_lines(stdlib, p),
+                lambda p=pattern: rg_lines(stdlib, p),
+            )
         )
         out.append(
-            (f"grep {name} count, stdlib vs rg -c", lambda p=pattern: grep_count(stdlib, p), lambda p=pattern: rg_count(stdlib, p))
+            (
+                f"grep {name} count, stdlib vs rg -c",
+                lambda p=pattern: grep_count(stdlib, p),
+                lambda p=pattern: rg_count(stdlib, p),
+            )
         )
-        out.append((f"grep {name}, 1-file tree vs rg", lambda p=pattern: grep_lines(one, p), lambda p=pattern: rg_lines(one, p)))
-    out.append(("grep class \\w+Error, 100 files vs os.walk+re", lambda: grep_lines(small, r"class \w+Error"), lambda: walk_re_lines(small, r"class \w+Error")))
+        out.append(
+            (
+                f"grep {name}, 1-file tree vs rg",
+                lambda p=pattern: grep_lines(one, p),
+                lambda p=pattern: rg_lines(one, p),
+            )
+        )
+    out.append(
+        (
+            "grep class \\w+Error, 100 files vs os.walk+re",
+            lambda: grep_lines(small, r"class \w+Error"),
+            lambda: walk_re_lines(small, r"class \w+Error"),
+        )
+    )
     out.append(("glob *.py, 100 files vs os.walk+fnmatch", lambda: glob_paths(small), lambda: walk_fnmatch(small)))
     out.append(("glob *.py, stdlib vs os.walk+fnmatch", lambda: glob_paths(stdlib), lambda: walk_fnmatch(stdlib)))
     return out

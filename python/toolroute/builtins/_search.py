@@ -79,9 +79,8 @@ def paging_footer(offset: int, shown: int, total: int, tool: str) -> str:
     )
 
 
-def cut_notice(max_chars: int) -> str:
-    """The one wording for output cut at the character cap (as the Rust renderer's)."""
-    return f" … [output cut at {max_chars} characters]"
+# The one wording for output cut at the character cap (the Rust renderer uses the same).
+CUT_NOTICE = " … [output cut at the size limit]"
 
 
 def assemble(parts: Sequence[str], max_chars: int) -> str:
@@ -90,10 +89,9 @@ def assemble(parts: Sequence[str], max_chars: int) -> str:
     text = "\n".join(p.rstrip("\n") for p in parts if p)
     if len(text) <= max_chars:
         return text
-    notice = cut_notice(max_chars)
-    if len(notice) >= max_chars:
+    if len(CUT_NOTICE) >= max_chars:
         return text[:max_chars]
-    return text[: max_chars - len(notice)] + notice
+    return text[: max_chars - len(CUT_NOTICE)] + CUT_NOTICE
 
 
 def body_budget(max_chars: int, *fixed: str) -> int:

@@ -436,7 +436,7 @@ impl Grep {
 
     fn scan(&self, searcher: &mut Searcher, file: &File, store: bool) -> io::Result<Scan> {
         let mut sink = Collect {
-            matcher: &*self.matcher,
+            matcher: &self.matcher,
             opts: &self.opts,
             store,
             rows: Vec::new(),

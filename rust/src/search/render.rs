@@ -58,11 +58,10 @@ pub fn render(
         }
         if chars + cost > max_chars {
             // Even the first row does not fit: show what fits of it rather than nothing.
-            let notice = cut_notice(max_chars);
-            let keep = max_chars.saturating_sub(notice.chars().count() + 1);
+            let keep = max_chars.saturating_sub(CUT_NOTICE.chars().count() + 1);
             let cut: String = line.chars().take(keep).collect();
             text.push_str(&cut);
-            text.push_str(&notice);
+            text.push_str(CUT_NOTICE);
             text.push('\n');
             return (text, 1);
         }
@@ -83,6 +82,4 @@ fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
 }
 
 /// The one wording for output cut at the character cap (the Python side uses the same).
-pub fn cut_notice(max_chars: usize) -> String {
-    format!(" … [output cut at {max_chars} characters]")
-}
+pub const CUT_NOTICE: &str = " … [output cut at the size limit]";
