@@ -47,3 +47,18 @@ def test_ported_case(tmp_path: Path, case: dict[str, Any]) -> None:
     assert sorted(shown(case["tool"], trace)) == sorted(case["expect"]), case["from"]
     if "lines" in case:
         assert [r["line"] for r in trace["results"] if r["kind"] == "match"] == case["lines"]
+
+
+def test_glob_relativity_is_as_documented(tmp_path: Path) -> None:
+    """grep's `glob` is relative to the workspace root (rg -g run there); glob's pattern to `path`."""
+    ws = tmp_path / "ws"
+    build(ws, {"src/a.rs": "needle", "src/sub/b.rs": "needle", "other/src/c.rs": "needle"})
+    router = router_for(ws)
+    _, trace = call(router, "grep", pattern="needle", path="src", glob="src/*.rs")
+    assert shown("grep", trace) == ["src/a.rs:needle"]
+    _, trace = call(router, "grep", pattern="needle", path="src", glob="*.rs")
+    assert sorted(shown("grep", trace)) == ["src/a.rs:needle", "src/sub/b.rs:needle"]
+    _, trace = call(router, "glob", pattern="sub/*.rs", path="src")
+    assert shown("glob", trace) == ["src/sub/b.rs"]
+    _, trace = call(router, "glob", pattern="src/*.rs")
+    assert shown("glob", trace) == ["src/a.rs"]
