@@ -88,6 +88,24 @@ def glob_paths(root: Path) -> set[str]:
     return set(_core.glob(BuiltInToolContext(root).confinement, "*.py", sort="path").paths())
 
 
+def walk_pathspec(root: Path) -> set[str]:
+    """os.walk + pathspec applying the root's .gitignore (as a small repository needs)."""
+    import pathspec
+
+    ignore = pathspec.GitIgnoreSpec.from_lines((root / ".gitignore").read_text().splitlines())
+    want = pathspec.GitIgnoreSpec.from_lines(["*.py"])
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not ignore.match_file(f"{rel_dir}{d}/")]
+        for name in filenames:
+            rel = rel_dir + name
+            if not name.startswith(".") and not ignore.match_file(rel) and want.match_file(rel):
+                out.add(rel)
+    return out
+
+
 def walk_fnmatch(root: Path) -> set[str]:
     return {os.path.relpath(p, root) for p in walk_files(root) if fnmatch.fnmatch(os.path.basename(p), "*.py")}
 
@@ -144,6 +162,12 @@ def cases(base: Path) -> list[tuple[str, Callable[[], object], Callable[[], obje
         )
     )
     out.append(("glob *.py, 100 files vs os.walk+fnmatch", lambda: glob_paths(small), lambda: walk_fnmatch(small)))
+    repo = small_tree(base / "repo")
+    (repo / ".git").mkdir()
+    (repo / ".gitignore").write_text("pkg6/\n*.txt\n")
+    out.append(
+        ("glob *.py, 100-file git repo vs os.walk+pathspec", lambda: glob_paths(repo), lambda: walk_pathspec(repo))
+    )
     out.append(("glob *.py, stdlib vs os.walk+fnmatch", lambda: glob_paths(stdlib), lambda: walk_fnmatch(stdlib)))
     return out
 
