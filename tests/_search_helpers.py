@@ -122,7 +122,7 @@ def rg_argv(pattern: str, opts: dict[str, Any]) -> list[str]:
     """The rg command line equivalent to a toolroute grep call."""
     argv = [RG or "rg", "--no-heading", "-n", "--with-filename", "-0", "--no-messages", "--color=never"]
     flags = {"case_insensitive": "-i", "fixed_strings": "-F", "word": "-w", "hidden": "--hidden"}
-    flags |= {"no_ignore": "--no-ignore", "text": "-a"}
+    flags |= {"no_ignore": "--no-ignore", "text": "-a", "follow_symlinks": "-L"}
     for key, flag in flags.items():
         if opts.get(key):
             argv.append(flag)

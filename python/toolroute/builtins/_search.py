@@ -79,10 +79,19 @@ def paging_footer(offset: int, shown: int, total: int, tool: str) -> str:
     )
 
 
+# The one wording for output cut at the character cap (the Rust renderer uses the same).
+CUT_NOTICE = " … [output cut at the size limit]"
+
+
 def assemble(parts: Sequence[str], max_chars: int) -> str:
-    """Join the non-empty parts; a hard cut guards tiny limits (the budget normally fits)."""
+    """Join the non-empty parts, never longer than `max_chars` (a hard cut with the notice guards
+    tiny limits; the budget normally fits)."""
     text = "\n".join(p.rstrip("\n") for p in parts if p)
-    return text if len(text) <= max_chars else text[: max(max_chars - 1, 0)] + "…"
+    if len(text) <= max_chars:
+        return text
+    if len(CUT_NOTICE) >= max_chars:
+        return text[:max_chars]
+    return text[: max_chars - len(CUT_NOTICE)] + CUT_NOTICE
 
 
 def body_budget(max_chars: int, *fixed: str) -> int:

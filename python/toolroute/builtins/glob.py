@@ -15,8 +15,8 @@ from toolroute.context import BuiltInToolContext
 class GlobRequest(BuiltinRequest):
     pattern: str = Field(
         min_length=1,
-        description="gitignore-style glob relative to path: '**/*.py', 'src/**/*.{ts,tsx}'; "
-        "a pattern without '/' matches file names at any depth.",
+        description="gitignore-style glob relative to `path` (not to the workspace root): '**/*.py', "
+        "'src/**/*.{ts,tsx}'; a pattern without '/' matches file names at any depth.",
     )
     path: str | None = Field(None, description="Folder to search; default the workspace root.")
     hidden: bool = Field(False, description="Include hidden (dot) files and directories.")
@@ -91,8 +91,9 @@ def glob_handler(request: GlobRequest, ctx: BuiltInToolContext) -> ToolOutput:
 TOOL = BuiltinTool(
     name="glob",
     description=(
-        "Find files by gitignore-style glob ('**/*.py', '*.{ts,tsx}'), newest first or by path. Uses the "
-        "same ignore rules as grep (.gitignore/.ignore, hidden files skipped) and says what it skipped."
+        "Find files by gitignore-style glob ('**/*.py', '*.{ts,tsx}') relative to `path`, newest first or by "
+        "path. Uses the same ignore rules as grep (.gitignore/.ignore, hidden files skipped) and says what it "
+        "skipped."
     ),
     request_model=GlobRequest,
     handler=glob_handler,

@@ -20,7 +20,9 @@ class GrepRequest(BuiltinRequest):
     glob: str | list[str] | None = Field(
         None,
         validation_alias=AliasChoices("glob", "include"),
-        description="rg --glob filters, e.g. '*.py' or '!tests/**'; several separated by spaces or commas.",
+        description="rg --glob filters, e.g. '*.py' or '!tests/**'; several separated by spaces or commas. "
+        "Matched against the path relative to the workspace root (as rg -g run there); a glob without '/' "
+        "matches file names at any depth. A file a glob selects is searched whatever `type` says.",
     )
     file_type: str | list[str] | None = Field(
         None,
@@ -127,8 +129,10 @@ TOOL = BuiltinTool(
     name="grep",
     description=(
         "Search file contents with a regular expression (ripgrep engine, Rust regex syntax). Respects "
-        ".gitignore/.ignore and skips hidden and binary files unless told otherwise; results are sorted by "
-        "path and paged with head_limit/offset."
+        ".gitignore/.ignore (a nested repository is not covered by its parent's .gitignore) and skips hidden "
+        "and binary files unless told otherwise; glob and type never bring back ignored or hidden files. "
+        "`glob` is relative to the workspace root and a matching glob wins over `type`. Results are sorted "
+        "by path and paged with head_limit/offset."
     ),
     request_model=GrepRequest,
     handler=grep_handler,

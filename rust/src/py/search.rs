@@ -9,9 +9,8 @@ use pyo3::types::{PyDict, PyList};
 use super::errors::{confine_err, raise};
 use super::files::PyConfinement;
 use crate::search::glob::{self as globbing, GlobOutcome, GlobSort};
-use crate::search::grep::{
-    self as grepping, Grep, GrepOptions, GrepOutcome, OutputMode, Row, RowKind,
-};
+use crate::search::grep::{Grep, GrepOptions, GrepOutcome, OutputMode, Row, RowKind};
+use crate::search::render;
 use crate::search::walker::{WalkOptions, Walker};
 use crate::search::{SearchError, SkipStats};
 
@@ -137,7 +136,7 @@ impl PyGrepResult {
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         let rows =
-            py.detach(|| grepping::page(&self.grep, &self.outcome, self.follow, offset, limit));
+            py.detach(|| render::page(&self.grep, &self.outcome, self.follow, offset, limit));
         self.rows_list(py, &rows)
     }
 
@@ -155,9 +154,8 @@ impl PyGrepResult {
         let (text, rows) = py.detach(|| {
             // A row costs at least two characters, so more than max_chars/2 rows never fit.
             let cap = limit.unwrap_or(usize::MAX).min(max_chars / 2 + 1);
-            let mut rows =
-                grepping::page(&self.grep, &self.outcome, self.follow, offset, Some(cap));
-            let (text, shown) = grepping::render(&self.outcome, &rows, max_chars, max_line_chars);
+            let mut rows = render::page(&self.grep, &self.outcome, self.follow, offset, Some(cap));
+            let (text, shown) = render::render(&self.outcome, &rows, max_chars, max_line_chars);
             rows.truncate(shown);
             (text, rows)
         });
@@ -217,6 +215,8 @@ fn grep_files(
         no_ignore,
         require_git,
         globs,
+        // As `rg -g` run from the workspace root (see docs/search.md).
+        globs_from_workspace: true,
         types,
         follow_symlinks,
         threads,
@@ -314,7 +314,9 @@ fn glob_files(
         hidden,
         no_ignore,
         require_git,
+        // The pattern is relative to the folder searched (as Claude Code's Glob).
         globs: vec![pattern.to_string()],
+        globs_from_workspace: false,
         types: Vec::new(),
         follow_symlinks,
         threads,

@@ -30,29 +30,24 @@ pub struct GlobOutcome {
 /// Every file the walker yields (its globs already hold the pattern), sorted.
 pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
     let found = Mutex::new(Vec::new());
-    let reset = || found.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    let stats = walker.walk(
-        PerFile::Cheap,
-        || {
-            // Per-thread buffer, flushed once when the worker finishes.
-            let mut local = LocalHits {
-                hits: Vec::new(),
-                sink: &found,
+    let stats = walker.walk(PerFile::Cheap, || {
+        // Per-thread buffer, flushed once when the worker finishes.
+        let mut local = LocalHits {
+            hits: Vec::new(),
+            sink: &found,
+        };
+        move |dent: &Found<'_>, stats: &mut SkipStats| {
+            stats.files += 1;
+            let modified = match sort {
+                GlobSort::Modified => dent.modified(),
+                GlobSort::Path => None,
             };
-            move |dent: &Found<'_>, stats: &mut SkipStats| {
-                stats.files += 1;
-                let modified = match sort {
-                    GlobSort::Modified => dent.metadata().and_then(|m| m.modified().ok()),
-                    GlobSort::Path => None,
-                };
-                local.hits.push(GlobHit {
-                    display: walker.display(dent.path()),
-                    modified,
-                });
-            }
-        },
-        &reset,
-    );
+            local.hits.push(GlobHit {
+                display: dent.display(),
+                modified,
+            });
+        }
+    });
     let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
     match sort {
         GlobSort::Path => files.sort_unstable_by(by_display),

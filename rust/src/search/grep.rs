@@ -1,12 +1,12 @@
 //! grep: a parallel search with ripgrep's searcher over the shared walker. Results are collected
 //! per file and sorted by path afterwards (the walk itself stays parallel).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -124,6 +124,7 @@ impl Row {
 
 #[derive(Debug, Clone)]
 pub struct FileHits {
+    /// Relative to the root the walk was confined to (`GrepOutcome::root`).
     pub path: PathBuf,
     pub display: String,
     /// `None` when the store budget ran out; `Grep::rows` then searches the file again.
@@ -137,6 +138,9 @@ pub struct GrepOutcome {
     /// Files with at least one match, sorted by path.
     pub files: Vec<FileHits>,
     pub stats: SkipStats,
+    /// The root the files were found beneath: files whose rows were not kept are opened again
+    /// beneath it.
+    pub root: Option<Arc<OwnedFd>>,
 }
 
 impl GrepOutcome {
@@ -150,8 +154,41 @@ impl GrepOutcome {
 }
 
 pub struct Grep {
-    matcher: RegexMatcher,
+    /// Shared with the matcher cache, so its match caches stay warm across calls.
+    matcher: Arc<RegexMatcher>,
     opts: GrepOptions,
+}
+
+/// What a compiled matcher depends on.
+#[derive(Clone, PartialEq, Eq)]
+struct MatcherKey {
+    pattern: String,
+    case_insensitive: bool,
+    fixed_strings: bool,
+    word: bool,
+    multiline: bool,
+}
+
+/// Compiled matchers of recent calls, newest last: an agent repeats and refines patterns, and
+/// compiling one (Unicode classes especially) costs milliseconds.
+const MATCHER_CACHE: usize = 32;
+static MATCHERS: Mutex<Vec<(MatcherKey, Arc<RegexMatcher>)>> = Mutex::new(Vec::new());
+
+fn cached_matcher(key: &MatcherKey) -> Option<Arc<RegexMatcher>> {
+    let mut cache = MATCHERS.lock().unwrap_or_else(|e| e.into_inner());
+    let at = cache.iter().position(|(k, _)| k == key)?;
+    let entry = cache.remove(at);
+    let matcher = Arc::clone(&entry.1);
+    cache.push(entry);
+    Some(matcher)
+}
+
+fn remember_matcher(key: MatcherKey, matcher: &Arc<RegexMatcher>) {
+    let mut cache = MATCHERS.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= MATCHER_CACHE {
+        cache.remove(0);
+    }
+    cache.push((key, Arc::clone(matcher)));
 }
 
 /// Explain an invalid regex with the character position of the mistake.
@@ -323,16 +360,6 @@ impl Sink for Collect<'_> {
     }
 }
 
-/// Open without following a symlink swapped in after the walk saw a regular file, and without
-/// blocking on a FIFO swapped in the same way.
-fn open_confined(path: &Path, follow: bool) -> io::Result<File> {
-    let mut flags = libc::O_NONBLOCK;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    OpenOptions::new().read(true).custom_flags(flags).open(path)
-}
-
 struct Scan {
     rows: Option<Vec<Row>>,
     row_count: usize,
@@ -341,30 +368,45 @@ struct Scan {
     binary: bool,
 }
 
+fn compile(pattern: &str, opts: &GrepOptions) -> Result<RegexMatcher, SearchError> {
+    let mut b = RegexMatcherBuilder::new();
+    b.case_insensitive(opts.case_insensitive)
+        .fixed_strings(opts.fixed_strings)
+        .word(opts.word);
+    if opts.multiline {
+        b.multi_line(true).dot_matches_new_line(true);
+    } else {
+        b.line_terminator(Some(b'\n'));
+    }
+    b.build(pattern).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("line terminator") || text.contains("literal \"\\n\"") {
+            SearchError::Regex(format!(
+                "pattern {pattern:?} can match a line break; set multiline=true to search across lines"
+            ))
+        } else {
+            regex_error(pattern, &text)
+        }
+    })
+}
+
 impl Grep {
     pub fn new(pattern: &str, opts: GrepOptions) -> Result<Self, SearchError> {
         if pattern.is_empty() {
             return Err(SearchError::Argument("pattern must not be empty".into()));
         }
-        let mut b = RegexMatcherBuilder::new();
-        b.case_insensitive(opts.case_insensitive)
-            .fixed_strings(opts.fixed_strings)
-            .word(opts.word);
-        if opts.multiline {
-            b.multi_line(true).dot_matches_new_line(true);
-        } else {
-            b.line_terminator(Some(b'\n'));
+        let key = MatcherKey {
+            pattern: pattern.to_string(),
+            case_insensitive: opts.case_insensitive,
+            fixed_strings: opts.fixed_strings,
+            word: opts.word,
+            multiline: opts.multiline,
+        };
+        if let Some(matcher) = cached_matcher(&key) {
+            return Ok(Self { matcher, opts });
         }
-        let matcher = b.build(pattern).map_err(|e| {
-            let text = e.to_string();
-            if text.contains("line terminator") || text.contains("literal \"\\n\"") {
-                SearchError::Regex(format!(
-                    "pattern {pattern:?} can match a line break; set multiline=true to search across lines"
-                ))
-            } else {
-                regex_error(pattern, &text)
-            }
-        })?;
+        let matcher = Arc::new(compile(pattern, &opts)?);
+        remember_matcher(key, &matcher);
         Ok(Self { matcher, opts })
     }
 
@@ -375,7 +417,8 @@ impl Grep {
     fn searcher(&self) -> Searcher {
         let o = &self.opts;
         let mut b = SearcherBuilder::new();
-        b.line_number(true)
+        // Line numbers are only shown in content mode; counting them costs on dense matches.
+        b.line_number(o.mode == OutputMode::Content)
             .multi_line(o.multiline)
             .memory_map(MmapChoice::never())
             .heap_limit(Some(HEAP_LIMIT))
@@ -391,14 +434,7 @@ impl Grep {
         b.build()
     }
 
-    fn scan(
-        &self,
-        searcher: &mut Searcher,
-        path: &Path,
-        follow: bool,
-        store: bool,
-    ) -> io::Result<Scan> {
-        let file = open_confined(path, follow)?;
+    fn scan(&self, searcher: &mut Searcher, file: &File, store: bool) -> io::Result<Scan> {
         let mut sink = Collect {
             matcher: &self.matcher,
             opts: &self.opts,
@@ -409,7 +445,7 @@ impl Grep {
             bytes: 0,
             binary: false,
         };
-        searcher.search_file(&self.matcher, &file, &mut sink)?;
+        searcher.search_file(&*self.matcher, file, &mut sink)?;
         Ok(Scan {
             rows: store.then_some(sink.rows),
             row_count: sink.row_count,
@@ -423,75 +459,78 @@ impl Grep {
     pub fn run(&self, walker: &Walker) -> GrepOutcome {
         let found = Mutex::new(Vec::new());
         let budget = AtomicUsize::new(self.opts.store_budget);
-        let follow = walker.follows_symlinks();
-        let reset = || {
-            found.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            budget.store(self.opts.store_budget, Ordering::Relaxed);
-        };
-        let stats = walker.walk(
-            PerFile::Costly,
-            || {
-                let mut searcher = self.searcher();
-                let found = &found;
-                let budget = &budget;
-                move |dent: &Found<'_>, stats: &mut SkipStats| {
-                    stats.files += 1;
-                    let store =
-                        self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
-                    match self.scan(&mut searcher, dent.path(), follow, store) {
-                        Ok(scan) => {
-                            if scan.binary {
-                                stats.binary += 1;
-                            }
-                            if scan.row_count == 0 {
-                                return;
-                            }
-                            if scan.bytes > 0 {
-                                let _ = budget.fetch_update(
-                                    Ordering::Relaxed,
-                                    Ordering::Relaxed,
-                                    |b| Some(b.saturating_sub(scan.bytes)),
-                                );
-                            }
-                            let hits = FileHits {
-                                path: dent.path().to_path_buf(),
-                                display: walker.display(dent.path()),
-                                rows: scan.rows,
-                                row_count: scan.row_count,
-                                match_lines: scan.match_lines,
-                            };
-                            found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
+        let stats = walker.walk(PerFile::Costly, || {
+            let mut searcher = self.searcher();
+            let found = &found;
+            let budget = &budget;
+            move |dent: &Found<'_>, stats: &mut SkipStats| {
+                stats.files += 1;
+                let store =
+                    self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
+                let scan = dent
+                    .open()
+                    .and_then(|file| self.scan(&mut searcher, &file, store));
+                match scan {
+                    Ok(scan) => {
+                        if scan.binary {
+                            stats.binary += 1;
                         }
-                        Err(err) => {
-                            stats.errors += 1;
-                            if stats.first_errors.len() < 5 {
-                                stats
-                                    .first_errors
-                                    .push(format!("{}: {err}", walker.display(dent.path())));
-                            }
+                        // rg -c leaves out a file whose search stopped at binary data.
+                        let binary_count = scan.binary && self.opts.mode == OutputMode::Count;
+                        if scan.row_count == 0 || binary_count {
+                            return;
+                        }
+                        if scan.bytes > 0 {
+                            let _ =
+                                budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                                    Some(b.saturating_sub(scan.bytes))
+                                });
+                        }
+                        let hits = FileHits {
+                            path: dent.root_relative(),
+                            display: dent.display(),
+                            rows: scan.rows,
+                            row_count: scan.row_count,
+                            match_lines: scan.match_lines,
+                        };
+                        found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
+                    }
+                    Err(err) => {
+                        stats.errors += 1;
+                        if stats.first_errors.len() < 5 {
+                            stats
+                                .first_errors
+                                .push(format!("{}: {err}", dent.display()));
                         }
                     }
                 }
-            },
-            &reset,
-        );
+            }
+        });
         let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
-        files.sort_unstable_by(|a, b| super::path_order(&a.path, &b.path));
-        GrepOutcome { files, stats }
+        files.sort_unstable_by(|a, b| {
+            super::bytes_order(a.display.as_bytes(), b.display.as_bytes())
+        });
+        GrepOutcome {
+            files,
+            stats,
+            root: Some(walker.root()),
+        }
     }
 
     /// The rows of one file: the stored ones, or searched again (the same search, so the same
     /// rows, unless the file changed in between).
-    pub fn rows(&self, hits: &FileHits, follow: bool) -> Vec<Row> {
-        let rows = match &hits.rows {
-            Some(rows) => rows.clone(),
-            None => {
+    pub fn rows(&self, outcome: &GrepOutcome, hits: &FileHits, follow: bool) -> Vec<Row> {
+        let rows = match (&hits.rows, &outcome.root) {
+            (Some(rows), _) => rows.clone(),
+            (None, Some(root)) => {
                 let mut searcher = self.searcher();
-                match self.scan(&mut searcher, &hits.path, follow, true) {
-                    Ok(scan) => scan.rows.unwrap_or_default(),
-                    Err(_) => Vec::new(),
-                }
+                Walker::reopen(root, &hits.path, follow)
+                    .and_then(|file| self.scan(&mut searcher, &file, true))
+                    .ok()
+                    .and_then(|scan| scan.rows)
+                    .unwrap_or_default()
             }
+            (None, None) => Vec::new(),
         };
         match self.opts.mode {
             OutputMode::Content => rows,
@@ -499,80 +538,4 @@ impl Grep {
             OutputMode::Count => vec![Row::bare(RowKind::Count, hits.match_lines)],
         }
     }
-}
-
-/// A page of rows in output order: `(file index, row)` for rows `offset..offset+limit`.
-pub fn page(
-    grep: &Grep,
-    outcome: &GrepOutcome,
-    follow: bool,
-    offset: usize,
-    limit: Option<usize>,
-) -> Vec<(usize, Row)> {
-    let end = limit.map_or(usize::MAX, |l| offset.saturating_add(l));
-    let mut out = Vec::new();
-    let mut first = 0usize;
-    for (index, hits) in outcome.files.iter().enumerate() {
-        let last = first + hits.row_count;
-        if last > offset && first < end {
-            let rows = grep.rows(hits, follow);
-            let from = offset.saturating_sub(first);
-            let to = (end - first).min(rows.len());
-            out.extend(rows.into_iter().take(to).skip(from).map(|r| (index, r)));
-        }
-        if last >= end {
-            break;
-        }
-        first = last;
-    }
-    out
-}
-
-/// Render rows as rg does (`path:line:text`, `path-line-text` for context, `--`), stopping before
-/// `max_chars`. Returns the text and how many rows it holds.
-pub fn render(
-    outcome: &GrepOutcome,
-    rows: &[(usize, Row)],
-    max_chars: usize,
-    max_line_chars: usize,
-) -> (String, usize) {
-    let mut text = String::new();
-    let mut chars = 0usize;
-    for (shown, (index, row)) in rows.iter().enumerate() {
-        let path = &outcome.files[*index].display;
-        let line = match row.kind {
-            RowKind::Match | RowKind::Context => {
-                let sep = if row.kind == RowKind::Match { ':' } else { '-' };
-                let body = cut_line(&row.text, row.truncated, max_line_chars);
-                format!("{path}{sep}{}{sep}{body}", row.line)
-            }
-            RowKind::Break => "--".to_string(),
-            RowKind::File => path.clone(),
-            RowKind::Count => format!("{path}:{}", row.count),
-        };
-        let cost = line.chars().count() + 1;
-        if chars + cost > max_chars && shown > 0 {
-            return (text, shown);
-        }
-        if chars + cost > max_chars {
-            // Even the first row does not fit: show what fits of it rather than nothing.
-            let cut: String = line.chars().take(max_chars.saturating_sub(20)).collect();
-            text.push_str(&cut);
-            text.push_str(" … [cut]\n");
-            return (text, 1);
-        }
-        chars += cost;
-        text.push_str(&line);
-        text.push('\n');
-    }
-    (text, rows.len())
-}
-
-fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
-    let n = text.chars().count();
-    if n <= max_chars && !truncated {
-        return text.to_string();
-    }
-    let kept: String = text.chars().take(max_chars).collect();
-    format!("{kept} … [line cut at {max_chars} chars]")
 }

@@ -1,8 +1,10 @@
 //! grep and glob on ripgrep's crates, sharing one walker configuration.
 
+pub mod beneath;
 pub mod glob;
 pub mod grep;
-mod quick;
+pub mod render;
+mod rules;
 pub mod walker;
 
 use crate::confine::ConfineError;
@@ -24,13 +26,6 @@ pub enum SearchError {
 /// Order paths component by component (as `Path::cmp` does) but on the raw bytes, which is several
 /// times faster: mapping the separator to the lowest byte makes `a/b` sort before `a-b` and `a.b`.
 /// Only the first differing byte needs the mapping, so the common prefix is skipped 8 bytes at a time.
-pub(crate) fn path_order(a: &std::path::Path, b: &std::path::Path) -> std::cmp::Ordering {
-    bytes_order(
-        a.as_os_str().as_encoded_bytes(),
-        b.as_os_str().as_encoded_bytes(),
-    )
-}
-
 pub(crate) fn bytes_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let n = a.len().min(b.len());
     let mut i = 0;
@@ -63,12 +58,6 @@ pub struct SkipStats {
     pub first_errors: Vec<String>,
     /// Files searched (grep) or listed candidates (glob).
     pub files: u64,
-    // Bookkeeping for `ignored`: children seen by `read_dir` that no rule the user chose explains,
-    // and entries the walker actually yielded.
-    pub(crate) candidates: u64,
-    pub(crate) visited: u64,
-    /// The counts came from the classic walk (rules somewhere), not the quick one.
-    pub(crate) classic: bool,
 }
 
 impl SkipStats {
@@ -79,8 +68,6 @@ impl SkipStats {
         self.outside_roots += other.outside_roots;
         self.errors += other.errors;
         self.files += other.files;
-        self.candidates += other.candidates;
-        self.visited += other.visited;
         for e in &other.first_errors {
             if self.first_errors.len() < 5 {
                 self.first_errors.push(e.clone());

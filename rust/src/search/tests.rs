@@ -5,7 +5,8 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use super::glob::{self, GlobSort};
-use super::grep::{self, Grep, GrepOptions, OutputMode, RowKind};
+use super::grep::{Grep, GrepOptions, OutputMode, RowKind};
+use super::render;
 use super::walker::{WalkOptions, Walker};
 use super::SearchError;
 use crate::confine::Roots;
@@ -233,7 +234,7 @@ fn path_is_confined_and_must_exist() {
         Err(SearchError::Argument(_))
     ));
     let file = Walker::new(&roots, Some("build/out.py"), opts()).unwrap();
-    assert_eq!(file.start(), ws.join("build/out.py"));
+    assert_eq!(file.root_path(), ws);
     // An explicitly named file is searched even though it is ignored.
     let out = Grep::new("needle", content()).unwrap().run(&file);
     assert_eq!(out.files[0].display, "build/out.py");
@@ -356,7 +357,12 @@ fn context_rows_and_breaks() {
         ]
     );
     assert_eq!(out.files[0].row_count, rows.len());
-    let (text, shown) = grep::render(&out, &grep::page(&grep, &out, false, 0, None), 10_000, 100);
+    let (text, shown) = render::render(
+        &out,
+        &render::page(&grep, &out, false, 0, None),
+        10_000,
+        100,
+    );
     assert_eq!(shown, 8);
     assert!(
         text.starts_with("n.txt-2-line 2\nn.txt:3:line 3\n"),
@@ -457,9 +463,9 @@ fn output_modes_and_paging() {
     .unwrap();
     let out = files.run(&walk());
     assert_eq!(out.total_rows(), 5);
-    let (text, _) = grep::render(
+    let (text, _) = render::render(
         &out,
-        &grep::page(&files, &out, false, 1, Some(2)),
+        &render::page(&files, &out, false, 1, Some(2)),
         1000,
         100,
     );
@@ -473,9 +479,9 @@ fn output_modes_and_paging() {
     )
     .unwrap();
     let out = count.run(&walk());
-    let (text, _) = grep::render(
+    let (text, _) = render::render(
         &out,
-        &grep::page(&count, &out, false, 0, Some(1)),
+        &render::page(&count, &out, false, 0, Some(1)),
         1000,
         100,
     );
@@ -483,7 +489,7 @@ fn output_modes_and_paging() {
     let lines = Grep::new("line", content()).unwrap();
     let out = lines.run(&walk());
     assert_eq!(out.total_rows(), 15);
-    let page = grep::page(&lines, &out, false, 4, Some(3));
+    let page = render::page(&lines, &out, false, 4, Some(3));
     let got: Vec<(String, u64)> = page
         .iter()
         .map(|(i, r)| (out.files[*i].display.clone(), r.line))
@@ -497,8 +503,8 @@ fn output_modes_and_paging() {
         ]
     );
     // The character cap stops the page early and says how many rows it holds.
-    let all = grep::page(&lines, &out, false, 0, None);
-    let (text, shown) = grep::render(&out, &all, 60, 100);
+    let all = render::page(&lines, &out, false, 0, None);
+    let (text, shown) = render::render(&out, &all, 60, 100);
     assert_eq!(shown, 2);
     assert!(text.chars().count() <= 60);
 }
@@ -524,8 +530,8 @@ fn rows_past_the_store_budget_are_searched_again() {
     assert!(b.files.iter().any(|f| f.rows.is_none()));
     assert_eq!(a.total_rows(), b.total_rows());
     assert_eq!(
-        grep::page(&stored, &a, false, 0, None),
-        grep::page(&tiny, &b, false, 0, None)
+        render::page(&stored, &a, false, 0, None),
+        render::page(&tiny, &b, false, 0, None)
     );
 }
 
@@ -547,7 +553,7 @@ fn long_lines_are_cut_but_spans_kept() {
     let row = &out.files[0].rows.as_ref().unwrap()[0];
     assert!(row.truncated && row.text.len() == 100);
     assert_eq!(row.submatches, vec![(10_000, 10_006)]);
-    let (text, _) = grep::render(&out, &grep::page(&grep, &out, false, 0, None), 1000, 50);
+    let (text, _) = render::render(&out, &render::page(&grep, &out, false, 0, None), 1000, 50);
     assert!(text.contains("[line cut at 50 chars]"), "{text}");
 }
 
@@ -633,7 +639,12 @@ fn path_order_matches_component_order() {
     .collect();
     let mut by_components = names.clone();
     by_components.sort();
-    names.sort_by(|a, b| super::path_order(a, b));
+    names.sort_by(|a, b| {
+        super::bytes_order(
+            a.as_os_str().as_encoded_bytes(),
+            b.as_os_str().as_encoded_bytes(),
+        )
+    });
     // "a/b/" and "a/b" are equal as components; compare the rest.
     by_components.retain(|p| p.as_os_str() != "a/b/");
     names.retain(|p| p.as_os_str() != "a/b/");
@@ -672,10 +683,6 @@ fn rule_free_tree() -> (tempfile::TempDir, PathBuf, Roots) {
 fn tree_without_rules_is_read_once_and_counts_hidden() {
     let (_d, _ws, roots) = rule_free_tree();
     let out = glob_all(&roots, opts());
-    assert!(
-        !out.stats.classic,
-        "no rule anywhere: the quick pass suffices"
-    );
     assert_eq!(out.files.len(), 30);
     assert_eq!((out.stats.ignored, out.stats.hidden), (0, 2));
     let hidden = glob_all(
@@ -687,7 +694,7 @@ fn tree_without_rules_is_read_once_and_counts_hidden() {
     );
     assert_eq!(hidden.files.len(), 32);
     assert_eq!((hidden.stats.ignored, hidden.stats.hidden), (0, 0));
-    // A hidden entry the glob would drop anyway is not worth a notice (as in the classic pass).
+    // A hidden entry the glob would drop anyway is not worth a notice.
     let py = WalkOptions {
         globs: vec!["*.py".into()],
         ..opts()
@@ -696,7 +703,6 @@ fn tree_without_rules_is_read_once_and_counts_hidden() {
     assert_eq!((out.files.len(), out.stats.hidden), (30, 1));
     let grep = Grep::new("needle", content()).unwrap();
     let out = grep.run(&Walker::new(&roots, None, opts()).unwrap());
-    assert!(!out.stats.classic);
     assert_eq!(
         (out.files.len(), out.stats.files, out.stats.hidden),
         (30, 30, 2)
@@ -711,7 +717,6 @@ fn rule_found_mid_walk_starts_over_without_duplicates() {
     write(&ws, "pkg3/sub/deeper/x.log", b"needle\n");
     write(&ws, "pkg3/sub/deeper/x.py", b"needle\n");
     let out = glob_all(&roots, opts());
-    assert!(out.stats.classic);
     let mut unique = shown(&out);
     unique.dedup();
     assert_eq!(unique.len(), out.files.len(), "no file listed twice");
@@ -740,7 +745,6 @@ fn ignore_file_that_ignores_itself_is_still_counted() {
             ..opts()
         },
     );
-    assert!(out.stats.classic);
     assert_eq!(out.files.len(), 32);
     // venv/lib, venv/bin and venv/.gitignore itself.
     assert_eq!(out.stats.ignored, 3);
@@ -749,7 +753,7 @@ fn ignore_file_that_ignores_itself_is_still_counted() {
 }
 
 #[test]
-fn rules_above_the_start_path_use_the_classic_pass() {
+fn rules_above_the_start_path_apply() {
     let (_d, ws, roots) = rule_free_tree();
     write(&ws, ".gitignore", b"m1*.py\n");
     let walk = WalkOptions {
@@ -760,7 +764,6 @@ fn rules_above_the_start_path_use_the_classic_pass() {
         &Walker::new(&roots, Some("pkg1"), walk).unwrap(),
         GlobSort::Path,
     );
-    assert!(out.stats.classic);
     // pkg1 holds m1, m5, ... m29 (8 files): m1, m13, m17 are ignored.
     assert_eq!((out.files.len(), out.stats.ignored), (5, 3));
     assert!(!shown(&out).iter().any(|p| p.contains("/m1")));
@@ -776,7 +779,7 @@ fn whitelisted_hidden_file_is_kept_as_ripgrep_does() {
 }
 
 #[test]
-fn no_ignore_never_needs_the_classic_pass() {
+fn no_ignore_turns_every_rule_off() {
     let (_d, ws, roots) = rule_free_tree();
     write(&ws, ".gitignore", b"*.py\n");
     let out = glob_all(
@@ -786,7 +789,6 @@ fn no_ignore_never_needs_the_classic_pass() {
             ..opts()
         },
     );
-    assert!(!out.stats.classic);
     assert_eq!(
         (out.files.len(), out.stats.ignored, out.stats.hidden),
         (30, 0, 3)
@@ -794,7 +796,7 @@ fn no_ignore_never_needs_the_classic_pass() {
 }
 
 #[test]
-fn quick_walk_lists_what_the_classic_walk_lists() {
+fn empty_ignore_file_changes_nothing_but_itself() {
     let (_d, ws, roots) = rule_free_tree();
     write(&ws, "pkg0/deep/er/still/x.rs", b"needle\n");
     write(&ws, "pkg1/.hidden/more/y.py", b"needle\n");
@@ -830,20 +832,18 @@ fn quick_walk_lists_what_the_classic_walk_lists() {
         },
     ];
     let quick: Vec<_> = variants.iter().map(run).collect();
-    // An empty .ignore at the top: no rule, but the classic walk.
+    // An empty .ignore at the top: a rule source without rules.
     write(&ws, ".ignore", b"");
     for (walk, (files, matched, glob_stats, grep_stats)) in variants.iter().zip(quick) {
-        assert!(!glob_stats.classic && !grep_stats.classic);
         let (mut c_files, c_matched, c_glob, c_grep) = run(walk);
         // With `hidden`, the .ignore file itself is listed too.
         c_files.retain(|f| f != ".ignore");
-        assert!(c_glob.classic);
         assert_eq!(files, c_files);
         assert_eq!(matched, c_matched);
         assert!(
             !files.contains(&"link.py".to_string()) && files.contains(&"weird name ünï.txt".into())
         );
-        // The .ignore file itself is one more hidden entry for the classic walk.
+        // The .ignore file itself is one more hidden entry.
         let extra = u64::from(!walk.hidden);
         assert_eq!(glob_stats.hidden + extra, c_glob.hidden);
         assert_eq!(grep_stats.hidden + extra, c_grep.hidden);
@@ -858,11 +858,10 @@ fn quick_walk_lists_what_the_classic_walk_lists() {
 }
 
 #[test]
-fn quick_walk_of_a_single_file_and_by_mtime() {
+fn single_file_and_by_mtime() {
     let (_d, ws, roots) = rule_free_tree();
     let grep = Grep::new("needle", content()).unwrap();
     let out = grep.run(&Walker::new(&roots, Some("pkg1/m1.py"), opts()).unwrap());
-    assert!(!out.stats.classic);
     assert_eq!(out.files.len(), 1);
     let newest = fs::File::options()
         .write(true)
@@ -879,7 +878,117 @@ fn quick_walk_of_a_single_file_and_by_mtime() {
         &Walker::new(&roots, None, walk).unwrap(),
         GlobSort::Modified,
     );
-    assert!(!out.stats.classic);
     assert_eq!(out.files[0].display, "pkg3/m3.py");
     assert!(out.files.iter().all(|f| f.modified.is_some()));
+}
+
+#[test]
+fn parent_gitignore_stops_at_a_nested_repository() {
+    // ripgrep's regression: `.gitignore` = `sherlock` must not reach into `foo/` with its own `.git`.
+    for marker in ["dir", "file"] {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        write(&ws, ".gitignore", b"sherlock\n");
+        write(&ws, "sherlock", b"Sherlock\n");
+        write(&ws, "foo/bar/sherlock", b"Sherlock\n");
+        if marker == "dir" {
+            fs::create_dir_all(ws.join("foo/.git")).unwrap();
+        } else {
+            write(&ws, "foo/.git", b"gitdir: ../.git/modules/foo\n");
+        }
+        let roots = Roots::new(&ws, &[]).unwrap();
+        let found = grep_paths(&roots, "Sherlock", opts(), content());
+        assert_eq!(found, vec!["foo/bar/sherlock"], "{marker}");
+        // `.ignore` files are not git's: they apply across the boundary.
+        write(&ws, ".ignore", b"sherlock\n");
+        assert!(grep_paths(&roots, "Sherlock", opts(), content()).is_empty());
+    }
+}
+
+#[test]
+fn symlinked_start_is_shown_as_given() {
+    let (_d, ws, roots) = tree();
+    symlink(ws.join("src"), ws.join("alias")).unwrap();
+    symlink(ws.join("a.py"), ws.join("alias.py")).unwrap();
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("alias"), opts()).unwrap());
+    assert_eq!(out.files[0].display, "alias/lib.rs");
+    let out = grep.run(&Walker::new(&roots, Some("./alias.py"), opts()).unwrap());
+    assert_eq!(out.files[0].display, "alias.py");
+}
+
+#[test]
+fn a_matching_glob_overrides_the_type() {
+    let (_d, _ws, roots) = tree();
+    let walk = WalkOptions {
+        types: vec!["rust".into()],
+        globs: vec!["*.py".into()],
+        ..opts()
+    };
+    // Files of the type, and files the glob selects whatever their type (as ripgrep).
+    let found = grep_paths(&roots, "needle", walk, content());
+    assert_eq!(found, vec!["a.py"]);
+    let only_type = WalkOptions {
+        types: vec!["rust".into()],
+        ..opts()
+    };
+    assert_eq!(
+        grep_paths(&roots, "needle", only_type, content()),
+        vec!["src/lib.rs"]
+    );
+}
+
+#[test]
+fn fifos_and_sockets_are_never_opened() {
+    let (_d, ws, roots) = tree();
+    let fifo = std::ffi::CString::new(ws.join("pipe.py").as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // Named as the path: refused without blocking.
+    let grep = Grep::new("needle", content()).unwrap();
+    let out = grep.run(&Walker::new(&roots, Some("pipe.py"), opts()).unwrap());
+    assert!(out.files.is_empty());
+    assert_eq!(out.stats.errors, 1);
+    // Walked: not listed at all.
+    assert_eq!(
+        grep_paths(&roots, "needle", opts(), content()),
+        vec!["a.py", "src/lib.rs"]
+    );
+}
+
+#[test]
+fn open_beneath_refuses_every_way_out() {
+    use super::beneath::{open_beneath, walk_components};
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsFd;
+    let (dir, ws, _roots) = tree();
+    write(dir.path(), "outside.txt", b"secret\n");
+    symlink(dir.path().join("outside.txt"), ws.join("abs_out")).unwrap();
+    symlink("../outside.txt", ws.join("rel_out")).unwrap();
+    symlink("src/lib.rs", ws.join("rel_in")).unwrap();
+    symlink("../a.py", ws.join("src/back_in")).unwrap();
+    let root = rustix::fs::open(&ws, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    let read = OFlags::RDONLY;
+    let nofollow = OFlags::RDONLY | OFlags::NOFOLLOW;
+    type Open =
+        fn(std::os::fd::BorrowedFd<'_>, &Path, OFlags) -> std::io::Result<std::os::fd::OwnedFd>;
+    for open in [open_beneath as Open, walk_components as Open] {
+        for escape in [
+            "../outside.txt",
+            "/etc/passwd",
+            "abs_out",
+            "rel_out",
+            "src/../../x",
+        ] {
+            assert!(
+                open(root.as_fd(), Path::new(escape), read).is_err(),
+                "{escape}"
+            );
+        }
+        assert!(open(root.as_fd(), Path::new("rel_in"), read).is_ok());
+        assert!(open(root.as_fd(), Path::new("rel_in"), nofollow).is_err());
+        assert!(open(root.as_fd(), Path::new("src/lib.rs"), nofollow).is_ok());
+        // A link that goes up and comes back in stays beneath the root.
+        assert!(open(root.as_fd(), Path::new("src/back_in"), read).is_ok());
+        assert!(open(root.as_fd(), Path::new(""), read | OFlags::DIRECTORY).is_ok());
+    }
 }

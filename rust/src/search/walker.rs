@@ -1,25 +1,40 @@
-//! The ONE walker configuration grep and glob share: ignore files, hidden entries, globs and file
-//! types are applied the same way for both, and what they skipped is counted so the tools can say
-//! so (and name the option that brings the skipped entries back).
+//! The ONE walker grep and glob share, and the only code that reads the tree: directories are
+//! listed and files opened relative to directory descriptors opened beneath the confinement root
+//! (`openat(O_NOFOLLOW)` per name, `openat2(RESOLVE_BENEATH)` for followed symlinks), so a folder
+//! swapped for a symlink mid-walk can never lead outside the root. Ignore files (through the
+//! `ignore` crate's matchers, `rules.rs`), hidden entries, globs and file types are decided here
+//! in one pass, and what was skipped is counted so the tools can say so.
+//!
+//! The walk starts on the calling thread and adds worker threads only once the tree turns out to
+//! be big enough to pay for them (see `SPAWN_AFTER`): a tiny tree never starts a thread.
 
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::ffi::{CStr, CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
-use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use rustix::fs::{fstat, openat, statat, AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
+use super::beneath::open_beneath;
+use super::rules::{absolute, Present, Rules, Verdict};
 use super::{SearchError, SkipStats};
 use crate::confine::{Access, Roots};
 
 /// Version-control metadata directories: never searched, even with `hidden`.
 const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
 
-/// What makes the `ignore` crate apply rules in a directory: its ignore files, and `.git` (whose
-/// `info/exclude` applies).
-pub(super) const RULE_SOURCES: [&str; 3] = [".gitignore", ".ignore", ".git"];
+/// Worker threads are added once the calling thread has walked this long with this much work
+/// still queued. A 100-file tree is done well before it: starting threads and handing them
+/// files one by one would cost more than the whole walk (measured: 3x slower on a busy machine).
+const SPAWN_AFTER: Duration = Duration::from_millis(2);
+const SPAWN_QUEUED: usize = 8;
 
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
@@ -30,25 +45,41 @@ pub struct WalkOptions {
     /// Apply .gitignore only inside a git repository (ripgrep's default). toolroute's tools pass
     /// `false`: a .gitignore is honoured wherever it is, see docs/search.md.
     pub require_git: bool,
-    /// rg-style globs relative to the start path; `!glob` excludes.
+    /// rg-style globs; `!glob` excludes. Matched relative to the start path, or to the workspace
+    /// root with `globs_from_workspace` (rg's `-g` run from the workspace root).
     pub globs: Vec<String>,
-    /// ripgrep file type names (`py`, `rust`...); `!name` excludes the type.
+    pub globs_from_workspace: bool,
+    /// ripgrep file type names (`py`, `rust`...); `!name` excludes the type. A file a glob
+    /// selects is kept whatever its type (as in ripgrep).
     pub types: Vec<String>,
-    /// Follow symlinks; each followed link must resolve inside the roots.
+    /// Follow symlinks; each is resolved beneath the root it was found in.
     pub follow_symlinks: bool,
-    /// Worker threads; 0 picks the number of CPUs (at most 12, like ripgrep).
+    /// Most worker threads; 0 picks the number of CPUs (at most 12, like ripgrep).
     pub threads: usize,
 }
 
-/// A confined, validated walk: the start path is inside the roots and the filters compiled.
+/// A confined, validated walk: the start path is open beneath its root and the filters compiled.
 pub struct Walker {
-    roots: Roots,
-    start: PathBuf,
+    /// The root (workspace or read-only root) the start lies in, and its canonical path.
+    root: Arc<OwnedFd>,
+    root_path: PathBuf,
+    /// Canonical start relative to the root, and absolute (for matching rules).
+    start_rel: PathBuf,
+    start_abs: PathBuf,
+    /// The start, opened beneath the root when the walk was set up.
+    start_fd: Mutex<Option<OwnedFd>>,
+    start_is_dir: bool,
+    /// How the start is shown: the path as given, relative to the workspace when inside it.
+    shown_start: String,
+    /// The start as the globs see it (`""` when globs are relative to the start).
+    glob_prefix: String,
     opts: WalkOptions,
     filters: Filters,
+    /// Rules of the start's ancestors (their ignore files and repository boundaries).
+    rules: Rules,
 }
 
-/// The caller's glob and type filters, applied after the ignore rules (see `Walker::builder`).
+/// The caller's glob and type filters, applied after the ignore rules.
 #[derive(Clone)]
 pub(super) struct Filters {
     globs: Override,
@@ -67,30 +98,30 @@ impl Filters {
         }
     }
 
+    /// ripgrep's order: a glob that matches decides (an excluding one rejects, a selecting one
+    /// keeps the file whatever its type); otherwise the type filter decides.
     pub(super) fn rejects(&self, path: &Path, is_dir: bool) -> bool {
         if is_dir && !self.excludes {
             return false;
         }
-        self.globs.matched(path, is_dir).is_ignore() || self.types.matched(path, is_dir).is_ignore()
+        let by_glob = self.globs.matched(path, is_dir);
+        if by_glob.is_ignore() {
+            return true;
+        }
+        !by_glob.is_whitelist() && self.types.matched(path, is_dir).is_ignore()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.globs.is_empty() && self.types.is_empty()
     }
 }
 
-pub(super) fn is_vcs_dir(name: &OsStr) -> bool {
-    VCS_DIRS.iter().any(|v| name == OsStr::new(v))
+fn is_vcs_dir(name: &[u8]) -> bool {
+    VCS_DIRS.iter().any(|v| name == v.as_bytes())
 }
 
-pub(super) fn is_hidden(name: &OsStr) -> bool {
-    name.as_encoded_bytes().first() == Some(&b'.')
-}
-
-/// Whether `dir` holds an ignore file or a repository; `probe` is a reused path buffer.
-fn has_rule_source(dir: &Path, probe: &mut PathBuf) -> bool {
-    RULE_SOURCES.iter().any(|name| {
-        probe.clear();
-        probe.push(dir);
-        probe.push(name);
-        probe.symlink_metadata().is_ok()
-    })
+fn is_hidden(name: &[u8]) -> bool {
+    name.first() == Some(&b'.')
 }
 
 /// What a visitor does per file: almost nothing (glob), or enough to share the files out (grep).
@@ -100,42 +131,89 @@ pub enum PerFile {
     Costly,
 }
 
-/// A file the walk found, as the visitors see it.
+/// A file the walk found, as the visitors see it: named relative to an open directory (or
+/// already open, for the start file and followed links).
 pub struct Found<'a> {
-    path: &'a Path,
-    source: Source<'a>,
+    walker: &'a Walker,
+    rel: &'a Path,
+    /// Where the file really is, relative to the root (no symlink on the way).
+    real: &'a Path,
+    at: At<'a>,
 }
 
-enum Source<'a> {
-    Walked(&'a DirEntry),
-    Listed(Option<&'a std::fs::DirEntry>),
+enum At<'a> {
+    Name(BorrowedFd<'a>, &'a CStr),
+    Open(&'a OwnedFd),
 }
 
-impl<'a> Found<'a> {
-    pub(super) fn listed(path: &'a Path, entry: Option<&'a std::fs::DirEntry>) -> Self {
-        Self {
-            path,
-            source: Source::Listed(entry),
+impl Found<'_> {
+    /// The path as shown to the caller.
+    pub fn display(&self) -> String {
+        self.walker.shown(self.rel)
+    }
+
+    /// Where the file really is relative to the root the walk is confined to, without any
+    /// symlink on the way (for opening it again later with `Walker::reopen`, e.g. by an index).
+    pub fn root_relative(&self) -> PathBuf {
+        self.real.to_path_buf()
+    }
+
+    /// Open for reading: never following a symlink swapped in after the listing, never waiting
+    /// on a FIFO or device swapped in the same way (`O_NONBLOCK`, then `fstat`).
+    pub fn open(&self) -> io::Result<File> {
+        let fd = match self.at {
+            At::Name(dir, name) => openat(dir, name, read_flags(), Mode::empty())?,
+            At::Open(fd) => fd.try_clone()?,
+        };
+        regular_file(fd)
+    }
+
+    /// Modification time, without following a symlink.
+    pub fn modified(&self) -> Option<SystemTime> {
+        let st = match self.at {
+            At::Name(dir, name) => statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?,
+            At::Open(fd) => fstat(fd).ok()?,
+        };
+        let secs = u64::try_from(st.st_mtime).ok()?;
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+        Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
+    }
+}
+
+fn read_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC
+}
+
+/// Keep `fd` only if it is a regular file.
+fn regular_file(fd: OwnedFd) -> io::Result<File> {
+    let st = fstat(&fd)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(File::from(fd))
+}
+
+/// Normalise `path` lexically (`.` dropped, `..` pops): how a path given by the caller is shown.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
         }
     }
-
-    pub fn path(&self) -> &Path {
-        self.path
-    }
-
-    /// The file's metadata (a followed link's target's when links are followed).
-    pub fn metadata(&self) -> Option<std::fs::Metadata> {
-        match self.source {
-            Source::Walked(dent) => dent.metadata().ok(),
-            // Relative to the listed directory: no path lookup from the root.
-            Source::Listed(Some(entry)) => entry.metadata().ok(),
-            Source::Listed(None) => std::fs::symlink_metadata(self.path).ok(),
-        }
-    }
+    out
 }
 
-fn build_filter(start: &Path, globs: &[String]) -> Result<Override, SearchError> {
-    let mut builder = OverrideBuilder::new(start);
+fn build_filter(globs: &[String]) -> Result<Override, SearchError> {
+    // Matched against relative paths (see `Walker::admit`), so the root is empty.
+    let mut builder = OverrideBuilder::new("");
     for glob in globs {
         builder.add(glob).map_err(|e| SearchError::Glob {
             glob: glob.clone(),
@@ -195,66 +273,110 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(12))
 }
 
+fn bytes_path(bytes: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(bytes))
+}
+
 impl Walker {
-    /// Confine `path` (default: the workspace root) and compile the filters.
+    /// Confine `path` (default: the workspace root), open it beneath its root and compile the
+    /// filters.
     pub fn new(roots: &Roots, path: Option<&str>, opts: WalkOptions) -> Result<Self, SearchError> {
-        let start = match path {
-            None | Some("") => roots.workspace().to_path_buf(),
+        let given = path.filter(|p| !p.is_empty());
+        let resolved = match given {
+            None => roots.workspace().to_path_buf(),
             Some(p) => roots.resolve(p, Access::Read)?,
         };
-        if !start.exists() {
-            return Err(SearchError::Argument(format!(
-                "path {:?} does not exist",
-                path.unwrap_or(".")
-            )));
-        }
-        let filter = build_filter(&start, &opts.globs)?;
+        let root_path = if resolved.starts_with(roots.workspace()) {
+            roots.workspace()
+        } else {
+            roots
+                .read_only()
+                .iter()
+                .find(|r| resolved.starts_with(r))
+                .map(PathBuf::as_path)
+                .unwrap_or(roots.workspace())
+        };
+        let missing =
+            || SearchError::Argument(format!("path {:?} does not exist", given.unwrap_or(".")));
+        let start_rel = resolved
+            .strip_prefix(root_path)
+            .map_err(|_| missing())?
+            .to_path_buf();
+        let root = rustix::fs::open(
+            root_path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| SearchError::Argument(format!("root {root_path:?}: {e}")))?;
+        // The resolved path holds no symlink; one appearing now is a swap, and is refused.
+        let start_fd = open_beneath(
+            root.as_fd(),
+            &start_rel,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        )
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => missing(),
+            _ => SearchError::Argument(format!("cannot open {:?}: {e}", given.unwrap_or("."))),
+        })?;
+        let start_type = FileType::from_raw_mode(
+            fstat(&start_fd)
+                .map_err(|e| SearchError::Argument(e.to_string()))?
+                .st_mode,
+        );
+        let shown_start = match given {
+            None => String::new(),
+            Some(p) => {
+                let full = lexical(&roots.workspace().join(p));
+                match full.strip_prefix(roots.workspace()) {
+                    Ok(rel) => rel.to_string_lossy().into_owned(),
+                    Err(_) => full.to_string_lossy().into_owned(),
+                }
+            }
+        };
+        let glob_prefix = if opts.globs_from_workspace {
+            shown_start.clone()
+        } else {
+            String::new()
+        };
+        let filter = build_filter(&opts.globs)?;
         let types = build_types(&opts.types)?;
+        let start_abs = absolute(root_path, &start_rel);
+        let rules = if opts.no_ignore {
+            Rules::empty()
+        } else {
+            Rules::new(opts.require_git).with_parents(&start_abs)
+        };
         Ok(Self {
-            roots: roots.clone(),
-            start,
+            root: Arc::new(root),
+            root_path: root_path.to_path_buf(),
+            start_rel,
+            start_abs,
+            start_fd: Mutex::new(Some(start_fd)),
+            start_is_dir: start_type == FileType::Directory,
+            shown_start,
+            glob_prefix,
             opts,
             filters: Filters::new(filter, types),
+            rules,
         })
-    }
-
-    pub fn start(&self) -> &Path {
-        &self.start
-    }
-
-    pub fn roots(&self) -> &Roots {
-        &self.roots
     }
 
     pub fn follows_symlinks(&self) -> bool {
         self.opts.follow_symlinks
     }
 
-    /// How a path is shown: relative to the workspace when inside it, absolute otherwise.
-    pub fn display(&self, path: &Path) -> String {
-        // On the bytes: `Path::strip_prefix` parses both paths into components for every result.
-        // Walked paths are the start path joined with names, so they carry no `.` or `//`.
-        let full = path.as_os_str().as_encoded_bytes();
-        let shown = match full.strip_prefix(self.workspace_bytes()) {
-            Some([]) => b".".as_slice(),
-            Some([b'/', rel @ ..]) if !rel.is_empty() => rel,
-            // The workspace root itself is `/`.
-            Some(rel) if self.workspace_bytes().ends_with(b"/") => rel,
-            _ => full,
-        };
-        String::from_utf8_lossy(shown).into_owned()
+    /// The root the walk is confined to, for `reopen`.
+    pub fn root(&self) -> Arc<OwnedFd> {
+        Arc::clone(&self.root)
     }
 
-    fn workspace_bytes(&self) -> &[u8] {
-        self.roots.workspace().as_os_str().as_encoded_bytes()
+    pub fn root_path(&self) -> &Path {
+        &self.root_path
     }
 
-    pub(super) fn options(&self) -> &WalkOptions {
-        &self.opts
-    }
-
-    pub(super) fn filters(&self) -> &Filters {
-        &self.filters
+    /// How a path below the start is shown: the start as given, then the names walked.
+    fn shown(&self, rel: &Path) -> String {
+        join_shown(&self.shown_start, rel)
     }
 
     fn threads(&self) -> usize {
@@ -265,208 +387,544 @@ impl Walker {
         }
     }
 
-    fn builder(&self, filtered: &Arc<AtomicU64>) -> WalkBuilder {
-        let o = &self.opts;
-        let respect = !o.no_ignore;
-        let mut b = WalkBuilder::new(&self.start);
-        b.hidden(!o.hidden)
-            .ignore(respect)
-            .git_ignore(respect)
-            .git_global(respect)
-            .git_exclude(respect)
-            .parents(respect)
-            .require_git(o.require_git)
-            .follow_links(o.follow_symlinks)
-            .threads(self.threads());
-        // Globs and types are applied here, after the ignore rules (ripgrep applies globs before
-        // them, so a glob can re-include an ignored file: BurntSushi/ripgrep#1808; here only
-        // `no_ignore` does that). The walker calls this only for entries the ignore rules and the
-        // hidden check let through, so counting rejections here separates "filtered by the
-        // caller's glob/type" from "ignored" without matching anything twice.
-        let filters = self.filters.clone();
-        let filtered = Arc::clone(filtered);
-        b.filter_entry(move |dent| {
-            let is_dir = dent.file_type().is_some_and(|t| t.is_dir());
-            let rejected =
-                (is_dir && is_vcs_dir(dent.file_name())) || filters.rejects(dent.path(), is_dir);
-            if rejected {
-                filtered.fetch_add(1, Ordering::Relaxed);
-            }
-            !rejected
-        });
-        b
-    }
-
-    /// Whether rules are known to apply before walking: ignore files or a repository in the start
-    /// directory (the common case: a repository's root) or a parent of it, or git's global
-    /// excludes.
-    fn rules_at_start(&self) -> bool {
-        let mut probe = PathBuf::new();
-        for dir in self.start.ancestors() {
-            if has_rule_source(dir, &mut probe) {
-                return true;
-            }
-        }
-        !ignore::gitignore::Gitignore::global().0.is_empty()
-    }
-
-    /// Walk in parallel; `make` builds one visitor per worker thread, called for every file (after
-    /// symlinks are resolved and checked). Returns what was skipped.
-    ///
-    /// A tree no ignore rule can reach takes the quick walk (`quick.rs`): one listing per
-    /// directory. Otherwise the classic walk on the `ignore` crate lists each visited directory a
-    /// second time to count what the rules ignored. A quick walk that meets a rule source gives
-    /// up (at once when the start directory has one, as a repository's root does), and `reset`
-    /// must then drop what the visitors produced before the classic walk starts over.
-    pub fn walk<F, V>(&self, per_file: PerFile, make: F, reset: &dyn Fn()) -> SkipStats
+    /// Walk; `make` builds one visitor per thread, called for every file. Returns what was
+    /// skipped. May be called once (the start descriptor is consumed).
+    pub fn walk<F, V>(&self, per_file: PerFile, make: F) -> SkipStats
     where
         F: Fn() -> V + Sync,
         V: FnMut(&Found<'_>, &mut SkipStats) + Send,
     {
-        let o = &self.opts;
-        if !o.follow_symlinks && (o.no_ignore || !self.rules_at_start()) {
-            if let Some(stats) = super::quick::walk(self, self.threads(), per_file, &make) {
-                return stats;
-            }
-            reset();
+        let mut stats = SkipStats::default();
+        let Some(start) = self
+            .start_fd
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return stats;
+        };
+        if !self.start_is_dir {
+            // A file named as the path is searched whatever the rules and filters say.
+            let found = Found {
+                walker: self,
+                rel: Path::new(""),
+                real: &self.start_rel,
+                at: At::Open(&start),
+            };
+            (make())(&found, &mut stats);
+            return stats;
         }
-        self.walk_classic(&make)
-    }
-
-    fn walk_classic<F, V>(&self, make: &F) -> SkipStats
-    where
-        F: Fn() -> V + Sync,
-        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
-    {
-        let total = Mutex::new(SkipStats::default());
-        let filtered = Arc::new(AtomicU64::new(0));
-        let mut builder = VisitorBuilder {
+        let engine = Engine {
             walker: self,
-            make,
-            total: &total,
+            per_file,
+            queue: Mutex::new(Vec::new()),
+            ready: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            total: Mutex::new(SkipStats::default()),
         };
-        self.builder(&filtered).build_parallel().visit(&mut builder);
-        let mut stats = total.into_inner().unwrap_or_else(|e| e.into_inner());
-        let explained = stats.visited + filtered.load(Ordering::Relaxed);
-        stats.ignored = stats.candidates.saturating_sub(explained);
-        stats.classic = true;
-        stats
+        let chain = self.opts.follow_symlinks.then(|| Chain::root(&start));
+        engine.push(Item::Dir {
+            at: DirAt::Open(start),
+            rel: PathBuf::new(),
+            real: self.start_rel.clone(),
+            rules: self.rules.clone(),
+            chain,
+        });
+        engine.run(self.threads(), &make);
+        engine.total.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Count a directory's children by name only: hidden ones (when `hidden` is off) and the
-    /// rest, the candidates. Candidates the walker neither yields nor filters were ignored.
-    fn classify_children(&self, dir: &Path, stats: &mut SkipStats) {
-        let Ok(read) = std::fs::read_dir(dir) else {
-            return;
+    /// Open a file found by an earlier walk again, by its root-relative path, beneath the root.
+    pub fn reopen(root: &OwnedFd, rel: &Path, follow: bool) -> io::Result<File> {
+        let mut flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        regular_file(open_beneath(root.as_fd(), rel, flags)?)
+    }
+
+    /// Open what a symlink leads to, beneath the root. A relative target is resolved from the
+    /// link's real folder; an absolute one is taken relative to the root when it points inside
+    /// it (a link made with the workspace's absolute path), and refused (`EXDEV`) otherwise.
+    fn resolve_link(&self, link: &Link<'_>) -> io::Result<OwnedFd> {
+        let dir = link.dir.fd()?;
+        let target = rustix::fs::readlinkat(dir, link.name, Vec::new())?;
+        let target = bytes_path(target.as_bytes());
+        let rel = if target.is_absolute() {
+            target
+                .strip_prefix(&self.root_path)
+                .map_err(|_| io::Error::from_raw_os_error(libc::EXDEV))?
+                .to_path_buf()
+        } else {
+            link.real_dir.join(target)
         };
-        for child in read.flatten() {
-            let name = child.file_name();
-            if self.opts.hidden || !is_hidden(&name) {
-                stats.candidates += 1;
-                continue;
-            }
-            let is_dir = child.file_type().is_ok_and(|t| t.is_dir());
-            // Not worth a notice: VCS dirs, and hidden entries the glob/type would drop anyway.
-            if !(self.filters.rejects(&child.path(), is_dir) || is_dir && is_vcs_dir(&name)) {
+        open_beneath(self.root.as_fd(), &rel, OFlags::RDONLY | OFlags::NONBLOCK)
+    }
+
+    /// Where an open file really is, relative to the root (the kernel's record of it).
+    fn real_path(&self, fd: &OwnedFd) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        path.strip_prefix(&self.root_path)
+            .ok()
+            .map(Path::to_path_buf)
+    }
+
+    /// The rules' and filters' decision on one entry; counts hidden and ignored ones.
+    fn admit(
+        &self,
+        rules: &Rules,
+        rel: &Path,
+        name: &[u8],
+        is_dir: bool,
+        stats: &mut SkipStats,
+    ) -> bool {
+        if is_dir && is_vcs_dir(name) {
+            return false;
+        }
+        let verdict = if rules.is_empty() {
+            Verdict::None
+        } else {
+            rules.matched(&absolute(&self.start_abs, rel), is_dir)
+        };
+        let rejected = !self.filters.is_empty() && {
+            let shown;
+            let glob_path = if self.glob_prefix.is_empty() {
+                rel
+            } else {
+                shown = join_shown(&self.glob_prefix, rel);
+                Path::new(&shown)
+            };
+            self.filters.rejects(glob_path, is_dir)
+        };
+        // Hidden first (as counted before): a hidden entry is only worth a notice when the
+        // caller's filters would have kept it. A `!` rule reveals it, as in ripgrep.
+        if !self.opts.hidden && is_hidden(name) && verdict != Verdict::Whitelist {
+            if !rejected {
                 stats.hidden += 1;
             }
+            return false;
+        }
+        if verdict == Verdict::Ignore {
+            stats.ignored += 1;
+            return false;
+        }
+        !rejected
+    }
+}
+
+fn join_shown(prefix: &str, rel: &Path) -> String {
+    let rel = rel.to_string_lossy();
+    match (prefix.is_empty(), rel.is_empty()) {
+        (true, _) => rel.into_owned(),
+        (false, true) => prefix.to_string(),
+        (false, false) if prefix.ends_with('/') => format!("{prefix}{rel}"),
+        (false, false) => format!("{prefix}/{rel}"),
+    }
+}
+
+/// Directories on the way down, by device and inode: a followed link that leads back to one of
+/// them is a loop.
+struct Chain {
+    id: (u64, u64),
+    parent: Option<Arc<Chain>>,
+}
+
+impl Chain {
+    fn id(st: &Stat) -> (u64, u64) {
+        (st.st_dev, st.st_ino)
+    }
+
+    fn root(fd: &OwnedFd) -> Arc<Chain> {
+        let id = fstat(fd).map(|st| Self::id(&st)).unwrap_or((0, 0));
+        Arc::new(Chain { id, parent: None })
+    }
+
+    fn contains(self: &Arc<Self>, id: (u64, u64)) -> bool {
+        std::iter::successors(Some(self.as_ref()), |c| c.parent.as_deref()).any(|c| c.id == id)
+    }
+}
+
+/// A symlink met in a listing.
+struct Link<'a> {
+    dir: &'a Dir,
+    name: &'a CStr,
+    rel: &'a Path,
+    real_dir: &'a Path,
+}
+
+/// Where a queued directory is: a name in an open parent (opened when its turn comes, so only
+/// directories being listed or with queued children hold a descriptor), or already open.
+enum DirAt {
+    Child(Arc<Dir>, CString),
+    Open(OwnedFd),
+}
+
+/// Queued work. `rel` is the path as walked (below the start), `real` where it really is
+/// (relative to the root, no symlink on the way; for a link, its folder's).
+enum Item {
+    Dir {
+        at: DirAt,
+        rel: PathBuf,
+        real: PathBuf,
+        rules: Rules,
+        chain: Option<Arc<Chain>>,
+    },
+    File {
+        dir: Arc<Dir>,
+        name: CString,
+        rel: PathBuf,
+        real: PathBuf,
+    },
+    /// A symlink to follow: resolved beneath the root, then decided on like any entry.
+    Link {
+        dir: Arc<Dir>,
+        name: CString,
+        rel: PathBuf,
+        real_dir: PathBuf,
+        rules: Rules,
+        chain: Option<Arc<Chain>>,
+    },
+}
+
+struct Engine<'w> {
+    walker: &'w Walker,
+    per_file: PerFile,
+    queue: Mutex<Vec<Item>>,
+    ready: Condvar,
+    /// Items queued or being processed; the walk is over when it reaches zero.
+    pending: AtomicUsize,
+    /// Threads waiting for work: waking nobody costs a system call per item otherwise.
+    idle: AtomicUsize,
+    total: Mutex<SkipStats>,
+}
+
+impl Engine<'_> {
+    fn push(&self, item: Item) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        queue.push(item);
+        if self.idle.load(Ordering::Acquire) > 0 {
+            self.ready.notify_one();
         }
     }
 
-    /// A followed symlink must land inside the roots; `None` means skip it.
-    fn confined_target(&self, dent: &DirEntry, stats: &mut SkipStats) -> Option<()> {
-        if !dent.path_is_symlink() {
-            return Some(());
-        }
-        let resolved = dent.path().canonicalize().ok()?;
-        let shown = dent.path().to_string_lossy();
-        match self.roots.check_resolved(&shown, resolved, Access::Read) {
-            Ok(_) => Some(()),
-            Err(_) => {
-                stats.outside_roots += 1;
-                None
+    fn next(&self) -> Option<Item> {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            // Depth first (a stack): few directories are open at once.
+            if let Some(item) = queue.pop() {
+                return Some(item);
             }
-        }
-    }
-}
-
-struct VisitorBuilder<'a, F> {
-    walker: &'a Walker,
-    make: &'a F,
-    total: &'a Mutex<SkipStats>,
-}
-
-impl<'s, 'a: 's, F, V> ParallelVisitorBuilder<'s> for VisitorBuilder<'a, F>
-where
-    F: Fn() -> V + Sync,
-    V: FnMut(&Found<'_>, &mut SkipStats) + Send + 's,
-{
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Visitor {
-            walker: self.walker,
-            visit: (self.make)(),
-            stats: SkipStats::default(),
-            total: self.total,
-        })
-    }
-}
-
-struct Visitor<'a, V> {
-    walker: &'a Walker,
-    visit: V,
-    stats: SkipStats,
-    total: &'a Mutex<SkipStats>,
-}
-
-impl<V> ParallelVisitor for Visitor<'_, V>
-where
-    V: FnMut(&Found<'_>, &mut SkipStats) + Send,
-{
-    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
-        let dent = match entry {
-            Ok(dent) => dent,
-            Err(err) => {
-                // Symlink loops, unreadable directories, broken links: counted, never fatal.
-                self.stats.errors += 1;
-                if self.stats.first_errors.len() < 5 {
-                    self.stats.first_errors.push(err.to_string());
-                }
-                // The entry was not skipped by a rule, so it must not be counted as ignored.
-                self.stats.visited += 1;
-                return WalkState::Continue;
+            if self.pending.load(Ordering::Acquire) == 0 {
+                return None;
             }
-        };
-        if dent.depth() > 0 && (self.walker.opts.hidden || !is_hidden(dent.file_name())) {
-            self.stats.visited += 1;
+            self.idle.fetch_add(1, Ordering::AcqRel);
+            queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+            self.idle.fetch_sub(1, Ordering::AcqRel);
         }
-        if self.walker.opts.follow_symlinks
-            && self
-                .walker
-                .confined_target(&dent, &mut self.stats)
-                .is_none()
+    }
+
+    fn finish_one(&self) {
+        let _queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 && self.idle.load(Ordering::Acquire) > 0
         {
-            return WalkState::Skip;
+            self.ready.notify_all();
         }
-        match dent.file_type() {
-            Some(t) if t.is_dir() => {
-                self.walker.classify_children(dent.path(), &mut self.stats);
-            }
-            Some(t) if t.is_file() => {
-                let found = Found {
-                    path: dent.path(),
-                    source: Source::Walked(&dent),
-                };
-                (self.visit)(&found, &mut self.stats);
-            }
-            _ => {}
-        }
-        WalkState::Continue
     }
-}
 
-impl<V> Drop for Visitor<'_, V> {
-    fn drop(&mut self) {
-        let mut total = self.total.lock().unwrap_or_else(|e| e.into_inner());
-        total.merge(&self.stats);
+    fn queued(&self) -> usize {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Work on the calling thread; add helpers once the tree proves big enough.
+    fn run<F, V>(&self, threads: usize, make: &F)
+    where
+        F: Fn() -> V + Sync,
+        V: FnMut(&Found<'_>, &mut SkipStats) + Send,
+    {
+        std::thread::scope(|scope| {
+            let mut visit = make();
+            let mut stats = SkipStats::default();
+            let began = Instant::now();
+            let mut spawned = threads <= 1;
+            while let Some(item) = self.next() {
+                self.process(item, &mut visit, &mut stats);
+                self.finish_one();
+                if !spawned && began.elapsed() >= SPAWN_AFTER && self.queued() >= SPAWN_QUEUED {
+                    spawned = true;
+                    for _ in 1..threads {
+                        scope.spawn(|| self.work(make()));
+                    }
+                }
+            }
+            drop(visit);
+            self.merge(&stats);
+        });
+    }
+
+    fn work<V>(&self, mut visit: V)
+    where
+        V: FnMut(&Found<'_>, &mut SkipStats),
+    {
+        let mut stats = SkipStats::default();
+        while let Some(item) = self.next() {
+            self.process(item, &mut visit, &mut stats);
+            self.finish_one();
+        }
+        // Drop the visitor (it flushes its results) before the walk returns.
+        drop(visit);
+        self.merge(&stats);
+    }
+
+    fn merge(&self, stats: &SkipStats) {
+        self.total
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .merge(stats);
+    }
+
+    fn error(&self, stats: &mut SkipStats, rel: &Path, err: impl std::fmt::Display) {
+        stats.errors += 1;
+        if stats.first_errors.len() < 5 {
+            let shown = self.walker.shown(rel);
+            stats.first_errors.push(format!("{shown}: {err}"));
+        }
+    }
+
+    fn process<V>(&self, item: Item, visit: &mut V, stats: &mut SkipStats)
+    where
+        V: FnMut(&Found<'_>, &mut SkipStats),
+    {
+        match item {
+            Item::File {
+                dir,
+                name,
+                rel,
+                real,
+            } => {
+                let dir_fd = dir.fd().ok();
+                if let Some(fd) = dir_fd {
+                    let found = Found {
+                        walker: self.walker,
+                        rel: &rel,
+                        real: &real,
+                        at: At::Name(fd, &name),
+                    };
+                    visit(&found, stats);
+                }
+            }
+            Item::Dir {
+                at,
+                rel,
+                real,
+                rules,
+                chain,
+            } => {
+                let fd = match at {
+                    DirAt::Open(fd) => fd,
+                    DirAt::Child(parent, name) => {
+                        let flags = OFlags::RDONLY
+                            | OFlags::DIRECTORY
+                            | OFlags::NOFOLLOW
+                            | OFlags::NONBLOCK
+                            | OFlags::CLOEXEC;
+                        match parent
+                            .fd()
+                            .and_then(|p| openat(p, &name, flags, Mode::empty()))
+                        {
+                            Ok(fd) => fd,
+                            // Vanished, unreadable, or swapped for a symlink since the listing.
+                            Err(e) => return self.error(stats, &rel, e),
+                        }
+                    }
+                };
+                self.list(fd, &rel, &real, &rules, chain, visit, stats);
+            }
+            Item::Link {
+                dir,
+                name,
+                rel,
+                real_dir,
+                rules,
+                chain,
+            } => {
+                let link = Link {
+                    dir: &dir,
+                    name: &name,
+                    rel: &rel,
+                    real_dir: &real_dir,
+                };
+                self.follow(link, &rules, chain, visit, stats)
+            }
+        }
+    }
+
+    /// Resolve a symlink beneath the root; a target outside it is counted, never opened.
+    fn follow<V>(
+        &self,
+        link: Link<'_>,
+        rules: &Rules,
+        chain: Option<Arc<Chain>>,
+        visit: &mut V,
+        stats: &mut SkipStats,
+    ) where
+        V: FnMut(&Found<'_>, &mut SkipStats),
+    {
+        let w = self.walker;
+        let rel = link.rel;
+        let fd = match w.resolve_link(&link) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                stats.outside_roots += 1;
+                return;
+            }
+            Err(e) => return self.error(stats, rel, e),
+        };
+        let Ok(st) = fstat(&fd) else {
+            return;
+        };
+        let kind = FileType::from_raw_mode(st.st_mode);
+        let is_dir = kind == FileType::Directory;
+        if !w.admit(rules, rel, link.name.to_bytes(), is_dir, stats) {
+            return;
+        }
+        let Some(real) = w.real_path(&fd) else {
+            return self.error(stats, rel, "cannot tell where the link leads");
+        };
+        if is_dir {
+            if chain.as_ref().is_some_and(|c| c.contains(Chain::id(&st))) {
+                return self.error(stats, rel, "symlink loop");
+            }
+            self.list(fd, rel, &real, rules, chain, visit, stats);
+        } else if kind == FileType::RegularFile {
+            let found = Found {
+                walker: w,
+                rel,
+                real: &real,
+                at: At::Open(&fd),
+            };
+            visit(&found, stats);
+        }
+    }
+
+    /// List one directory and queue (or visit) what the rules and filters let through.
+    #[allow(clippy::too_many_arguments)]
+    fn list<V>(
+        &self,
+        fd: OwnedFd,
+        rel: &Path,
+        real: &Path,
+        rules: &Rules,
+        chain: Option<Arc<Chain>>,
+        visit: &mut V,
+        stats: &mut SkipStats,
+    ) where
+        V: FnMut(&Found<'_>, &mut SkipStats),
+    {
+        let w = self.walker;
+        let chain = match chain {
+            Some(parent) => {
+                let id = fstat(&fd).map(|st| Chain::id(&st)).unwrap_or((0, 0));
+                Some(Arc::new(Chain {
+                    id,
+                    parent: Some(parent),
+                }))
+            }
+            None => None,
+        };
+        let mut dir = match Dir::new(fd) {
+            Ok(dir) => dir,
+            Err(e) => return self.error(stats, rel, e),
+        };
+        let mut entries: Vec<(CString, FileType)> = Vec::new();
+        let mut present = Present::default();
+        while let Some(entry) = dir.read() {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    self.error(stats, rel, e);
+                    break;
+                }
+            };
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let mut kind = entry.file_type();
+            if kind == FileType::Unknown {
+                let Ok(dir_fd) = dir.fd() else { continue };
+                match statat(dir_fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => kind = FileType::from_raw_mode(st.st_mode),
+                    Err(_) => continue,
+                }
+            }
+            if !w.opts.no_ignore {
+                present.note(bytes, kind);
+            }
+            entries.push((name.to_owned(), kind));
+        }
+        let rules = match dir.fd() {
+            Ok(dir_fd) if !w.opts.no_ignore => {
+                rules.child(dir_fd, &absolute(&w.start_abs, rel), present)
+            }
+            _ => rules.clone(),
+        };
+        let dir = Arc::new(dir);
+        let Ok(dir_fd) = dir.fd() else { return };
+        for (name, kind) in entries {
+            let child = rel.join(bytes_path(name.as_bytes()));
+            if kind == FileType::Symlink {
+                if w.opts.follow_symlinks {
+                    self.push(Item::Link {
+                        dir: Arc::clone(&dir),
+                        rel: child,
+                        real_dir: real.to_path_buf(),
+                        name,
+                        rules: rules.clone(),
+                        chain: chain.clone(),
+                    });
+                } else if !w.opts.hidden && is_hidden(name.as_bytes()) {
+                    // Not followed and not listed (as ripgrep); a hidden one is still counted.
+                    w.admit(&rules, &child, name.as_bytes(), false, stats);
+                }
+                continue;
+            }
+            let is_dir = kind == FileType::Directory;
+            if !w.admit(&rules, &child, name.as_bytes(), is_dir, stats) {
+                continue;
+            }
+            if is_dir {
+                let real = real.join(bytes_path(name.as_bytes()));
+                self.push(Item::Dir {
+                    at: DirAt::Child(Arc::clone(&dir), name),
+                    rel: child,
+                    real,
+                    rules: rules.clone(),
+                    chain: chain.clone(),
+                });
+            } else if kind != FileType::RegularFile {
+                // FIFOs, sockets and devices are never listed or opened.
+            } else if self.per_file == PerFile::Cheap {
+                let real = real.join(bytes_path(name.as_bytes()));
+                let found = Found {
+                    walker: w,
+                    rel: &child,
+                    real: &real,
+                    at: At::Name(dir_fd, &name),
+                };
+                visit(&found, stats);
+            } else {
+                let real = real.join(bytes_path(name.as_bytes()));
+                self.push(Item::File {
+                    dir: Arc::clone(&dir),
+                    name,
+                    rel: child,
+                    real,
+                });
+            }
+        }
     }
 }
