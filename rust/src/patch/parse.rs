@@ -271,6 +271,10 @@ impl<'a> Parser<'a> {
             if line.trim() == EOF_MARK {
                 chunk.end_of_file = true;
                 self.pos += 1;
+                // Codex skips blank and whitespace-only lines after the marker (nowhere else).
+                while self.peek().is_some_and(|l| l.trim().is_empty()) {
+                    self.pos += 1;
+                }
                 break;
             }
             let parsed = match line.chars().next() {

@@ -242,9 +242,19 @@ fn whitespace_only_line_after_update_header_is_context() {
     // A bare empty line there is an empty context line as well: `a` must then follow it.
     assert!(update("a\n\nb\n", "\n@@\n-a\n+A").is_err());
     assert_eq!(update("\na\n", "\n@@\n-a\n+A").unwrap(), "\nA\n");
-    // Between chunks a tab-only line is not skipped: it cannot start a chunk.
+    // Blank and whitespace-only lines after `*** End of File` are skipped.
+    for blank in ["", "  ", "\t"] {
+        let body = format!("@@\n-a\n+A\n*** End of File\n{blank}\n@@\n-b\n+B");
+        assert!(update("x\na\n", &body).unwrap_err().contains("hunk 2"));
+        let body = format!("@@\n-a\n+A\n*** End of File\n{blank}");
+        assert_eq!(update("x\na\n", &body).unwrap(), "x\nA\n");
+    }
+    // Elsewhere between chunks a tab-only line is not skipped: it cannot start a chunk.
     let err = update("a\nb\n", "@@\n-a\n+A\n\t\n@@\n-b\n+B").unwrap_err();
-    assert!(err.contains("Expected update hunk to start with a @@"), "{err}");
+    assert!(
+        err.contains("Expected update hunk to start with a @@"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -253,7 +263,10 @@ fn added_lines_take_the_first_line_ending_and_anchors_drop_trailing_space() {
         update("a\r\nb\nc\r\n", " a\n-b\n+B\n c").unwrap(),
         "a\r\nB\r\nc\r\n"
     );
-    assert_eq!(update("a\nb\r\nc\n", " a\n-b\n+B\n c").unwrap(), "a\nB\nc\n");
+    assert_eq!(
+        update("a\nb\r\nc\n", " a\n-b\n+B\n c").unwrap(),
+        "a\nB\nc\n"
+    );
     let f = "def f():  \n    x = 1\ndef f():\n    x = 1\n";
     assert_eq!(
         update(f, "@@ def f():  \n-    x = 1\n+    x = 2").unwrap(),
