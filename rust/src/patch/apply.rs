@@ -267,8 +267,6 @@ mod tests {
         // Added lines take the file's first line ending (Codex), context lines keep their own.
         let out = apply(src, "@@\n one\n-\ttwo\n+\tTWO\n+\tadded\n three").unwrap();
         assert_eq!(out, "\u{feff}one\r\n\tTWO\r\n\tadded\r\nthree\r\n");
-        let out = apply("a\nb\r\nc\n", "@@\n a\n-b\n+B\n c").unwrap();
-        assert_eq!(out, "a\nB\nc\n");
         let out = apply(src, "@@\n one\n+new").unwrap();
         assert_eq!(out, "\u{feff}one\r\nnew\r\n\ttwo\nthree\r\n");
     }
