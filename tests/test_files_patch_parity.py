@@ -2,8 +2,8 @@
 
 300 model-style cases (tests/_patch_gen.py) are applied by both, each to its own copy of the same
 tree; success or failure must agree, and on success the trees must be equal byte for byte. The
-deliberate differences (docs/files.md, apply_patch) are left out by the named predicates below and
-counted, nothing else is. Skipped, with the reason, when the reference is not installed
+deliberate differences (docs/files.md, apply_patch) are left out by the named predicates in
+EXCLUSIONS and counted, nothing else is. Skipped, with the reason, when the reference is not installed
 (`pip install 'toolroute[parity]'`).
 """
 
@@ -41,6 +41,26 @@ def pure_addition_under_anchor(patch: str) -> bool:
     return False
 
 
+def blank_end_of_file_hunk(patch: str) -> bool:
+    """A `*** End of File` hunk whose old side is only empty lines: when they are not at the end,
+    toolroute puts the added lines at the end, Codex where the previous hunk ended (the top of the
+    file for the first hunk)."""
+    old_side: list[str] = []
+    for line in patch.splitlines():
+        if line.strip() == "*** End of File":
+            if old_side and not any(old_side):
+                return True
+            old_side = []
+        elif line.startswith(("@@", "***")):
+            old_side = []
+        elif line == "" or line[0] in " -":
+            old_side.append(line[1:])
+    return False
+
+
+EXCLUSIONS = (pure_addition_under_anchor, blank_end_of_file_hunk)
+
+
 def _apply_toolroute(work: Path, patch: str) -> bool:
     try:
         router_for(work).invoke("apply_patch", {"patch": patch})
@@ -70,9 +90,9 @@ def test_patches_apply_like_the_reference(tmp_path: Path) -> None:
     cases = [_prepare(tmp_path, n) for n in range(COUNT)]
     compared = []
     for n, (case, ours, theirs) in enumerate(cases):
-        if pure_addition_under_anchor(case.patch):
-            tally["excluded: pure_addition_under_anchor"] += 1
-        else:
+        excluded = [rule.__name__ for rule in EXCLUSIONS if rule(case.patch)]
+        tally.update(f"excluded: {name}" for name in excluded)
+        if not excluded:
             compared.append((SEED + n, case, ours, theirs))
     # The reference runs as a separate process per case: a few at a time, while toolroute waits.
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -112,6 +132,20 @@ def test_patches_apply_like_the_reference(tmp_path: Path) -> None:
 )
 def test_exclusion_predicate(patch: str, excluded: bool) -> None:
     assert pure_addition_under_anchor(patch) is excluded
+
+
+@pytest.mark.parametrize(
+    ("body", "excluded"),
+    [
+        ("@@\n\n+x\n*** End of File", True),
+        ("@@\n-\n \n+x\n*** End of File", True),
+        ("@@\n y\n\n+x\n*** End of File", False),
+        ("@@\n+x\n*** End of File", False),
+        ("@@\n\n+x\n@@\n y\n+z\n*** End of File", False),
+    ],
+)
+def test_blank_end_of_file_predicate(body: str, excluded: bool) -> None:
+    assert blank_end_of_file_hunk(f"*** Begin Patch\n*** Update File: a\n{body}\n*** End Patch") is excluded
 
 
 def test_generator_is_seeded_and_model_like() -> None:

@@ -220,6 +220,26 @@ fn blank_line_before_appended_lines_is_retried_without_it() {
 }
 
 #[test]
+fn end_of_file_hunks_match_only_at_the_end() {
+    assert_eq!(
+        update("x\ny\nx\n", "@@\n-x\n+z\n*** End of File").unwrap(),
+        "x\ny\nz\n"
+    );
+    assert!(update("x\ny\nx\n", "@@\n-y\n+Y\n*** End of File").is_err());
+    // Retried at the end without the trailing empty line, not searched elsewhere.
+    assert!(update("a\n\n\nb\n", "@@\n a\n\n\n+c\n*** End of File").is_err());
+    assert_eq!(
+        update("a\nb\n", "@@\n b\n\n+c\n*** End of File").unwrap(),
+        "a\nb\n\nc\n"
+    );
+    // A blank line and additions marked End of File go at the end (Codex: at the top).
+    assert_eq!(
+        update("a\nb\n", "@@\n\n+c\n*** End of File").unwrap(),
+        "a\nb\n\nc\n"
+    );
+}
+
+#[test]
 fn pure_additions_at_one_spot_keep_patch_order() {
     assert_eq!(update("x\n", "+A\n@@\n x\n+B").unwrap(), "x\nA\nB\n");
     assert_eq!(update("x\n", "@@\n x\n+B\n@@\n+A").unwrap(), "x\nB\nA\n");
