@@ -11,6 +11,7 @@ plus `path/` -> None for each empty folder (Codex leaves a moved file's folder b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import subprocess
@@ -60,7 +61,7 @@ def run_reference(binary: Path, patch: str, cwd: Path, scratch: Path) -> Referen
     """Apply `patch` in `cwd` with the reference; `scratch` (outside cwd) is its home."""
     scratch.mkdir(parents=True, exist_ok=True)
     alias = scratch / "apply_patch"  # the binary reads its role from argv[0]'s file name
-    if not alias.exists():
+    with contextlib.suppress(FileExistsError):  # made once; callers may run in parallel
         alias.symlink_to(binary)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "CODEX_HOME": str(scratch), "LANG": "C.UTF-8"}
     proc = subprocess.run(
