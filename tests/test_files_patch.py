@@ -180,3 +180,42 @@ def test_patch_then_inverse_restores_original_bytes(case: tuple) -> None:  # typ
         r.invoke("apply_patch", {"patch": inverse})
         assert f.read_bytes() == original
         assert list(snapshot(root)) == ["f.txt"]
+
+
+# --- parity with the reference Codex apply_patch (issue 14, items 1-4; item 5 is in
+# test_files_patch_codex_unit.py) ---
+
+PARITY_REPROS = [
+    # 1: the blank line before appended lines; the old side ends in an empty line, retried without it
+    (
+        "def f():\n    return 1\n",
+        "@@ def f():\n     return 1\n\n+def g():\n+    return 2",
+        "def f():\n    return 1\n\ndef g():\n    return 2\n",
+    ),
+    ("a\nb\n", "@@\n-b\n-\n+c", "a\nc\n"),
+    # 2: two pure additions landing at the end keep the patch's order
+    ("x\n", "+A\n@@\n x\n+B", "x\nA\nB\n"),
+    # 3: a whitespace-only line right after the header is a context line
+    ("a\n\nb\n", "  \n-b\n+B", "a\n\nB\n"),
+    # 4: an added line takes the file's first line ending; an anchor's trailing whitespace is dropped
+    ("a\r\nb\nc\r\n", " a\n-b\n+B\n c", "a\r\nB\r\nc\r\n"),
+    (
+        "def f():  \n    x = 1\ndef f():\n    x = 1\n",
+        "@@ def f():  \n-    x = 1\n+    x = 2",
+        "def f():  \n    x = 1\ndef f():\n    x = 2\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("before", "body", "after"), PARITY_REPROS)
+def test_codex_parity_repros(tmp_path: Path, before: str, body: str, after: str) -> None:
+    f = write(tmp_path, "m.txt", before.encode())
+    router_for(tmp_path).invoke("apply_patch", {"patch": patch("*** Update File: m.txt", body)})
+    assert f.read_bytes() == after.encode()
+
+
+def test_whitespace_only_line_after_header_must_match(tmp_path: Path) -> None:
+    f = write(tmp_path, "m.txt", "a\nb\n")
+    with pytest.raises(ToolArgumentError, match="Failed to find expected lines"):
+        router_for(tmp_path).invoke("apply_patch", {"patch": patch("*** Update File: m.txt", "  ", "-b", "+B")})
+    assert f.read_bytes() == b"a\nb\n"

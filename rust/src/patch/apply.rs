@@ -1,11 +1,13 @@
 //! Applying an update's chunks to one file's text, in memory.
 //!
-//! Chunks are located in order, each at or after the end of the previous one. Context lines keep
-//! the file's own text and endings (a fuzzy tier never rewrites them); inserted lines take the
-//! file's default ending. Deliberate difference from Codex: a pure addition with an `@@` anchor
-//! goes right after the anchor (Codex appends it at the end of the file).
+//! Chunks are located in order, each at or after the end of the previous one. A chunk replaces
+//! only the lines between its first and last change: context lines keep the file's own text and
+//! endings (a fuzzy tier never rewrites them), and additions at the same spot keep patch order.
+//! Inserted lines take the file's first line ending, as in Codex. Deliberate difference from
+//! Codex: a pure addition with an `@@` anchor goes right after the anchor (Codex appends it at
+//! the end of the file).
 
-use super::parse::{Chunk, ChunkLine};
+use super::parse::{old_lines, Chunk, ChunkLine};
 use super::seek::{seek, Tier};
 use super::text::{Line, Replacement, TextFile};
 
@@ -33,36 +35,59 @@ fn show_lines(lines: &[&str]) -> String {
         .join("\n")
 }
 
-/// The chunk's new lines, taking context lines from the file at `at`.
-fn new_lines<'a>(
+/// Codex's second try for a chunk whose old side ends in an empty line (a blank line before
+/// appended `+` lines, or one standing for the final newline): that line leaves the old side
+/// (an empty context line stays as an added line), and an empty last line of the new side goes.
+fn without_trailing_empty(ops: &[ChunkLine]) -> Option<Vec<ChunkLine>> {
+    let last_old = ops.iter().rposition(ChunkLine::is_old)?;
+    if !ops[last_old].text().is_empty() {
+        return None;
+    }
+    let mut ops = ops.to_vec();
+    match ops[last_old] {
+        ChunkLine::Context(_) => ops[last_old] = ChunkLine::Insert(String::new()),
+        _ => {
+            ops.remove(last_old);
+        }
+    }
+    if let Some(last_new) = ops.iter().rposition(ChunkLine::is_new) {
+        if ops[last_new].text().is_empty() {
+            ops.remove(last_new);
+        }
+    }
+    Some(ops)
+}
+
+/// The replacement for `ops` matched at file line `at`: only the span from the first change to
+/// the last; `None` when the chunk changes nothing.
+fn replacement<'a>(
     ops: &'a [ChunkLine],
     file: &TextFile<'a>,
-    mut at: usize,
+    at: usize,
     eol: &'a str,
-) -> Vec<Line<'a>> {
-    let mut out = Vec::with_capacity(ops.len());
-    // A line replacing a deleted one takes that line's ending (mixed files stay as they were).
-    let mut replaced_eol = eol;
+) -> Option<Replacement<'a>> {
+    let changed = |op: &ChunkLine| !matches!(op, ChunkLine::Context(_));
+    let first = ops.iter().position(changed)?;
+    let last = ops.iter().rposition(changed)?;
+    let ops = &ops[first..=last];
+    let start = at + first; // the leading context lines matched one file line each
+    let mut line = start;
+    let mut new = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
             ChunkLine::Context(_) => {
-                out.push(file.line(at));
-                at += 1;
+                new.push(file.line(line));
+                line += 1;
             }
-            ChunkLine::Delete(_) => {
-                let gone = file.line(at).eol;
-                if !gone.is_empty() {
-                    replaced_eol = gone;
-                }
-                at += 1;
-            }
-            ChunkLine::Insert(t) => out.push(Line {
-                text: t,
-                eol: replaced_eol,
-            }),
+            ChunkLine::Delete(_) => line += 1,
+            ChunkLine::Insert(t) => new.push(Line { text: t, eol }),
         }
     }
-    out
+    Some(Replacement {
+        start,
+        old_len: line - start,
+        new,
+    })
 }
 
 pub fn apply_chunks(
@@ -76,6 +101,11 @@ pub fn apply_chunks(
     let mut replacements: Vec<Replacement<'_>> = Vec::with_capacity(chunks.len());
     let mut reports = Vec::with_capacity(chunks.len());
     let mut line_index = 0;
+    // Built up front: replacements borrow their added lines from these.
+    let second_tries: Vec<Option<Vec<ChunkLine>>> = chunks
+        .iter()
+        .map(|c| without_trailing_empty(&c.lines))
+        .collect();
     for (n, chunk) in chunks.iter().enumerate() {
         let fail = |message: String| ChunkError {
             chunk: n + 1,
@@ -93,35 +123,24 @@ pub fn apply_chunks(
                 }
             }
         }
-        let mut ops: &[ChunkLine] = &chunk.lines;
-        let mut old = chunk.old_lines();
-        if old.is_empty() {
+        if chunk.old_lines().is_empty() {
             let at = if chunk.anchors.is_empty() {
                 texts.len()
             } else {
                 line_index
             };
-            replacements.push(Replacement {
-                start: at,
-                old_len: 0,
-                new: new_lines(ops, &file, at, eol),
-            });
+            replacements.extend(replacement(&chunk.lines, &file, at, eol));
             reports.push(ChunkReport {
                 line: at + 1,
                 tier: Tier::Exact,
             });
             continue;
         }
-        let mut found = seek(texts, &old, line_index, chunk.end_of_file);
-        // A trailing empty context line often stands for the final newline: retry without it.
-        if found.is_none() && old.last() == Some(&"") {
-            if let Some(ChunkLine::Context(t)) = ops.last() {
-                if t.is_empty() {
-                    ops = &ops[..ops.len() - 1];
-                    old.pop();
-                    found = seek(texts, &old, line_index, chunk.end_of_file);
-                }
-            }
+        let mut ops: &[ChunkLine] = &chunk.lines;
+        let mut found = seek(texts, &old_lines(ops), line_index, chunk.end_of_file);
+        if let (None, Some(second)) = (found, &second_tries[n]) {
+            ops = second;
+            found = seek(texts, &old_lines(ops), line_index, chunk.end_of_file);
         }
         let Some((start, tier)) = found else {
             let anchors = if chunk.anchors.is_empty() {
@@ -134,21 +153,17 @@ pub fn apply_chunks(
                  these lines did not match the file, even ignoring whitespace and Unicode punctuation:\n{}",
                 n + 1,
                 chunk.patch_line,
-                show_lines(&old)
+                show_lines(&chunk.old_lines())
             )));
         };
-        replacements.push(Replacement {
-            start,
-            old_len: old.len(),
-            new: new_lines(ops, &file, start, eol),
-        });
+        replacements.extend(replacement(ops, &file, start, eol));
         reports.push(ChunkReport {
             line: start + 1,
             tier,
         });
-        line_index = start + old.len();
+        line_index = start + old_lines(ops).len();
     }
-    // Un-anchored pure additions sit at the end; keep every other chunk's order.
+    // Un-anchored pure additions sit at the end; a stable sort keeps patch order at one spot.
     replacements.sort_by_key(|r| r.start);
     let mut cursor = 0;
     for r in &replacements {
@@ -249,8 +264,9 @@ mod tests {
     #[test]
     fn line_endings_tabs_and_bom_survive() {
         let src = "\u{feff}one\r\n\ttwo\nthree\r\n";
+        // Added lines take the file's first line ending (Codex), context lines keep their own.
         let out = apply(src, "@@\n one\n-\ttwo\n+\tTWO\n+\tadded\n three").unwrap();
-        assert_eq!(out, "\u{feff}one\r\n\tTWO\n\tadded\nthree\r\n");
+        assert_eq!(out, "\u{feff}one\r\n\tTWO\r\n\tadded\r\nthree\r\n");
         let out = apply(src, "@@\n one\n+new").unwrap();
         assert_eq!(out, "\u{feff}one\r\nnew\r\n\ttwo\nthree\r\n");
     }

@@ -129,9 +129,7 @@ pub(crate) fn apply_patch_inner(
 ) -> Result<Outcome, PatchError> {
     let hunks = parse_patch(patch)?;
     if hunks.is_empty() {
-        return Err(PatchError::Empty(
-            "No files were modified: the patch has no Add/Delete/Update File sections".into(),
-        ));
+        return Err(PatchError::Empty("No files were modified.".into()));
     }
     let mut staging = Staging {
         roots,

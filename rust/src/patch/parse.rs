@@ -2,8 +2,9 @@
 //!
 //! Follows Codex's parser: the whole text is trimmed, marker lines are compared trimmed, a
 //! heredoc wrapper (`<<'EOF'` … `EOF`) is stripped, the first chunk of an update may omit `@@`,
-//! an empty line inside a chunk is an empty context line. One addition: consecutive `@@ ctx`
-//! lines are kept as nested anchors of the same chunk.
+//! an empty line inside an update is an empty context line. Two additions: consecutive `@@ ctx`
+//! lines are kept as nested anchors of the same chunk, and blank lines between file sections are
+//! skipped (Codex refuses them as invalid hunk headers).
 
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
@@ -32,16 +33,36 @@ pub struct Chunk {
     pub patch_line: usize,
 }
 
+impl ChunkLine {
+    pub fn text(&self) -> &str {
+        match self {
+            ChunkLine::Context(t) | ChunkLine::Delete(t) | ChunkLine::Insert(t) => t,
+        }
+    }
+
+    /// On the old side: a line the file must contain (context or deleted).
+    pub fn is_old(&self) -> bool {
+        !matches!(self, ChunkLine::Insert(_))
+    }
+
+    /// On the new side: a line the file ends up with (context or inserted).
+    pub fn is_new(&self) -> bool {
+        !matches!(self, ChunkLine::Delete(_))
+    }
+}
+
+/// The lines the file must contain (context and deleted lines, in order).
+pub fn old_lines(lines: &[ChunkLine]) -> Vec<&str> {
+    lines
+        .iter()
+        .filter(|l| l.is_old())
+        .map(ChunkLine::text)
+        .collect()
+}
+
 impl Chunk {
-    /// The lines the file must contain (context and deleted lines, in order).
     pub fn old_lines(&self) -> Vec<&str> {
-        self.lines
-            .iter()
-            .filter_map(|l| match l {
-                ChunkLine::Context(t) | ChunkLine::Delete(t) => Some(t.as_str()),
-                ChunkLine::Insert(_) => None,
-            })
-            .collect()
+        old_lines(&self.lines)
     }
 }
 
@@ -186,13 +207,11 @@ impl<'a> Parser<'a> {
                 move_to = Some(self.path(dest)?);
                 self.pos += 1;
             }
+            // Every line up to the next `***` marker belongs to a chunk, as in Codex: a blank or
+            // whitespace-only line, even right after the header, is a context line.
             let mut chunks = Vec::new();
             while let Some(line) = self.peek() {
-                if line.trim().is_empty() {
-                    self.pos += 1; // blank lines between chunks
-                    continue;
-                }
-                if line.starts_with('*') {
+                if line.starts_with("***") {
                     break;
                 }
                 chunks.push(self.chunk(chunks.is_empty())?);
@@ -218,11 +237,12 @@ impl<'a> Parser<'a> {
         ))
     }
 
+    /// `@@` (no anchor) or `@@ text`; the anchor's trailing whitespace is dropped, as Codex does.
     fn anchor(line: &str) -> Option<Option<&str>> {
         if line.trim_end() == "@@" {
             Some(None)
         } else {
-            line.strip_prefix("@@ ").map(Some)
+            line.strip_prefix("@@ ").map(|text| Some(text.trim_end()))
         }
     }
 
@@ -251,6 +271,10 @@ impl<'a> Parser<'a> {
             if line.trim() == EOF_MARK {
                 chunk.end_of_file = true;
                 self.pos += 1;
+                // Codex skips blank and whitespace-only lines after the marker (nowhere else).
+                while self.peek().is_some_and(|l| l.trim().is_empty()) {
+                    self.pos += 1;
+                }
                 break;
             }
             let parsed = match line.chars().next() {

@@ -55,22 +55,24 @@ fn first_match<F: Fn(&str, &str) -> bool>(
     (from..=last).find(|&i| matches_at(lines, pattern, i, &eq))
 }
 
-/// Find `pattern` in `lines` at or after `start`. With `eof`, the end of the file is tried first
-/// (Codex tries only there; toolroute then falls back to a normal search).
+/// Find `pattern` in `lines` at or after `start`; with `eof` (`*** End of File`), only at the very
+/// end, as in Codex. An empty pattern goes at `start`, or at the end with `eof` (Codex uses
+/// `start` there too, which puts a hunk of a blank line and additions at the top of the file).
 pub fn seek(lines: &[&str], pattern: &[&str], start: usize, eof: bool) -> Option<(usize, Tier)> {
     if pattern.is_empty() {
-        return Some((start.min(lines.len()), Tier::Exact));
+        let at = if eof {
+            lines.len()
+        } else {
+            start.min(lines.len())
+        };
+        return Some((at, Tier::Exact));
     }
-    if pattern.len() > lines.len() || start > lines.len() - pattern.len() {
+    let last = lines.len().checked_sub(pattern.len())?;
+    let from = if eof { last } else { start };
+    if from > last {
         return None;
     }
-    if eof {
-        let at_end = lines.len() - pattern.len();
-        if let Some(found) = seek_from(lines, pattern, at_end) {
-            return Some(found);
-        }
-    }
-    seek_from(lines, pattern, start)
+    seek_from(lines, pattern, from)
 }
 
 fn seek_from(lines: &[&str], pattern: &[&str], from: usize) -> Option<(usize, Tier)> {
@@ -137,11 +139,16 @@ mod tests {
     }
 
     #[test]
-    fn eof_prefers_the_end_and_edges() {
+    fn eof_only_at_the_end_and_edges() {
         let lines = ["x", "y", "x"];
         assert_eq!(seek(&lines, &["x"], 0, true), Some((2, Tier::Exact)));
-        assert_eq!(seek(&lines, &["y"], 0, true), Some((1, Tier::Exact)));
+        assert_eq!(seek(&lines, &["y"], 0, true), None);
+        assert_eq!(
+            seek(&lines, &["x "], 0, true),
+            Some((2, Tier::TrailingWhitespace))
+        );
         assert_eq!(seek(&lines, &[], 2, false), Some((2, Tier::Exact)));
+        assert_eq!(seek(&lines, &[], 0, true), Some((3, Tier::Exact)));
         assert_eq!(seek(&lines, &["x", "y", "x", "z"], 0, false), None);
         assert_eq!(seek(&lines, &["x", "y"], 2, false), None);
         assert_eq!(seek(&[], &["x"], 0, false), None);

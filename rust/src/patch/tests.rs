@@ -192,3 +192,204 @@ fn permissions_kept_on_update_and_move() {
         .mode();
     assert_eq!(mode & 0o777, 0o755);
 }
+
+// --- Parity with the reference Codex apply_patch (issue 14, items 1-5) ---
+
+fn update(content: &str, body: &str) -> Result<String, String> {
+    let (dir, roots) = setup(&[("m.txt", content)]);
+    let p = patch(&format!("*** Update File: m.txt\n{body}"));
+    apply_patch_inner(&roots, &p, MAX, None).map_err(|e| e.to_string())?;
+    Ok(std::fs::read_to_string(dir.path().join("m.txt")).unwrap())
+}
+
+#[test]
+fn blank_line_before_appended_lines_is_retried_without_it() {
+    let f = "def f():\n    return 1\n";
+    let body = "@@ def f():\n     return 1\n\n+def g():\n+    return 2";
+    assert_eq!(
+        update(f, body).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 2\n"
+    );
+    // A `-` with nothing after it, last on the old side, is dropped the same way.
+    assert_eq!(update("a\nb\n", "@@\n-b\n-\n+c").unwrap(), "a\nc\n");
+    // An empty last line on the new side goes too.
+    assert_eq!(update("a\nb\n", "@@\n b\n\n+c\n+").unwrap(), "a\nb\n\nc\n");
+    // Only one empty line is dropped, and only at the end of the old side.
+    assert!(update("a\nb\n", "@@\n-a\n+A\n\n\n").is_err());
+    assert!(update("a\nb\n", "@@\n a\n\n+c\n b").is_err());
+}
+
+#[test]
+fn end_of_file_hunks_match_only_at_the_end() {
+    assert!(update("x\ny\nx\n", "@@\n-y\n+Y\n*** End of File").is_err());
+    // Retried at the end without the trailing empty line, not searched elsewhere.
+    assert!(update("a\n\n\nb\n", "@@\n a\n\n\n+c\n*** End of File").is_err());
+    assert_eq!(
+        update("a\nb\n", "@@\n b\n\n+c\n*** End of File").unwrap(),
+        "a\nb\n\nc\n"
+    );
+    // A blank line and additions marked End of File go at the end (Codex: at the top).
+    assert_eq!(
+        update("a\nb\n", "@@\n\n+c\n*** End of File").unwrap(),
+        "a\nb\n\nc\n"
+    );
+}
+
+#[test]
+fn pure_additions_at_one_spot_keep_patch_order() {
+    assert_eq!(update("x\n", "+A\n@@\n x\n+B").unwrap(), "x\nA\nB\n");
+    assert_eq!(update("x\n", "@@\n x\n+B\n@@\n+A").unwrap(), "x\nB\nA\n");
+    // Codex's own case: a pure addition, then a later chunk that removes the file's tail.
+    assert_eq!(
+        update(
+            "line1\nline2\nline3\n",
+            "@@\n+after\n@@\n line1\n-line2\n-line3\n+line2-replacement"
+        )
+        .unwrap(),
+        "line1\nline2-replacement\nafter\n"
+    );
+}
+
+#[test]
+fn whitespace_only_line_after_update_header_is_context() {
+    assert_eq!(update("a\n\nb\n", "  \n-b\n+B").unwrap(), "a\n\nB\n");
+    let err = update("a\nb\n", "  \n-b\n+B").unwrap_err();
+    assert!(err.contains("Failed to find expected lines"), "{err}");
+    // A bare empty line there is an empty context line as well: `a` must then follow it.
+    assert!(update("a\n\nb\n", "\n@@\n-a\n+A").is_err());
+    assert_eq!(update("\na\n", "\n@@\n-a\n+A").unwrap(), "\nA\n");
+    // Blank and whitespace-only lines after `*** End of File` are skipped.
+    for blank in ["", "  ", "\t"] {
+        let body = format!("@@\n-a\n+A\n*** End of File\n{blank}\n@@\n-b\n+B");
+        assert!(update("x\na\n", &body).unwrap_err().contains("hunk 2"));
+        let body = format!("@@\n-a\n+A\n*** End of File\n{blank}");
+        assert_eq!(update("x\na\n", &body).unwrap(), "x\nA\n");
+    }
+    // Elsewhere between chunks a tab-only line is not skipped: it cannot start a chunk.
+    let err = update("a\nb\n", "@@\n-a\n+A\n\t\n@@\n-b\n+B").unwrap_err();
+    assert!(
+        err.contains("Expected update hunk to start with a @@"),
+        "{err}"
+    );
+}
+
+#[test]
+fn added_lines_take_the_first_line_ending_and_anchors_drop_trailing_space() {
+    assert_eq!(
+        update("a\r\nb\nc\r\n", " a\n-b\n+B\n c").unwrap(),
+        "a\r\nB\r\nc\r\n"
+    );
+    assert_eq!(
+        update("a\nb\r\nc\n", " a\n-b\n+B\n c").unwrap(),
+        "a\nB\nc\n"
+    );
+    let f = "def f():  \n    x = 1\ndef f():\n    x = 1\n";
+    assert_eq!(
+        update(f, "@@ def f():  \n-    x = 1\n+    x = 2").unwrap(),
+        "def f():  \n    x = 1\ndef f():\n    x = 2\n"
+    );
+    // Leading whitespace of an anchor is kept.
+    let f = "  def f():\n    x = 1\ndef f():\n    x = 1\n";
+    assert_eq!(
+        update(f, "@@   def f():\n-    x = 1\n+    x = 2").unwrap(),
+        "  def f():\n    x = 2\ndef f():\n    x = 1\n"
+    );
+}
+
+#[test]
+fn empty_patch_message_is_codexs() {
+    let (_dir, roots) = setup(&[]);
+    let err = apply_patch_inner(&roots, "*** Begin Patch\n*** End Patch", MAX, None).unwrap_err();
+    assert_eq!(err.to_string(), "No files were modified.");
+}
+
+// --- Ported from Codex apply-patch's unit tests (Apache-2.0, openai/codex; see
+// tests/fixtures/codex-apply-patch-unit/NOTICE): seek_sequence.rs and parser.rs internals. ---
+
+fn owned(lines: &[&str]) -> Vec<String> {
+    lines.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn codex_seek_sequence_cases() {
+    let find = |lines: &[&str], pattern: &[&str]| seek(lines, pattern, 0, false).map(|f| f.0);
+    assert_eq!(find(&["foo", "bar", "baz"], &["bar", "baz"]), Some(1));
+    assert_eq!(find(&["foo   ", "bar\t\t"], &["foo", "bar"]), Some(0));
+    assert_eq!(find(&["    foo   ", "   bar\t"], &["foo", "bar"]), Some(0));
+    assert_eq!(find(&["just one line"], &["too", "many", "lines"]), None);
+}
+
+fn one_update(p: &str) -> Result<Vec<Chunk>, ParseError> {
+    match parse_patch(p)?.remove(0) {
+        Hunk::Update { chunks, .. } => Ok(chunks),
+        other => panic!("expected an update, got {other:?}"),
+    }
+}
+
+#[test]
+fn codex_update_file_chunk_cases() {
+    let err = |p: &str| parse_patch(p).unwrap_err().to_string();
+    let u = "*** Begin Patch\n*** Update File: f\n";
+    assert_eq!(
+        err(&format!("{u}@@\n*** End Patch")),
+        "Invalid patch hunk on line 4: Update hunk does not contain any lines"
+    );
+    assert_eq!(
+        err(&format!("{u}@@\nbad\n*** End Patch")),
+        "Invalid patch hunk on line 4: Unexpected line found in update hunk: 'bad'. Every line \
+         should start with ' ' (context line), '+' (added line), or '-' (removed line)"
+    );
+    assert_eq!(
+        err(&format!("{u}@@\n*** End of File\n*** End Patch")),
+        "Invalid patch hunk on line 4: Update hunk does not contain any lines"
+    );
+    let chunks = one_update(&format!(
+        "{u}@@ change_context\n\n context\n-remove\n+add\n context2\n*** End Patch"
+    ))
+    .unwrap();
+    assert_eq!(chunks[0].anchors, owned(&["change_context"]));
+    assert_eq!(
+        chunks[0].old_lines(),
+        vec!["", "context", "remove", "context2"]
+    );
+    let new: Vec<&str> = chunks[0]
+        .lines
+        .iter()
+        .filter(|l| l.is_new())
+        .map(ChunkLine::text)
+        .collect();
+    assert_eq!(new, vec!["", "context", "add", "context2"]);
+    let chunks = one_update(&format!("{u}@@\n+line\n*** End of File\n*** End Patch")).unwrap();
+    assert!(chunks[0].end_of_file && chunks[0].old_lines().is_empty());
+    let chunks = one_update(&format!(
+        "{u}@@ class BaseClass\n@@     def method()\n context\n-old\n+new\n*** End Patch"
+    ))
+    .unwrap();
+    assert_eq!(
+        chunks[0].anchors,
+        owned(&["class BaseClass", "    def method()"])
+    );
+}
+
+#[test]
+fn codex_parse_patch_lenient_cases() {
+    let body = "*** Begin Patch\n*** Update File: file2.py\n import foo\n+bar\n*** End Patch";
+    for open in ["<<EOF", "<<'EOF'", "<<\"EOF\""] {
+        let chunks = one_update(&format!("{open}\n{body}\nEOF\n")).unwrap();
+        assert_eq!(chunks[0].old_lines(), vec!["import foo"]);
+    }
+    let err = |p: &str| parse_patch(p).unwrap_err().to_string();
+    assert_eq!(
+        err(&format!("<<\"EOF'\n{body}\nEOF\n")),
+        "Invalid patch: The first line of the patch must be '*** Begin Patch'"
+    );
+    assert_eq!(
+        err("<<EOF\n*** Begin Patch\n*** Update File: file2.py\nEOF\n"),
+        "Invalid patch: The last line of the patch must be '*** End Patch'"
+    );
+    assert_eq!(
+        err("*** Begin Patch\nbad\n*** End Patch"),
+        "Invalid patch hunk on line 2: 'bad' is not a valid hunk header. Valid hunk headers: \
+         '*** Add File: {path}', '*** Delete File: {path}', '*** Update File: {path}'"
+    );
+}
