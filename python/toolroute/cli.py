@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import signal
 import subprocess
@@ -270,6 +271,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- parser ------------------------------------------------------------------------------
 
 
+def _installed_version() -> str:
+    """The version pip installed (the package metadata), not a literal that could drift from it."""
+    try:
+        return importlib.metadata.version("toolroute")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolroute",
@@ -277,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
