@@ -27,6 +27,7 @@ from toolroute import (
     mcp_service,
     mcp_tool,
 )
+from toolroute._core import RouteTable
 from toolroute.naming import encode_user_tool
 
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -324,8 +325,26 @@ def test_closed_router_refuses_calls():
         r.invoke("fn_only")
 
 
-def test_kinds_are_stable():
-    assert [k.value for k in ToolKind] == [0, 1, 2, 3, 4]
+def test_kinds_are_the_rust_tables_levels_in_precedence_order() -> None:
+    """ToolKind's values index the Rust RouteTable's levels, and a lower kind must win there.
+
+    `_core` does not export its kind enum yet; once it does, compare ToolKind with it directly.
+    Until then this checks the values against the table's behaviour, not against literals.
+    """
+    shared_levels = [k for k in ToolKind if k is not ToolKind.USER_MCP]
+    table = RouteTable()
+    for kind in reversed(shared_levels):  # each higher-precedence insert must take over the name
+        table.insert(int(kind), "name", kind.name)
+        assert table.resolve("name") == (int(kind), kind.name)
+    table = RouteTable()
+    for kind in shared_levels:  # ... and a lower-precedence insert must not
+        table.insert(int(kind), "name", kind.name)
+        assert table.resolve("name") == (int(ToolKind.BUILTIN), "BUILTIN")
+    user_form = table.insert_user("alice", "name", "USER_MCP")
+    assert table.resolve(user_form) == (int(ToolKind.USER_MCP), "USER_MCP")
+    assert table.resolve("name", "alice") == (int(ToolKind.BUILTIN), "BUILTIN")  # built-ins stay first
+    table.remove(int(ToolKind.BUILTIN), "name")
+    assert table.resolve("name", "alice") == (int(ToolKind.USER_MCP), "USER_MCP")  # then the user's own
 
 
 # ---- tenant isolation, property-based ---------------------------------------------------
