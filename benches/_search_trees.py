@@ -6,6 +6,7 @@ import resource
 import shutil
 import statistics
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,8 +17,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _search_helpers import RG, parity_tree
 
-PYTHON_INSTALL = Path("/root/.pyenv/versions/3.11.7")
-STDLIB = PYTHON_INSTALL / "lib" / "python3.11"
+# The Python running the benchmarks: its standard library, and its whole installation.
+PYTHON_INSTALL = Path(sys.base_prefix)
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +32,7 @@ def stdlib_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The CPython standard library without site-packages (about 2,500 files), copied once."""
     if not STDLIB.is_dir():
         pytest.skip(f"{STDLIB} not found")
-    dest = tmp_path_factory.mktemp("stdlib") / "python3.11"
+    dest = tmp_path_factory.mktemp("stdlib") / STDLIB.name
     shutil.copytree(STDLIB, dest, ignore=shutil.ignore_patterns("site-packages", "__pycache__"), symlinks=True)
     return dest
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import importlib.util
 import json
 import signal
 import subprocess
@@ -255,7 +256,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # ---- bench -------------------------------------------------------------------------------
 
 
+BENCH_NEEDS = ("pytest", "pytest_benchmark")  # what benches/report.py runs the bench files with
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    missing = [name for name in BENCH_NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(f"bench needs {' and '.join(missing)}: pip install 'toolroute[bench]'")
     benches = Path(args.benches).expanduser().resolve()
     report = benches / "report.py"
     if not report.is_file():
