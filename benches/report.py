@@ -232,6 +232,7 @@ def run_suite(files: list[Path], json_path: Path, interleaved_path: Path, k: str
         sys.executable, "-m", "pytest", *map(str, files),
         f"--benchmark-json={json_path}", "--benchmark-quiet",  # our table replaces pytest-benchmark's
         "-q", "-rs", "--no-header", "-p", "no:cacheprovider",
+        "--capture=sys",  # leaves the real stdout to _interleave's progress lines
         # Plugins that only slow startup here (seconds of imports): LangSmith tracking, Hypothesis
         # reporting (hypothesis itself still works without its plugin).
         "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest",
