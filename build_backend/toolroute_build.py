@@ -23,13 +23,14 @@ def _require_rust() -> None:
     cargo = shutil.which("cargo")
     if cargo is None:
         _fail(f"no Rust toolchain found (cargo is not on PATH); {HOW}")
+    rustc = shutil.which("rustc") or "rustc"  # the compiler's version is what rust-version checks
     try:
-        out = subprocess.run([cargo, "--version"], capture_output=True, text=True, check=True, timeout=60).stdout
+        out = subprocess.run([rustc, "--version"], capture_output=True, text=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        _fail(f"'cargo --version' failed ({exc}); {HOW}")
-    found = re.match(r"cargo (\d+)\.(\d+)", out)
+        _fail(f"'rustc --version' failed ({exc}); {HOW}")
+    found = re.match(r"rustc (\d+)\.(\d+)", out)
     if found and (int(found[1]), int(found[2])) < RUST_MIN:
-        _fail(f"{out.strip()} is too old, Rust >= {RUST_MIN[0]}.{RUST_MIN[1]} is needed; run 'rustup update'")
+        _fail(f"{out.strip()} is too old; update it ('rustup update') or install a newer one from https://rustup.rs")
 
 
 def _fail(message: str) -> NoReturn:
