@@ -12,7 +12,7 @@ import subprocess
 import sys
 from typing import Any, NoReturn
 
-import maturin  # type: ignore[import-untyped]  # no stubs; the hooks are called as documented by PEP 517
+import maturin
 from maturin import *  # noqa: F403  (the other hooks, such as prepare_metadata_for_build_wheel, as they are)
 
 RUST_MIN = (1, 85)  # rust/Cargo.toml's rust-version
