@@ -1,12 +1,15 @@
-"""Issue 2 benchmarks: name resolution, batch sanitising, and invoke overhead, each side by side
-with the plain-Python way (`_py_router.py`). In each group the toolroute case is named *toolroute*."""
+"""Name resolution, batch sanitising and invoke overhead, each interleaved with the plain-Python
+way (`_py_router.py`) by benches/_interleave.py, which checks both give the same results."""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
-import pytest
+from _interleave import compare
 from _py_router import PyRouter, py_generate_api_function_name
 from pydantic import BaseModel
 
@@ -66,16 +69,14 @@ def test_resolution_results_agree():
             assert (rust[0], rust[1]) == (py[0], py[1]), name
 
 
-@pytest.mark.benchmark(group="core: resolve 2000 names through the 5-level precedence")
-def test_resolve_toolroute(benchmark):
-    resolve = RUST_TABLE.resolve
-    benchmark(lambda: [resolve(n, u) for n, u in WORKLOAD])
+def _resolved(resolve: Callable[[str, str | None], Any]) -> Callable[[], list[Any]]:
+    """(kind, target) per call, or None: the same shape from both tables."""
+    return lambda: [hit and (hit[0], hit[1]) for hit in (resolve(n, u) for n, u in WORKLOAD)]
 
 
-@pytest.mark.benchmark(group="core: resolve 2000 names through the 5-level precedence")
-def test_resolve_plain_python(benchmark):
-    resolve = PY_TABLE.resolve
-    benchmark(lambda: [resolve(n, u) for n, u in WORKLOAD])
+def test_resolve() -> None:
+    group = "core: resolve 2000 names through the 5-level precedence"
+    compare(group, ("toolroute", _resolved(RUST_TABLE.resolve)), {"plain Python": _resolved(PY_TABLE.resolve)}, 30)
 
 
 PAIRS = [
@@ -88,14 +89,13 @@ def test_sanitising_agrees():
     assert generate_api_function_names(PAIRS) == [py_generate_api_function_name(s, t) for s, t in PAIRS]
 
 
-@pytest.mark.benchmark(group="core: sanitise 10,000 service/tool pairs")
-def test_sanitize_toolroute(benchmark):
-    benchmark(generate_api_function_names, PAIRS)
-
-
-@pytest.mark.benchmark(group="core: sanitise 10,000 service/tool pairs")
-def test_sanitize_plain_python(benchmark):
-    benchmark(lambda: [py_generate_api_function_name(s, t) for s, t in PAIRS])
+def test_sanitize() -> None:
+    compare(
+        "core: sanitise 10,000 service/tool pairs",
+        ("toolroute", partial(generate_api_function_names, PAIRS)),
+        {"plain Python": lambda: [py_generate_api_function_name(s, t) for s, t in PAIRS]},
+        20,
+    )
 
 
 class AddRequest(BaseModel):
@@ -114,20 +114,21 @@ ROUTER = ToolRouter(builtins={})
 ROUTER.register(Add)
 
 
-@pytest.mark.benchmark(group="core: invoke a trivial function tool")
-def test_invoke_toolroute(benchmark):
-    assert ROUTER.invoke("Add", ARGS) == "3"
-    benchmark(ROUTER.invoke, "Add", ARGS)
-
-
-@pytest.mark.benchmark(group="core: invoke a trivial function tool")
-def test_invoke_pydantic_validation_only(benchmark):
+def test_invoke() -> None:
     """The floor: pydantic parsing the same arguments and the result turned into JSON."""
     import pydantic_core
 
     tool = Add()
 
-    def direct() -> bytes:
-        return pydantic_core.to_json(tool.apply(AddRequest.model_validate_json(ARGS)))
+    def direct() -> str:
+        return pydantic_core.to_json(tool.apply(AddRequest.model_validate_json(ARGS))).decode()
 
-    benchmark(direct)
+    def thousand(fn: Callable[[], str]) -> Callable[[], list[str]]:
+        return lambda: [fn() for _ in range(1000)]  # one call is too short to time alone
+
+    compare(
+        "core: invoke a trivial function tool (x1000)",
+        ("toolroute", thousand(partial(ROUTER.invoke, "Add", ARGS))),
+        {"pydantic validation + JSON alone": thousand(direct)},
+        30,
+    )

@@ -117,7 +117,11 @@ GROUP_WIDTH, NAME_WIDTH = 32, 24  # so the printed table fits in about 100 colum
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "~"
+    """Cut in the middle: names differ at the end as often as at the start ("... (grep/glob)")."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "~" + text[len(text) - (width - 1 - head) :]
 
 
 def table_rows(reports: list[GroupReport], width: bool = True) -> list[tuple[str, ...]]:
