@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +164,11 @@ def render_markdown(reports: list[GroupReport]) -> str:
 
 
 def report_json(reports: list[GroupReport], data: dict[str, Any]) -> dict[str, Any]:
-    machine = data.get("machine_info", {})
+    here = {"machine": platform.machine(), "python_version": platform.python_version(), "cpus": os.cpu_count()}
     return {
-        "ratio": "alternative median / toolroute median (above 1: toolroute is faster)",
-        "datetime": data.get("datetime"),
-        "machine": {k: machine.get(k) for k in ("node", "processor", "machine", "python_version", "cpu")},
+        "ratio": "alternative time / toolroute time, median of per-round ratios (above 1: toolroute is faster)",
+        "datetime": data.get("datetime") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {**here, **{k: v for k, v in data.get("machine_info", {}).items() if k in here}},
         "groups": [
             {
                 "group": r.group,
