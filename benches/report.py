@@ -193,7 +193,12 @@ def plot(reports: list[GroupReport], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError("the chart needs matplotlib: pip install 'toolroute[plot]'") from exc
-    bars = [(f"{r.group}: {c.alternative.name}", c.ratio) for r in reports for c in r.comparisons if c.ratio]
+    bars = [
+        (f"{r.group}{'' if r.interleaved else '*'}: {c.alternative.name}", c.ratio)
+        for r in reports
+        for c in r.comparisons
+        if c.ratio
+    ]
     fig, ax = plt.subplots(figsize=(10, max(2.0, 0.45 * len(bars) + 1.2)))
     if bars:
         labels, ratios = zip(*bars, strict=True)
@@ -222,7 +227,7 @@ def plot(reports: list[GroupReport], path: Path) -> None:
     else:
         ax.text(0.5, 0.5, "no comparisons", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("alternative time / toolroute time (log scale; right of 1 = toolroute faster)")
-    ax.set_title("toolroute vs alternatives (median per benchmark)")
+    ax.set_title("toolroute vs alternatives (interleaved: median of per-round ratios; * = not interleaved)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
