@@ -1,9 +1,7 @@
-"""A model's batch of 50 read-only calls through run_tool_calls vs calling the router one by one.
+"""A model's batch of 50 calls through the agent layer vs calling the router one by one, interleaved.
 
-Run: python -m pytest benches/bench_agent_batch.py --benchmark-only
-Each pair runs side by side in one session; the speed-ups (one-by-one / batch, by min and by median;
-the mean swings with every preempted round on a shared machine) are printed at the end and stored
-in the batch benchmark's extra_info.
+Run: python -m pytest benches/bench_agent_batch.py -s   (benches/_interleave.py; both sides must
+return the same outputs in the same order)
 """
 
 from __future__ import annotations
@@ -15,58 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _interleave import compare
 
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
 from toolroute.agent import AgentToolCall, ToolCallRunner, allow_all
 
 CALLS = 50
 FILES = 50
-TIMES: dict[str, tuple[float, float]] = {}  # name -> (min, median) seconds
+ROUNDS = 15
 
 
-def record(benchmark: Any, key: str) -> None:
-    stats = getattr(benchmark, "stats", None)
-    if stats is not None:
-        TIMES[key] = (stats.stats.min, stats.stats.median)
-
-
-def ratios(baseline: str, key: str) -> tuple[float, float]:
-    (base_min, base_median), (min_, median) = TIMES[baseline], TIMES[key]
-    return base_min / min_, base_median / median
-
-
-def speedup(benchmark: Any, baseline: str, key: str) -> None:
-    record(benchmark, key)
-    if baseline in TIMES and key in TIMES:
-        by_min, by_median = ratios(baseline, key)
-        benchmark.extra_info["speedup_by_min"] = round(by_min, 2)
-        benchmark.extra_info["speedup_by_median"] = round(by_median, 2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def report(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    lines = []
-    pairs = [
-        ("builtin one-by-one", "builtin batch"),
-        ("function one-by-one", "function batch"),
-        ("serial loop", "serial batch"),
-    ]
-    for baseline, key in pairs:
-        if baseline in TIMES and key in TIMES:
-            by_min, by_median = ratios(baseline, key)
-            lines.append(
-                f"[agent] {key} vs {baseline}: min {TIMES[key][0] * 1e3:.2f} vs {TIMES[baseline][0] * 1e3:.2f} ms "
-                f"(speed-up {by_min:.2f}x), median {TIMES[key][1] * 1e3:.2f} vs {TIMES[baseline][1] * 1e3:.2f} ms "
-                f"(speed-up {by_median:.2f}x)"
-            )
-    if reporter is not None and capture is not None and lines:
-        with capture.global_and_fixture_disabled():  # teardown output is captured otherwise
-            reporter.write_line("")
-            for line in lines:
-                reporter.write_line(line)
+def batch(router: ToolRouter, calls: list[AgentToolCall], **options: Any) -> Callable[[], list[str]]:
+    """The agent layer: read-only calls concurrently, the rest serially, results in order."""
+    runner = ToolCallRunner(router, policy=allow_all(), **options)
+    return lambda: [r.output for r in runner.run(calls)]
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +45,20 @@ def one_by_one(router: ToolRouter, calls: list[AgentToolCall]) -> Callable[[], l
     return lambda: [router.invoke(c.name, c.arguments) for c in calls]
 
 
-# ---- built-ins: read_file / grep / glob ------------------------------------------------------
-
-BUILTINS = ("read_file", "grep", "glob")
+# ---- built-ins: grep and glob (Rust, GIL released), and a mix with read_file -------------------
 
 
-def builtin_calls() -> list[AgentToolCall]:
+def search_calls() -> list[AgentToolCall]:
+    calls = []
+    for i in range(CALLS):
+        if i % 2:
+            calls.append(AgentToolCall("grep", json.dumps({"pattern": rf"item 1{i % 10}\d", "path": f"pkg{i % 5}"})))
+        else:
+            calls.append(AgentToolCall("glob", json.dumps({"pattern": f"pkg{i % 5}/*.py"})))
+    return calls
+
+
+def mixed_calls() -> list[AgentToolCall]:
     calls = []
     for i in range(CALLS):
         if i % 5 == 3:
@@ -108,20 +76,15 @@ def builtin_router(tree: Path) -> Iterator[ToolRouter]:
         yield router
 
 
-@pytest.mark.benchmark(group="agent: 50 read-only built-in calls (grep/glob/read_file)")
-def test_builtin_one_by_one(benchmark: Any, builtin_router: ToolRouter) -> None:
-    outputs = benchmark(one_by_one(builtin_router, builtin_calls()))
-    assert len(outputs) == CALLS
-    record(benchmark, "builtin one-by-one")
-
-
-@pytest.mark.benchmark(group="agent: 50 read-only built-in calls (grep/glob/read_file)")
-def test_builtin_batch_toolroute(benchmark: Any, builtin_router: ToolRouter) -> None:
-    runner = ToolCallRunner(builtin_router, policy=allow_all())
-    calls = builtin_calls()
-    results = benchmark(runner.run, calls)
-    assert not any(r.is_error for r in results), [r.output for r in results if r.is_error][:3]
-    speedup(benchmark, "builtin one-by-one", "builtin batch")
+@pytest.mark.parametrize(
+    ("label", "calls"),
+    [("grep/glob", search_calls), ("read_file/grep/glob", mixed_calls)],
+    ids=["search", "mixed"],
+)
+def test_builtin_batch(builtin_router: ToolRouter, label: str, calls: Callable[[], list[AgentToolCall]]) -> None:
+    batch_, loop = batch(builtin_router, calls()), one_by_one(builtin_router, calls())
+    assert not any(out.startswith("Error") for out in loop()), "every call must succeed"
+    compare(f"agent: 50 read-only built-in calls ({label})", ("toolroute", batch_), {"one by one": loop}, ROUNDS)
 
 
 # ---- function tools doing real file I/O (runs on every branch) --------------------------------
@@ -151,19 +114,9 @@ def digest_calls() -> list[AgentToolCall]:
     return [AgentToolCall("digest_file", json.dumps({"path": f"pkg{i % 5}/mod{i}.py"})) for i in range(CALLS)]
 
 
-@pytest.mark.benchmark(group="agent: 50 read-only function tools (read + hash)")
-def test_function_one_by_one(benchmark: Any, function_router: ToolRouter) -> None:
-    outputs = benchmark(one_by_one(function_router, digest_calls()))
-    assert len(outputs) == CALLS
-    record(benchmark, "function one-by-one")
-
-
-@pytest.mark.benchmark(group="agent: 50 read-only function tools (read + hash)")
-def test_function_batch_toolroute(benchmark: Any, function_router: ToolRouter) -> None:
-    runner = ToolCallRunner(function_router)
-    results = benchmark(runner.run, digest_calls())
-    assert not any(r.is_error for r in results)
-    speedup(benchmark, "function one-by-one", "function batch")
+def test_function_batch(function_router: ToolRouter) -> None:
+    batch_, loop = batch(function_router, digest_calls()), one_by_one(function_router, digest_calls())
+    compare("agent: 50 read-only function tools (read + hash)", ("toolroute", batch_), {"one by one": loop}, ROUNDS)
 
 
 # ---- the price of the layer on side-effecting calls (all serial) ------------------------------
@@ -173,15 +126,6 @@ def append_calls() -> list[AgentToolCall]:
     return [AgentToolCall("append_line", json.dumps({"path": "log.txt", "line": f"entry {i}"})) for i in range(CALLS)]
 
 
-@pytest.mark.benchmark(group="agent: 50 side-effecting calls (serial)")
-def test_serial_loop(benchmark: Any, function_router: ToolRouter) -> None:
-    benchmark(one_by_one(function_router, append_calls()))
-    record(benchmark, "serial loop")
-
-
-@pytest.mark.benchmark(group="agent: 50 side-effecting calls (serial)")
-def test_serial_batch_toolroute(benchmark: Any, function_router: ToolRouter) -> None:
-    runner = ToolCallRunner(function_router)
-    results = benchmark(runner.run, append_calls())
-    assert [r.output for r in results] == ["ok"] * CALLS
-    speedup(benchmark, "serial loop", "serial batch")
+def test_serial_batch(function_router: ToolRouter) -> None:
+    batch_, loop = batch(function_router, append_calls()), one_by_one(function_router, append_calls())
+    compare("agent: 50 side-effecting calls (serial)", ("toolroute", batch_), {"one by one": loop}, ROUNDS)

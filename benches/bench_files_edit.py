@@ -1,26 +1,27 @@
 """edit on a 10 MB file: toolroute (Rust, on bytes) vs the same edit written the obvious way in Python.
 
-Run: python -m pytest benches/bench_files_edit.py --benchmark-only
+Run: python -m pytest benches/bench_files_edit.py -s   (interleaved: benches/_interleave.py)
 Cases: a unique exact replacement, replace_all of a common token, and a miss that must find the
 nearest near-match (tab vs space indentation). Target: at least 10x faster than pure Python.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _files_pure import edit_file, edit_text
-from _files_report import ratio_report, record  # noqa: F401  (fixture)
+from _interleave import Case, compare
 
 from toolroute._core import edit_bytes
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
 
-pytestmark = pytest.mark.usefixtures("ratio_report")
 TARGET_BYTES = 10 * 1024 * 1024
 
 CASES: dict[str, tuple[str, str, bool]] = {
@@ -42,59 +43,66 @@ def content() -> bytes:
     return "".join(rows).encode()
 
 
-def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+def replace_all_bytes(content: bytes, old: str, new: str, replace_all: bool) -> tuple[bytes, int, list[int]]:
+    """The plain baseline for replace_all: bytes.replace, plus what edit also returns (the count and
+    the line of every match, which needs a walk over the matches)."""
+    old_b = old.encode()
+    starts: list[int] = []
+    line, last = 1, 0
+    pos = content.find(old_b)
+    while pos != -1:
+        line += content.count(b"\n", last, pos)
+        starts.append(line)
+        last = pos
+        pos = content.find(old_b, pos + len(old_b))
+    return content.replace(old_b, new.encode()), len(starts), starts
+
+
+def _result(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """(new bytes, count, lines) on success; on a miss, the line the near-match report names."""
+
     def run(*args: Any) -> Any:
         try:
-            return fn(*args)
+            out = fn(*args)
         except (ValueError, ToolArgumentError) as exc:
-            return exc
+            found = re.search(r"line (\d+)", str(exc))
+            return ("miss", found and int(found[1]))
+        return (bytes(out[0]), out[1], list(out[2]))
 
     return run
 
 
-def test_same_results(content: bytes) -> None:
-    for old, new, replace_all in (CASES["unique"], CASES["replace_all"]):
-        rust = edit_bytes(content, old, new, replace_all)
-        pure = edit_text(content, old, new, replace_all)
-        assert (bytes(rust[0]), rust[1], rust[2]) == pure
-    with pytest.raises(ToolArgumentError, match="line 300001"):
-        edit_bytes(content, *CASES["near-miss"])
+BASELINES: dict[str, tuple[str, Callable[..., Any]]] = {
+    "unique": ("pure Python (str)", edit_text),
+    "replace_all": ("bytes.replace + match lines", replace_all_bytes),
+    "near-miss": ("pure Python (str)", edit_text),
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_in_memory_toolroute(benchmark, content: bytes, case: str) -> None:  # type: ignore[no-untyped-def]
-    benchmark.group = f"edit in memory, 10 MB: {case}"
-    benchmark(_quiet(edit_bytes), content, *CASES[case])
-    record(benchmark, f"edit in memory {case}:toolroute")
+def test_in_memory(content: bytes, case: str) -> None:
+    name, baseline = BASELINES[case]
+    args = (content, *CASES[case])
+    rounds = 15 if case != "near-miss" else 5
+    toolroute = ("toolroute", partial(_result(edit_bytes), *args))
+    assert compare(f"edit in memory, 10 MB: {case}", toolroute, {name: partial(_result(baseline), *args)}, rounds)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_in_memory_pure_python(benchmark, content: bytes, case: str) -> None:  # type: ignore[no-untyped-def]
-    benchmark.group = f"edit in memory, 10 MB: {case}"
-    benchmark(_quiet(edit_text), content, *CASES[case])
-    record(benchmark, f"edit in memory {case}:pure-python")
-
-
-def _restore(path: Path, data: bytes) -> Callable[[], None]:
-    def setup() -> None:
-        path.write_bytes(data)
-
-    return setup
-
-
-def test_on_disk_toolroute(benchmark, content: bytes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "big.py"
-    router = ToolRouter(context=BuiltInToolContext(tmp_path))
+def test_on_disk(content: bytes, tmp_path: Path) -> None:
+    """The whole tool call (atomic write, fsync) against the same steps written in Python."""
     old, new, _ = CASES["unique"]
-    benchmark.group = "edit on disk (atomic write), 10 MB: unique"
-    args = ("edit", {"path": "big.py", "old_string": old, "new_string": new})
-    benchmark.pedantic(router.invoke, args=args, setup=_restore(path, content), rounds=15)
-    record(benchmark, "edit on disk unique:toolroute")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    router = ToolRouter(context=BuiltInToolContext(ours))
+    args = {"path": "big.py", "old_string": old, "new_string": new}
 
+    def restore(path: Path) -> Callable[[], None]:
+        return lambda: path.write_bytes(content)
 
-def test_on_disk_pure_python(benchmark, content: bytes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "big.py"
-    old, new, _ = CASES["unique"]
-    benchmark.group = "edit on disk (atomic write), 10 MB: unique"
-    benchmark.pedantic(edit_file, args=(path, old, new, False), setup=_restore(path, content), rounds=15)
-    record(benchmark, "edit on disk unique:pure-python")
+    toolroute = Case(partial(router.invoke, "edit", args), setup=restore(ours / "big.py"))
+    python = Case(partial(edit_file, theirs / "big.py", old, new, False), setup=restore(theirs / "big.py"))
+    toolroute.call(), python.call()
+    assert (ours / "big.py").read_bytes() == (theirs / "big.py").read_bytes()  # like for like
+    compare("edit on disk (atomic write), 10 MB: unique", ("toolroute", toolroute), {"pure Python": python}, 15,
+            same=lambda a, b: True)  # fmt: skip

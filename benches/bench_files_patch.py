@@ -1,16 +1,18 @@
 """apply_patch: a 200-hunk patch on a 50,000-line file, toolroute vs the same matching in Python.
 
-Run: python -m pytest benches/bench_files_patch.py --benchmark-only
+Run: python -m pytest benches/bench_files_patch.py -s   (interleaved: benches/_interleave.py)
 Targets: at least 10x faster than pure Python, and the 200-hunk patch under 20 ms.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 from _files_pure import apply_update, apply_update_file
-from _files_report import ratio_report, record  # noqa: F401  (fixture)
+from _interleave import Case, compare
 
 from toolroute._core import apply_update_to_text
 from toolroute.context import BuiltInToolContext
@@ -18,7 +20,6 @@ from toolroute.router import ToolRouter
 
 LINES = 50_000
 HUNKS = 200
-pytestmark = pytest.mark.usefixtures("ratio_report")
 
 
 def _source() -> list[str]:
@@ -51,40 +52,30 @@ def test_same_result(case: tuple[str, str]) -> None:
     assert apply_update_to_text(patch, content) == apply_update(content, patch)
 
 
-def test_in_memory_toolroute(benchmark, case: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
+def test_in_memory(case: tuple[str, str]) -> None:
     content, patch = case
-    benchmark.group = "apply_patch in memory: 200 hunks, 50k lines"
-    benchmark(apply_update_to_text, patch, content)
-    record(benchmark, "apply_patch in memory:toolroute")
+    compare(
+        "apply_patch in memory: 200 hunks, 50k lines",
+        ("toolroute", partial(apply_update_to_text, patch, content)),
+        {"pure Python": partial(apply_update, content, patch)},
+        20,
+    )
 
 
-def test_in_memory_pure_python(benchmark, case: tuple[str, str]) -> None:  # type: ignore[no-untyped-def]
+def test_on_disk(case: tuple[str, str], tmp_path: Path) -> None:
+    """The whole tool call (all-or-nothing, atomic write, fsync) against the same steps in Python."""
     content, patch = case
-    benchmark.group = "apply_patch in memory: 200 hunks, 50k lines"
-    benchmark(apply_update, content, patch)
-    record(benchmark, "apply_patch in memory:pure-python")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    router = ToolRouter(context=BuiltInToolContext(ours))
 
+    def restore(path: Path) -> Callable[[], None]:
+        return lambda: path.write_text(content)
 
-def _restore(path: Path, content: str):  # type: ignore[no-untyped-def]
-    def setup() -> None:
-        path.write_text(content)
-
-    return setup
-
-
-def test_end_to_end_toolroute(benchmark, case: tuple[str, str], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    content, patch = case
-    path = tmp_path / "big.py"
-    router = ToolRouter(context=BuiltInToolContext(tmp_path))
-    benchmark.group = "apply_patch on disk (atomic write): 200 hunks, 50k lines"
-    benchmark.pedantic(router.invoke, args=("apply_patch", {"patch": patch}), setup=_restore(path, content), rounds=30)
-    record(benchmark, "apply_patch on disk:toolroute")
-    assert path.read_text() == apply_update(content, patch)
-
-
-def test_end_to_end_pure_python(benchmark, case: tuple[str, str], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    content, patch = case
-    path = tmp_path / "big.py"
-    benchmark.group = "apply_patch on disk (atomic write): 200 hunks, 50k lines"
-    benchmark.pedantic(apply_update_file, args=(path, patch), setup=_restore(path, content), rounds=30)
-    record(benchmark, "apply_patch on disk:pure-python")
+    toolroute = Case(partial(router.invoke, "apply_patch", {"patch": patch}), setup=restore(ours / "big.py"))
+    python = Case(partial(apply_update_file, theirs / "big.py", patch), setup=restore(theirs / "big.py"))
+    toolroute.call(), python.call()
+    assert (ours / "big.py").read_text() == (theirs / "big.py").read_text() == apply_update(content, patch)
+    compare("apply_patch on disk (atomic write): 200 hunks, 50k lines", ("toolroute", toolroute),
+            {"pure Python": python}, 20, same=lambda a, b: True)  # fmt: skip

@@ -15,15 +15,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 BASELINE_MARK = "toolroute"
-EXIT_BENCH_FAILED = 1
-EXIT_NOTHING_TO_REPORT = 3
+INTERLEAVED = "interleaved.jsonl"  # what benches/_interleave.py appends to, beside benchmarks.json
+OUT_ENV = "TOOLROUTE_INTERLEAVE_OUT"  # _interleave.OUT_ENV (this script also runs alone, without benches/)
+# The command line's codes (toolroute.cli): 4 "ran and failed", 2 "bad usage" (nothing to run).
+EXIT_BENCH_FAILED = 4
+EXIT_NOTHING_TO_REPORT = 2
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class Entry:
 class Comparison:
     alternative: Entry
     ratio: float | None  # alternative median / toolroute median; None without a baseline
+    spread: tuple[float, float] | None = None  # 25th-75th percentile of per-round ratios (interleaved)
 
     @property
     def verdict(self) -> str:
@@ -59,6 +67,18 @@ class GroupReport:
     group: str
     toolroute: Entry | None
     comparisons: list[Comparison] = field(default_factory=list)
+    interleaved: bool = False  # False: pytest-benchmark ran the sides one after the other
+
+
+def from_interleaved(lines: list[dict[str, Any]]) -> list[GroupReport]:
+    """The comparisons benches/_interleave.py recorded (one JSON object per alternative)."""
+    groups: dict[str, GroupReport] = {}
+    for r in lines:
+        base = Entry(r["toolroute"], r["toolroute_median_s"], r["toolroute_median_s"], 0.0, r["rounds"])
+        alt = Entry(r["alternative"], r["alternative_median_s"], r["alternative_median_s"], 0.0, r["rounds"])
+        report = groups.setdefault(r["group"], GroupReport(r["group"], base, [], interleaved=True))
+        report.comparisons.append(Comparison(alt, r["ratio"], (r["ratio_p25"], r["ratio_p75"])))
+    return list(groups.values())
 
 
 def _is_baseline(name: str) -> bool:
@@ -95,19 +115,39 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def table_rows(reports: list[GroupReport]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = [("GROUP", "TOOLROUTE CASE", "MEDIAN", "ALTERNATIVE", "MEDIAN", "RATIO", "VERDICT")]
+GROUP_WIDTH, NAME_WIDTH = 32, 24  # so the printed table fits in about 100 columns
+
+
+def _cut(text: str, width: int) -> str:
+    """Cut in the middle: names differ at the end as often as at the start ("... (grep/glob)")."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "~" + text[len(text) - (width - 1 - head) :]
+
+
+def table_rows(reports: list[GroupReport], width: bool = True) -> list[tuple[str, ...]]:
+    """GROUP, ALTERNATIVE, times (toolroute / alternative), RATIO, SPREAD; `*` = not interleaved."""
+    cut = _cut if width else (lambda text, _: text)
+    rows: list[tuple[str, ...]] = [("GROUP", "ALTERNATIVE", "TOOLROUTE / ALT", "RATIO", "SPREAD")]
     for report in reports:
+        group = cut(report.group, GROUP_WIDTH - 1) + ("" if report.interleaved else "*")
         base = report.toolroute
-        base_cells = (base.name, _duration(base.median_s)) if base else ("-", "-")
         if not report.comparisons:
-            rows.append((report.group, *base_cells, "-", "-", "-", "nothing to compare"))
+            rows.append((group, "-", _duration(base.median_s) if base else "-", "-", "nothing to compare"))
         for c in report.comparisons:
-            ratio = f"{c.ratio:.2f}" if c.ratio is not None else "-"
-            rows.append(
-                (report.group, *base_cells, c.alternative.name, _duration(c.alternative.median_s), ratio, c.verdict)
-            )
+            times = f"{_duration(base.median_s) if base else '-'} / {_duration(c.alternative.median_s)}"
+            ratio = f"{c.ratio:.2f}x" if c.ratio is not None else "-"
+            spread = f"{c.spread[0]:.2f}-{c.spread[1]:.2f}" if c.spread else "-"
+            rows.append((group, cut(c.alternative.name, NAME_WIDTH), times, ratio, spread))
     return rows
+
+
+LEGEND = (
+    "RATIO = alternative time / toolroute time (above 1: toolroute is faster), the median of per-round\n"
+    "ratios; SPREAD = their 25th to 75th percentile. * = not interleaved (pytest-benchmark, one side\n"
+    "after the other): read such ratios as rough."
+)
 
 
 def render_table(reports: list[GroupReport]) -> str:
@@ -117,23 +157,26 @@ def render_table(reports: list[GroupReport]) -> str:
 
 
 def render_markdown(reports: list[GroupReport]) -> str:
-    header, *body = table_rows(reports)
+    header, *body = table_rows(reports, width=False)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + LEGEND + "\n"
 
 
 def report_json(reports: list[GroupReport], data: dict[str, Any]) -> dict[str, Any]:
-    machine = data.get("machine_info", {})
+    here = {"machine": platform.machine(), "python_version": platform.python_version(), "cpus": os.cpu_count()}
     return {
-        "ratio": "alternative median / toolroute median (above 1: toolroute is faster)",
-        "datetime": data.get("datetime"),
-        "machine": {k: machine.get(k) for k in ("node", "processor", "machine", "python_version", "cpu")},
+        "ratio": "alternative time / toolroute time, median of per-round ratios (above 1: toolroute is faster)",
+        "datetime": data.get("datetime") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {**here, **{k: v for k, v in data.get("machine_info", {}).items() if k in here}},
         "groups": [
             {
                 "group": r.group,
+                "interleaved": r.interleaved,
                 "toolroute": asdict(r.toolroute) if r.toolroute else None,
-                "alternatives": [{**asdict(c.alternative), "ratio": c.ratio} for c in r.comparisons],
+                "alternatives": [
+                    {**asdict(c.alternative), "ratio": c.ratio, "spread": c.spread} for c in r.comparisons
+                ],
             }
             for r in reports
         ],
@@ -150,7 +193,12 @@ def plot(reports: list[GroupReport], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError("the chart needs matplotlib: pip install 'toolroute[plot]'") from exc
-    bars = [(f"{r.group}: {c.alternative.name}", c.ratio) for r in reports for c in r.comparisons if c.ratio]
+    bars = [
+        (f"{r.group}{'' if r.interleaved else '*'}: {c.alternative.name}", c.ratio)
+        for r in reports
+        for c in r.comparisons
+        if c.ratio
+    ]
     fig, ax = plt.subplots(figsize=(10, max(2.0, 0.45 * len(bars) + 1.2)))
     if bars:
         labels, ratios = zip(*bars, strict=True)
@@ -179,7 +227,7 @@ def plot(reports: list[GroupReport], path: Path) -> None:
     else:
         ax.text(0.5, 0.5, "no comparisons", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("alternative time / toolroute time (log scale; right of 1 = toolroute faster)")
-    ax.set_title("toolroute vs alternatives (median per benchmark)")
+    ax.set_title("toolroute vs alternatives (interleaved: median of per-round ratios; * = not interleaved)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -189,23 +237,27 @@ def bench_files(benches: Path) -> list[Path]:
     return sorted(benches.glob("bench_*.py"))
 
 
-def run_suite(files: list[Path], json_path: Path, k: str | None = None) -> int:
+def run_suite(files: list[Path], json_path: Path, interleaved_path: Path, k: str | None = None) -> int:
     """All bench files in ONE pytest process, so every comparison shares the same conditions."""
     command = [
         sys.executable, "-m", "pytest", *map(str, files),
-        "--benchmark-only", f"--benchmark-json={json_path}", "-q",
-        "-p", "no:cacheprovider",
+        f"--benchmark-json={json_path}", "--benchmark-quiet",  # our table replaces pytest-benchmark's
+        "-q", "-rs", "--no-header", "-p", "no:cacheprovider",
+        "--capture=sys",  # leaves the real stdout to _interleave's progress lines
         # Plugins that only slow startup here (seconds of imports): LangSmith tracking, Hypothesis
         # reporting (hypothesis itself still works without its plugin).
         "-p", "no:langsmith_plugin", "-p", "no:hypothesispytest",
     ]  # fmt: skip
     if k:
         command += ["-k", k]
-    return subprocess.call(command, cwd=files[0].parent.parent if files else None)
+    env = {**os.environ, OUT_ENV: str(interleaved_path)}
+    return subprocess.call(command, cwd=files[0].parent.parent if files else None, env=env)
 
 
-def write_report(data: dict[str, Any], out: Path, *, with_plot: bool = True) -> list[GroupReport]:
-    reports = summarize(data)
+def write_report(
+    data: dict[str, Any], out: Path, *, with_plot: bool = True, interleaved: Sequence[dict[str, Any]] = ()
+) -> list[GroupReport]:
+    reports = from_interleaved(list(interleaved)) + summarize(data)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report_json(reports, data), indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(reports))
@@ -238,13 +290,20 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_NOTHING_TO_REPORT
         json_path = out / "benchmarks.json"
         json_path.unlink(missing_ok=True)
-        status = run_suite(files, json_path, args.k)
-    if not json_path.is_file():
+        json_path.with_name(INTERLEAVED).unlink(missing_ok=True)
+        print(f"report: running {len(files)} bench files; each comparison prints its ratio as it ends", flush=True)
+        status = run_suite(files, json_path, json_path.with_name(INTERLEAVED), args.k)
+    interleaved_path = json_path.with_name(INTERLEAVED)
+    lines = interleaved_path.read_text().splitlines() if interleaved_path.is_file() else []
+    interleaved = [json.loads(line) for line in lines]
+    data = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    if not interleaved and not data.get("benchmarks"):
         print(f"report: pytest produced no benchmark data (exit {status})", file=sys.stderr)
-        return status or EXIT_NOTHING_TO_REPORT
-    reports = write_report(json.loads(json_path.read_text()), out, with_plot=not args.no_plot)
+        return EXIT_NOTHING_TO_REPORT
+    reports = write_report(data, out, with_plot=not args.no_plot, interleaved=interleaved)
+    print()
     print(render_table(reports))
-    print(f"\nratio = alternative median / toolroute median; written to {out}")
+    print(f"\n{LEGEND}\nwritten to {out}")
     if status != 0:
         print(f"report: some benchmarks failed (pytest exit {status}); the report covers the rest", file=sys.stderr)
         return EXIT_BENCH_FAILED

@@ -3,6 +3,7 @@ count how many of them run at the same moment (overlap is measured, never inferr
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,9 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolroute import ToolOutput, ToolRouter, function_tool
+from toolroute.agent import AgentToolCall
 
 # Generous deadlock guards for barriers: a broken barrier fails the test, it never measures speed.
 BARRIER_TIMEOUT = 30.0
+
+
+def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
+    """One tool call as the model sends it: `args` become its JSON arguments string."""
+    return AgentToolCall(name, json.dumps(args), call_id)
 
 
 class Gauge:

@@ -3,12 +3,11 @@ failures as results, timeouts."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anyio
 import pytest
-from _agent_helpers import Workspace, make_workspace
+from _agent_helpers import Workspace, call, make_workspace
 
 from toolroute import ToolRouter, ToolTraits, function_tool
 from toolroute.agent import (
@@ -23,10 +22,6 @@ from toolroute.agent import (
 )
 from toolroute.builtins import BuiltinTool, ToolOutput
 from toolroute.router import ToolKind
-
-
-def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
-    return AgentToolCall(name, json.dumps(args), call_id)
 
 
 @pytest.fixture

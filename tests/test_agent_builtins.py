@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _agent_helpers import call
 
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
 from toolroute.agent import (
-    AgentToolCall,
     ApprovalRequest,
     JsonlTraceStore,
     RouterToolExecutor,
@@ -20,10 +19,6 @@ from toolroute.agent import (
     run_tool_calls,
     safe_policy,
 )
-
-
-def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
-    return AgentToolCall(name, json.dumps(args), call_id)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _agent_helpers import Workspace, make_workspace
+from _agent_helpers import Workspace, call, make_workspace
 
 from toolroute import ToolOutput, function_tool
 from toolroute.agent import (
@@ -22,10 +22,6 @@ from toolroute.agent import (
     read_trace,
     run_tool_calls,
 )
-
-
-def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
-    return AgentToolCall(name, json.dumps(args), call_id)
 
 
 @pytest.fixture

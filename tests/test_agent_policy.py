@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from _agent_helpers import Workspace, make_workspace
+from _agent_helpers import Workspace, call, make_workspace
 
 from toolroute.agent import (
     AgentToolCall,
@@ -21,10 +20,6 @@ from toolroute.agent import (
     run_tool_calls,
     safe_policy,
 )
-
-
-def call(name: str, call_id: str = "", **args: object) -> AgentToolCall:
-    return AgentToolCall(name, json.dumps(args), call_id)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from _serve_helpers import TOOLS_MODULE, run_cli, tool_env
 
+from toolroute import cli
 from toolroute.builtins import builtin_tools
 from toolroute.cli import EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_TOOL_FAILED, EXIT_USAGE, main
 
@@ -45,9 +47,11 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.
 def test_help_names_every_command_and_the_exit_codes() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0
-    for command in ("tools", "call", "serve", "bench"):
-        assert command in proc.stdout
-    assert "exit codes" in proc.stdout
+    listed = re.findall(r"^    (\w+) +\w", proc.stdout, re.MULTILINE)  # each command with its one-line help
+    assert listed == ["tools", "call", "serve", "bench"]
+    documented = proc.stdout.partition("exit codes:")[2]
+    codes = {value for name, value in vars(cli).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    assert codes and all(re.search(rf"(^|\s){code} [a-z]", documented) for code in codes), (codes, documented)
 
 
 @pytest.mark.parametrize(

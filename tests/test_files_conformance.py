@@ -15,7 +15,8 @@ from _files_helpers import router_for, snapshot
 
 from toolroute.errors import ToolError
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "codex-apply-patch"
+# Vendored with its license and source note (fixtures/codex-apply-patch/SOURCE.md).
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "codex-apply-patch"
 STRICTER = {"015_failure_after_partial_success_leaves_changes"}
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
+import importlib.util
 import json
 import signal
 import subprocess
@@ -322,7 +324,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # ---- bench -------------------------------------------------------------------------------
 
 
+BENCH_NEEDS = ("pytest", "pytest_benchmark")  # what benches/report.py runs the bench files with
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    missing = [name for name in BENCH_NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(f"bench needs {' and '.join(missing)}: pip install 'toolroute[bench]'")
     benches = Path(args.benches).expanduser().resolve()
     report = benches / "report.py"
     if not report.is_file():
@@ -338,6 +346,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- parser ------------------------------------------------------------------------------
 
 
+def _installed_version() -> str:
+    """The version pip installed (the package metadata), not a literal that could drift from it."""
+    try:
+        return importlib.metadata.version("toolroute")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="toolroute",
@@ -345,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 

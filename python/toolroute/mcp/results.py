@@ -8,7 +8,7 @@ from typing import Any
 
 import mcp_types as types
 
-from toolroute.builtins.base import ToolOutput
+from toolroute.types import ToolOutput
 from toolroute.errors import ToolExecutionError
 
 
