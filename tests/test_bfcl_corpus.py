@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import pytest
 
 from toolroute import ToolError, ToolRouter, function_tool
 

@@ -33,7 +33,9 @@ def _call(router: ToolRouter, name: str, args: dict[str, Any]) -> Any:
     return json.loads(router.execute(name, args).text)
 
 
-@pytest.mark.parametrize("name", ["_from", "__x", "_", "model_config", "model_fields", "schema", "json", "copy", "dict"])
+@pytest.mark.parametrize(
+    "name", ["_from", "__x", "_", "model_config", "model_fields", "schema", "json", "copy", "dict"]
+)
 def test_a_reserved_looking_name_is_in_the_schema_and_reaches_the_function(name: str) -> None:
     fn = _typed_function([name, "to"])
     router = ToolRouter()
