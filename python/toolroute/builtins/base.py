@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from toolroute.builtins.habits import translate_for_model
 from toolroute.context import BuiltInToolContext
 
 
@@ -15,6 +16,12 @@ class BuiltinRequest(BaseModel):
     """Base of built-in request models: AI4J-style aliases are accepted beside the field names."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_by_alias=True, validate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def accept_other_agents_names(cls, data: Any) -> Any:
+        """Names models learned from Claude Code, Codex and Gemini CLI (see `habits`); never in the schema."""
+        return translate_for_model(cls, data)
 
 
 @dataclass(frozen=True)
