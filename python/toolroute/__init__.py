@@ -25,6 +25,7 @@ from toolroute.errors import (
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
+    ToolPreconditionError,
     ToolRegistrationError,
     ToolTimeoutError,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "ToolLimits",
     "ToolNotFoundError",
     "ToolOutput",
+    "ToolPreconditionError",
     "ToolRegistrationError",
     "ToolRouter",
     "ToolTimeoutError",

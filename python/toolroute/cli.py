@@ -11,10 +11,11 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,6 +31,7 @@ from toolroute.errors import (
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
+    ToolPreconditionError,
     ToolRegistrationError,
     ToolTimeoutError,
 )
@@ -44,11 +46,13 @@ EXIT_USAGE = 2  # bad command line, bad JSON, arguments that do not fit the sche
 EXIT_NOT_FOUND = 3  # no tool (or MCP service) of that name
 EXIT_TOOL_FAILED = 4  # the tool ran and failed
 EXIT_TIMEOUT = 5  # the tool ran out of time
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # stdout closed early (`| head`): what a shell reports for SIGPIPE
 
 BUILTINS_TOKEN = "@builtins"  # in --functions: every built-in tool
 
 EPILOG = f"""exit codes: {EXIT_OK} ok, {EXIT_USAGE} bad usage or arguments, {EXIT_NOT_FOUND} tool not found,
-{EXIT_TOOL_FAILED} tool failed, {EXIT_TIMEOUT} tool timed out, {EXIT_INTERNAL} internal error."""
+{EXIT_TOOL_FAILED} tool failed, {EXIT_TIMEOUT} tool timed out, {EXIT_INTERNAL} internal error,
+{EXIT_BROKEN_PIPE} output pipe closed early."""
 
 
 class CliError(Exception):
@@ -77,7 +81,7 @@ def _exit_code(exc: ToolError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, ToolTimeoutError):
         return EXIT_TIMEOUT
-    if isinstance(exc, ToolExecutionError):
+    if isinstance(exc, (ToolExecutionError, ToolPreconditionError)):
         return EXIT_TOOL_FAILED
     if isinstance(exc, (ToolArgumentError, ToolRegistrationError)):
         return EXIT_USAGE
@@ -241,6 +245,11 @@ def _read_arguments(raw: str) -> str:
     return sys.stdin.read() if raw == "-" else raw
 
 
+def _timed_out(trace: Any) -> bool:
+    """A tool that returns normally after its time ran out says so in its trace (bash: `timedOut`)."""
+    return isinstance(trace, Mapping) and trace.get("timedOut") is True
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     with hostsignals.chained(), build_router(_options(args)) as router:
         output = router.execute(args.name, _read_arguments(args.arguments), args.user_id)
@@ -248,6 +257,9 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(pydantic_core.to_json({"text": output.text, "trace": output.trace}, fallback=repr).decode())
     else:
         print(output.text)
+    if _timed_out(output.trace):
+        _print_error(f"{args.name} ran out of time (its result is printed above)")
+        return EXIT_TIMEOUT
     return EXIT_OK
 
 
@@ -428,10 +440,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader has all it wanted (`toolroute tools | head`): stop quietly, like `cat` would.
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except CliError as exc:
         _print_error(str(exc))
         return exc.code

@@ -39,6 +39,11 @@ class ToolRegistrationError(ToolError):
     """A tool could not be registered (a duplicate, a reserved or illegal name, a bad schema)."""
 
 
+class ToolPreconditionError(ToolArgumentError):
+    """The call fit the schema, but what it acts on is not as it expects: no such file, old_string
+    not found, a patch whose context is missing. The tool ran and failed (CLI exit code 4)."""
+
+
 class PathDeniedError(ToolArgumentError):
     """A path resolved outside the context's roots, or a write targeted a read-only root."""
 

@@ -11,9 +11,9 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import Annotated, Any, ClassVar, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
@@ -91,24 +91,73 @@ def _description(obj: object, given: str | None) -> str:
 
 
 def _strict_config() -> ConfigDict:
-    return ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    # By alias only: a parameter stored under an internal field name is reachable by its own name.
+    return ConfigDict(extra="forbid", arbitrary_types_allowed=False, validate_by_alias=True, validate_by_name=False)
 
 
-def signature_model(fn: Callable[..., Any], model_name: str, *, skip_self: bool = False) -> type[BaseModel]:
+def _needs_internal_name(name: str) -> bool:
+    """Pydantic cannot use these as field names: `_x` is private, and `model_config`, `json`,
+    `copy`, ... shadow `BaseModel` attributes (`model_` is its namespace)."""
+    return name.startswith("_") or name.startswith("model_") or hasattr(BaseModel, name)
+
+
+def _internal_name(index: int, taken: set[str]) -> str:
+    candidate = f"param_{index}"
+    while candidate in taken or _needs_internal_name(candidate):
+        candidate += "_"
+    return candidate
+
+
+@dataclass(frozen=True)
+class SignatureModel:
+    """A pydantic model of a function's parameters, and how a validated request calls the function.
+
+    Every parameter keeps its own name in the schema and in validation. A name pydantic cannot
+    take as a field name is stored under an internal one with the real name as its alias (the
+    model validates by alias only, so the internal name is never accepted from a caller).
+    """
+
+    model: type[BaseModel]
+    # (field name in the model, parameter name, positional-only), in signature order
+    parameters: tuple[tuple[str, str, bool], ...]
+
+    def arguments(self, request: BaseModel) -> tuple[list[Any], dict[str, Any]]:
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for field_name, param, positional in self.parameters:
+            value = getattr(request, field_name)
+            if positional:
+                args.append(value)
+            else:
+                kwargs[param] = value
+        return args, kwargs
+
+
+def signature_model(fn: Callable[..., Any], model_name: str, *, skip_self: bool = False) -> SignatureModel:
     """A pydantic model of `fn`'s parameters (order, defaults and `Field` metadata kept)."""
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
+    parameters: list[tuple[str, str, bool]] = []
     params = list(inspect.signature(fn).parameters.values())
     if skip_self and params:
         params = params[1:]
-    for p in params:
+    taken = {p.name for p in params}
+    for index, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ToolRegistrationError(f"{fn.__qualname__}: *args/**kwargs cannot be described as a tool schema")
         if p.name not in hints:
             raise ToolRegistrationError(f"{fn.__qualname__}: parameter {p.name!r} needs a type hint")
         default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (hints[p.name], default)
-    return create_model(model_name, __config__=_strict_config(), **fields)
+        hint = hints[p.name]
+        field_name = p.name
+        if _needs_internal_name(p.name):
+            field_name = _internal_name(index, taken)
+            taken.add(field_name)
+            hint = Annotated[hint, Field(alias=p.name)]
+        fields[field_name] = (hint, default)
+        parameters.append((field_name, p.name, p.kind is p.POSITIONAL_ONLY))
+    model = create_model(model_name, __config__=_strict_config(), **fields)
+    return SignatureModel(model, tuple(parameters))
 
 
 def _request_model_of_class(cls: type) -> type[BaseModel]:
@@ -141,20 +190,21 @@ def _build_function_spec(
         )
     if not callable(target):
         raise ToolRegistrationError(f"@function_tool needs a class or a function, got {target!r}")
-    model = signature_model(target, f"{target.__name__}_request")
-    params = list(model.model_fields)
+    signature = signature_model(target, f"{target.__name__}_request")
 
     def call(request: BaseModel) -> Any:
-        return target(**{p: getattr(request, p) for p in params})
+        args, kwargs = signature.arguments(request)
+        return target(*args, **kwargs)
 
     async def acall(request: BaseModel) -> Any:
-        return await target(**{p: getattr(request, p) for p in params})
+        args, kwargs = signature.arguments(request)
+        return await target(*args, **kwargs)
 
     is_async = inspect.iscoroutinefunction(target)
     return FunctionToolSpec(
         name=name or target.__name__,
         description=_description(target, description),
-        request_model=model,
+        request_model=signature.model,
         call=acall if is_async else call,
         traits=traits,
         is_async=is_async,
@@ -307,9 +357,11 @@ class BoundMcpTool(LocalTool):
     ) -> BoundMcpTool:
         method = getattr(instance, spec.method_name)
         unbound = getattr(service.cls, spec.method_name)
-        model = signature_model(unbound, f"{exposed_name}_request", skip_self=True)
+        signature = signature_model(unbound, f"{exposed_name}_request", skip_self=True)
+        model = signature.model
         adapters: dict[str, tuple[TypeAdapter[Any], Any]] = {}
-        for pname, info in model.model_fields.items():
+        for field_name, pname, _ in signature.parameters:
+            info = model.model_fields[field_name]
             assert isinstance(info, FieldInfo)
             hint: Any = info.annotation
             if info.metadata:

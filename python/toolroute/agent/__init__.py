@@ -29,6 +29,7 @@ from toolroute.agent.policy import (
     safe_policy,
 )
 from toolroute.agent.retry import NO_RETRY, RetryPolicy
+from toolroute.agent.shell_rule import ShellCommands, allow_shell_commands
 from toolroute.agent.telemetry import ToolTelemetry
 from toolroute.agent.types import AgentToolCall, AgentToolResult
 
@@ -52,6 +53,7 @@ __all__ = [
     "Rule",
     "RulePolicy",
     "SchedulingHints",
+    "ShellCommands",
     "ToolCallRunner",
     "ToolExecutor",
     "ToolTelemetry",
@@ -60,6 +62,7 @@ __all__ = [
     "TraceableToolExecutor",
     "Verdict",
     "allow_all",
+    "allow_shell_commands",
     "allow_tools",
     "arun_tool_calls",
     "as_call",

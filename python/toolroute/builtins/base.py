@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from toolroute.builtins.habits import translate_for_model
 from toolroute.context import BuiltInToolContext
 from toolroute.schema import function_definition, model_parameters
 from toolroute.types import (
@@ -28,6 +29,12 @@ class BuiltinRequest(BaseModel):
     """Base of built-in request models: AI4J-style aliases are accepted beside the field names."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_by_alias=True, validate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def accept_other_agents_names(cls, data: Any) -> Any:
+        """Names models learned from Claude Code, Codex and Gemini CLI (see `habits`); never in the schema."""
+        return translate_for_model(cls, data)
 
 
 RequestT = TypeVar("RequestT", bound=BaseModel)

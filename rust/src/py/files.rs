@@ -55,7 +55,15 @@ fn fs_err(py: Python<'_>, e: FsError) -> PyErr {
     match e {
         FsError::Denied(c) => confine_err(py, c),
         FsError::Io { .. } => raise(py, "ToolExecutionError", e.to_string()),
-        _ => raise(py, "ToolArgumentError", e.to_string()),
+        _ => raise(py, "ToolPreconditionError", e.to_string()),
+    }
+}
+
+/// An edit whose strings are fine but do not fit the file is a failed run, not a malformed call.
+fn edit_err_class(e: &EditError) -> &'static str {
+    match e {
+        EditError::EmptyOld | EditError::Identical => "ToolArgumentError",
+        _ => "ToolPreconditionError",
     }
 }
 
@@ -64,8 +72,9 @@ fn patch_err(py: Python<'_>, e: PatchError) -> PyErr {
         PatchError::File { source, .. } => match **source {
             FsError::Denied(_) => "PathDeniedError",
             FsError::Io { .. } => "ToolExecutionError",
-            _ => "ToolArgumentError",
+            _ => "ToolPreconditionError",
         },
+        PatchError::Mismatch { .. } => "ToolPreconditionError",
         PatchError::Commit { .. } => "ToolExecutionError",
         _ => "ToolArgumentError",
     };
@@ -195,7 +204,7 @@ fn edit_file<'py>(
     });
     let (resolved, outcome) = done.map_err(|f| match f {
         Failure::Fs(e) => fs_err(py, e),
-        Failure::Edit(e) => raise(py, "ToolArgumentError", format!("edit {path}: {e}")),
+        Failure::Edit(e) => raise(py, edit_err_class(&e), format!("edit {path}: {e}")),
     })?;
     let out = PyDict::new(py);
     out.set_item("resolved", resolved)?;
@@ -278,7 +287,7 @@ fn edit_bytes<'py>(
 ) -> PyResult<(Bound<'py, PyBytes>, usize, Vec<usize>)> {
     let plan = py
         .detach(|| plan_edit(content, &old_string, &new_string, replace_all))
-        .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
+        .map_err(|e| raise(py, edit_err_class(&e), e.to_string()))?;
     // Fill the result bytes object directly: no intermediate copy of the new file.
     let bytes = PyBytes::new_with(py, plan.output_len(content.len()), |buf| {
         plan.fill(content, buf);
