@@ -13,8 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from toolroute._core import Confinement
+
+# How hard file writes work to survive a power loss (docs/files.md, "Durability"); a process
+# crash is survived at every level.
+Durability = Literal["none", "file", "full"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class BuiltInToolContext:
     sandbox_writes: bool = False
     # Who the context acts for; background processes are visible only to the same owner.
     user_id: str | None = None
+    # fsyncs of file writes: none, file (each new file) or full (files, then each folder once).
+    durability: Durability = "full"
 
     def __init__(
         self,
@@ -62,6 +69,7 @@ class BuiltInToolContext:
         env_allowlist: Sequence[str] | None = None,
         sandbox_writes: bool = False,
         user_id: str | None = None,
+        durability: Durability = "full",
     ) -> None:
         set_ = object.__setattr__
         set_(self, "workspace_root", Path(workspace_root))
@@ -70,8 +78,13 @@ class BuiltInToolContext:
         set_(self, "env_allowlist", None if env_allowlist is None else tuple(env_allowlist))
         set_(self, "sandbox_writes", sandbox_writes)
         set_(self, "user_id", user_id)
-        # Canonicalise (and validate) the roots now, so a bad root fails at construction.
-        set_(self, "confinement", Confinement(self.workspace_root, list(self.read_only_roots)))
+        if durability not in ("none", "file", "full"):
+            raise ValueError(f"durability must be none, file or full, got {durability!r}")
+        set_(self, "durability", durability)
+        # Open (and validate) the roots now, so a bad root fails at construction.
+        confinement = Confinement(self.workspace_root, list(self.read_only_roots), durability)
+        _refuse_read_only_around_workspace(confinement)
+        set_(self, "confinement", confinement)
 
     confinement: Confinement = field(init=False, repr=False, compare=False)
 
@@ -87,6 +100,18 @@ class BuiltInToolContext:
     @classmethod
     def for_cwd(cls, **kwargs: object) -> BuiltInToolContext:
         return cls(Path.cwd(), **kwargs)  # type: ignore[arg-type]
+
+
+def _refuse_read_only_around_workspace(confinement: Confinement) -> None:
+    """A read-only root that contains the workspace would make every write fail: say so now."""
+    workspace = Path(confinement.workspace)
+    for root in confinement.read_only:
+        if workspace == root or workspace.is_relative_to(root):
+            raise ValueError(
+                f"the read-only root {str(root)!r} contains the workspace root {str(workspace)!r}, so every "
+                "write in the workspace would be refused; pass read-only roots beside or inside the workspace, "
+                "not around it"
+            )
 
 
 _stack: contextvars.ContextVar[tuple[BuiltInToolContext, ...]] = contextvars.ContextVar(
