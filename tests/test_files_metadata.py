@@ -24,7 +24,10 @@ def _rewrites(path: str, patched: str = "uno") -> list[tuple[str, dict[str, Any]
         ("write_file", {"path": path, "content": "one\nthree\n"}),
         ("write_file", {"path": path, "content": "four\n", "mode": "append"}),
         ("edit", {"path": path, "old_string": "one", "new_string": "uno"}),
-        ("apply_patch", {"patch": patch(f"*** Update File: {path}", "@@", f"-{patched}", "+one" if patched != "one" else "+uno")}),
+        (
+            "apply_patch",
+            {"patch": patch(f"*** Update File: {path}", "@@", f"-{patched}", "+one" if patched != "one" else "+uno")},
+        ),
     ]
 
 
