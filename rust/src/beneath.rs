@@ -29,7 +29,9 @@ const MAX_RETRIES: usize = 16;
 #[derive(Debug)]
 pub enum BeneathError {
     /// The path leaves the root; `to` is the absolute place it heads for (lexical).
-    Escape { to: PathBuf },
+    Escape {
+        to: PathBuf,
+    },
     Io(io::Error),
 }
 
@@ -147,7 +149,9 @@ impl Root {
         if is_plain_relative(rel) {
             match openat2(&self.fd, rel, flags, Mode::empty(), resolve_flags()) {
                 Ok(fd) => return Ok(fd),
-                Err(e) if walk_instead(e) && !(e == Errno::LOOP && flags.contains(OFlags::NOFOLLOW)) => {}
+                Err(e)
+                    if walk_instead(e)
+                        && !(e == Errno::LOOP && flags.contains(OFlags::NOFOLLOW)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -164,7 +168,8 @@ impl Root {
         follow_last: bool,
         missing: Missing,
     ) -> Result<Parent, BeneathError> {
-        if let (true, Some(dir), Some(name)) = (is_plain_relative(rel), rel.parent(), rel.file_name())
+        if let (true, Some(dir), Some(name)) =
+            (is_plain_relative(rel), rel.parent(), rel.file_name())
         {
             let dir = if dir.as_os_str().is_empty() {
                 Path::new(".")
@@ -196,10 +201,7 @@ impl Root {
 
 /// Relative, no `..`, no empty or `.` parts: the kernel's fast path is exact for these.
 fn is_plain_relative(rel: &Path) -> bool {
-    !rel.as_os_str().is_empty()
-        && rel
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)))
+    !rel.as_os_str().is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// Apply `parts` to `base` lexically (`..` pops): where an escaping path was heading.
@@ -280,7 +282,9 @@ impl<'r> Walk<'r> {
                 }
                 Err(_) => {
                     let abs = abs.to_path_buf();
-                    return Err(self.escape(lexical(Path::new("/"), split(abs.as_os_str().as_bytes()))));
+                    return Err(
+                        self.escape(lexical(Path::new("/"), split(abs.as_os_str().as_bytes())))
+                    );
                 }
             }
         }
@@ -299,7 +303,12 @@ impl<'r> Walk<'r> {
 
     fn up(&mut self) -> Result<(), BeneathError> {
         if self.names.pop().is_none() {
-            let above = self.root.path().parent().unwrap_or(Path::new("/")).to_path_buf();
+            let above = self
+                .root
+                .path()
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .to_path_buf();
             return Err(self.escape(above));
         }
         self.dirs.pop();
@@ -315,12 +324,14 @@ impl<'r> Walk<'r> {
                     self.names.push(name.to_os_string());
                     return Ok(Step::Entered);
                 }
-                Err(Errno::NOTDIR | Errno::LOOP) => match readlinkat(self.cur(), name, Vec::new()) {
-                    Ok(t) => return Ok(Step::Link(t.into_bytes())),
-                    Err(Errno::INVAL) => return Err(Errno::NOTDIR.into()),
-                    Err(Errno::NOENT) => continue, // changed under us: look again
-                    Err(e) => return Err(e.into()),
-                },
+                Err(Errno::NOTDIR | Errno::LOOP) => {
+                    match readlinkat(self.cur(), name, Vec::new()) {
+                        Ok(t) => return Ok(Step::Link(t.into_bytes())),
+                        Err(Errno::INVAL) => return Err(Errno::NOTDIR.into()),
+                        Err(Errno::NOENT) => continue, // changed under us: look again
+                        Err(e) => return Err(e.into()),
+                    }
+                }
                 Err(Errno::NOENT) => return Ok(Step::NotFound),
                 Err(e) => return Err(e.into()),
             }
@@ -369,7 +380,12 @@ impl<'r> Walk<'r> {
                 self.up()?;
                 continue;
             }
-            match openat(self.cur(), name.as_os_str(), flags | OFlags::NOFOLLOW, Mode::empty()) {
+            match openat(
+                self.cur(),
+                name.as_os_str(),
+                flags | OFlags::NOFOLLOW,
+                Mode::empty(),
+            ) {
                 Ok(fd) => return Ok(fd),
                 Err(Errno::LOOP | Errno::NOTDIR) if !flags.contains(OFlags::NOFOLLOW) => {
                     match readlinkat(self.cur(), name.as_os_str(), Vec::new()) {
@@ -467,7 +483,9 @@ mod tests {
         assert_eq!(read(&root, "a/b/../b/f.txt").unwrap(), "f");
         for bad in ["out", "../secret", "a/up/secret", "a/../../secret"] {
             match read(&root, bad) {
-                Err(BeneathError::Escape { to }) => assert!(to.ends_with("secret"), "{bad}: {to:?}"),
+                Err(BeneathError::Escape { to }) => {
+                    assert!(to.ends_with("secret"), "{bad}: {to:?}")
+                }
                 other => panic!("{bad}: {:?}", other.map(|_| ())),
             }
         }
@@ -480,7 +498,9 @@ mod tests {
         assert_eq!(p.name, "f.txt");
         let p = root.parent(Path::new("abs"), false, Missing::Fail).unwrap();
         assert_eq!(p.name, "abs");
-        let mut p = root.parent(Path::new("n1/n2/x"), true, Missing::Stop).unwrap();
+        let mut p = root
+            .parent(Path::new("n1/n2/x"), true, Missing::Stop)
+            .unwrap();
         assert_eq!(p.missing, vec![OsString::from("n1"), OsString::from("n2")]);
         let made = p.make_dirs().unwrap();
         assert_eq!(made.len(), 2);
@@ -498,7 +518,13 @@ mod tests {
     #[test]
     fn locate_reports_real_places() {
         let (_d, root) = tree();
-        assert_eq!(root.locate(Path::new("rel/f.txt")).unwrap(), root.path().join("a/b/f.txt"));
-        assert_eq!(root.locate(Path::new("new/x")).unwrap(), root.path().join("new/x"));
+        assert_eq!(
+            root.locate(Path::new("rel/f.txt")).unwrap(),
+            root.path().join("a/b/f.txt")
+        );
+        assert_eq!(
+            root.locate(Path::new("new/x")).unwrap(),
+            root.path().join("new/x")
+        );
     }
 }

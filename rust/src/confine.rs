@@ -175,7 +175,14 @@ impl Roots {
 
     /// A missing folder on the way (`new/../../x`) fails in the kernel before the escape shows;
     /// name the escape anyway when the path, taken lexically, leaves the roots.
-    fn io_or_outside(&self, action: &'static str, shown: &str, i: usize, rel: &Path, e: io::Error) -> FsError {
+    fn io_or_outside(
+        &self,
+        action: &'static str,
+        shown: &str,
+        i: usize,
+        rel: &Path,
+        e: io::Error,
+    ) -> FsError {
         if e.kind() == io::ErrorKind::NotFound {
             let mut lexical = self.0.roots[i].path().to_path_buf();
             for c in rel.components() {
@@ -232,10 +239,16 @@ impl Roots {
                     return Ok(fd);
                 }
                 Err(BeneathError::Escape { to }) => (i, rel) = self.hop(shown, to, access)?,
-                Err(BeneathError::Io(e)) => return Err(self.io_or_outside("open", shown, i, &rel, e)),
+                Err(BeneathError::Io(e)) => {
+                    return Err(self.io_or_outside("open", shown, i, &rel, e))
+                }
             }
         }
-        Err(FsError::io("open", shown, io::Error::other("too many symlinks between roots")))
+        Err(FsError::io(
+            "open",
+            shown,
+            io::Error::other("too many symlinks between roots"),
+        ))
     }
 
     /// The workspace folder (open) and name a write to `shown` goes to. `follow_last`: write
@@ -258,7 +271,9 @@ impl Roots {
                         BeneathError::Io(e) => FsError::from_io("resolve", shown, e),
                     })?
             }
-            Err(BeneathError::Io(e)) => return Err(self.io_or_outside("resolve", shown, 0, &rel, e)),
+            Err(BeneathError::Io(e)) => {
+                return Err(self.io_or_outside("resolve", shown, 0, &rel, e))
+            }
         };
         self.check_nested(shown, &parent.dir, &parent.name)?;
         Ok(parent)
@@ -332,18 +347,27 @@ mod tests {
     #[test]
     fn relative_and_new_paths_inside() {
         let (_d, r, base) = setup();
-        assert_eq!(r.resolve("a.txt", Access::Read).unwrap(), base.join("ws/a.txt"));
+        assert_eq!(
+            r.resolve("a.txt", Access::Read).unwrap(),
+            base.join("ws/a.txt")
+        );
         assert_eq!(
             r.resolve("new/deeper/f.txt", Access::Write).unwrap(),
             base.join("ws/new/deeper/f.txt")
         );
-        assert_eq!(r.resolve("sub/../a.txt", Access::Write).unwrap(), base.join("ws/a.txt"));
+        assert_eq!(
+            r.resolve("sub/../a.txt", Access::Write).unwrap(),
+            base.join("ws/a.txt")
+        );
     }
 
     #[test]
     fn dotdot_and_absolute_escapes_refused() {
         let (_d, r, base) = setup();
-        assert!(matches!(r.resolve("../secret", Access::Read), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            r.resolve("../secret", Access::Read),
+            Err(ConfineError::Outside { .. })
+        ));
         let abs = base.join("secret");
         assert!(matches!(
             r.resolve(abs.to_str().unwrap(), Access::Read),
@@ -364,7 +388,10 @@ mod tests {
         symlink(base.join("secret"), base.join("ws/link")).unwrap();
         symlink(&base, base.join("ws/dirlink")).unwrap();
         for p in ["link", "dirlink/secret"] {
-            assert!(matches!(r.resolve(p, Access::Read), Err(ConfineError::Outside { .. })));
+            assert!(matches!(
+                r.resolve(p, Access::Read),
+                Err(ConfineError::Outside { .. })
+            ));
             assert!(matches!(
                 r.open(p, Access::Read, OFlags::RDONLY),
                 Err(FsError::Denied(ConfineError::Outside { .. }))
@@ -381,7 +408,9 @@ mod tests {
         let (_d, r, base) = setup();
         let ro = base.join("ro/r.txt");
         assert!(r.resolve(ro.to_str().unwrap(), Access::Read).is_ok());
-        assert!(r.open(ro.to_str().unwrap(), Access::Read, OFlags::RDONLY).is_ok());
+        assert!(r
+            .open(ro.to_str().unwrap(), Access::Read, OFlags::RDONLY)
+            .is_ok());
         assert!(matches!(
             r.resolve(ro.to_str().unwrap(), Access::Write),
             Err(ConfineError::ReadOnly { .. })
@@ -410,8 +439,14 @@ mod tests {
     #[test]
     fn bad_input() {
         let (_d, r, _) = setup();
-        assert!(matches!(r.resolve("", Access::Read), Err(ConfineError::Empty)));
-        assert!(matches!(r.resolve("a\0b", Access::Read), Err(ConfineError::Nul(_))));
+        assert!(matches!(
+            r.resolve("", Access::Read),
+            Err(ConfineError::Empty)
+        ));
+        assert!(matches!(
+            r.resolve("a\0b", Access::Read),
+            Err(ConfineError::Nul(_))
+        ));
         assert!(Roots::new(Path::new("/definitely/missing"), &[]).is_err());
     }
 }

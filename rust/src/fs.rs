@@ -241,7 +241,12 @@ fn read_at(
     shown: &str,
     max_bytes: u64,
 ) -> Result<Option<Original>, FsError> {
-    match openat(dir, name.as_os_str(), read_flags() | OFlags::NOFOLLOW, Mode::empty()) {
+    match openat(
+        dir,
+        name.as_os_str(),
+        read_flags() | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ) {
         Ok(fd) => read_all(fd, shown, max_bytes).map(|e| Some(Original::File(e))),
         Err(Errno::NOENT) => Ok(None),
         Err(Errno::LOOP) => readlinkat(dir, name.as_os_str(), Vec::new())
@@ -266,7 +271,11 @@ impl Roots {
             read_at(parent.dir.as_fd(), &parent.name, shown, max_bytes)?
         } else if parent.missing.is_empty() {
             // Not read, but a folder in the way is still refused here rather than at the rename.
-            match rustix::fs::statat(&parent.dir, parent.name.as_os_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            match rustix::fs::statat(
+                &parent.dir,
+                parent.name.as_os_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            ) {
                 Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
                     return Err(FsError::IsDir {
                         path: shown.to_string(),
@@ -396,7 +405,9 @@ impl Roots {
                 let want = (upto - buf.len() as u64).min(CHUNK as u64 * 4) as usize;
                 let at = buf.len();
                 buf.resize(at + want, 0);
-                let n = file.read(&mut buf[at..]).map_err(|e| FsError::io("read", shown, e))?;
+                let n = file
+                    .read(&mut buf[at..])
+                    .map_err(|e| FsError::io("read", shown, e))?;
                 buf.truncate(at + n);
                 if n == 0 {
                     return Ok(true);
@@ -406,7 +417,10 @@ impl Roots {
         };
         let mut eof = fill(&mut buf, (SNIFF as u64).min(max_bytes))?;
         let head = buf[..buf.len().min(SNIFF)].to_vec();
-        let wide = matches!(head.as_slice(), [0xff, 0xfe, ..] | [0xfe, 0xff, ..] | [0, 0, 0xfe, 0xff, ..]);
+        let wide = matches!(
+            head.as_slice(),
+            [0xff, 0xfe, ..] | [0xfe, 0xff, ..] | [0, 0, 0xfe, 0xff, ..]
+        );
         if wide || meta.size <= COUNT_ALL_BELOW {
             eof = fill(&mut buf, max_bytes)? || eof;
         }
@@ -484,10 +498,16 @@ impl Roots {
 }
 
 fn list_dir(fd: OwnedFd, resolved: PathBuf, shown: &str) -> Result<Listing, FsError> {
-    let dir = openat(&fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| FsError::io("list", shown, e.into()))?;
+    let dir = openat(
+        &fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| FsError::io("list", shown, e.into()))?;
     let mut names = Vec::new();
-    let mut entries = rustix::fs::Dir::read_from(&dir).map_err(|e| FsError::io("list", shown, e.into()))?;
+    let mut entries =
+        rustix::fs::Dir::read_from(&dir).map_err(|e| FsError::io("list", shown, e.into()))?;
     for entry in entries.by_ref() {
         let entry = entry.map_err(|e| FsError::io("list", shown, e.into()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -496,8 +516,10 @@ fn list_dir(fd: OwnedFd, resolved: PathBuf, shown: &str) -> Result<Listing, FsEr
         }
         let is_dir = match entry.file_type() {
             FileType::Directory => true,
-            FileType::Unknown | FileType::Symlink => rustix::fs::statat(&dir, entry.file_name(), rustix::fs::AtFlags::empty())
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            FileType::Unknown | FileType::Symlink => {
+                rustix::fs::statat(&dir, entry.file_name(), rustix::fs::AtFlags::empty())
+                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+            }
             _ => false,
         };
         names.push(if is_dir { format!("{name}/") } else { name });
@@ -530,10 +552,15 @@ mod tests {
 
     #[test]
     fn pages_of_small_and_large_files() {
-        let big: Vec<u8> = (0..300_000).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let big: Vec<u8> = (0..300_000)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
         let (_d, r) = roots_with(&[("s.txt", b"a\nb\nc"), ("big.txt", &big), ("e.txt", b"")]);
         let p = page(&r, "s.txt", 2, 5, 1 << 20);
-        assert_eq!((p.body.as_slice(), p.lines, p.total), (b"b\nc" as &[u8], 2, Some(3)));
+        assert_eq!(
+            (p.body.as_slice(), p.lines, p.total),
+            (b"b\nc" as &[u8], 2, Some(3))
+        );
         let p = page(&r, "s.txt", 3, 1, 1 << 20);
         assert_eq!((p.body.as_slice(), p.lines), (b"c" as &[u8], 1));
         let p = page(&r, "s.txt", 4, 1, 1 << 20);
@@ -557,8 +584,14 @@ mod tests {
         let fifo = d.path().join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
         if made.is_ok_and(|s| s.success()) {
-            assert!(matches!(r.read_page("fifo", 1, 1, 10), Err(FsError::Io { .. })));
-            assert!(matches!(r.read_existing("fifo", Access::Read, 10), Err(FsError::Io { .. })));
+            assert!(matches!(
+                r.read_page("fifo", 1, 1, 10),
+                Err(FsError::Io { .. })
+            ));
+            assert!(matches!(
+                r.read_existing("fifo", Access::Read, 10),
+                Err(FsError::Io { .. })
+            ));
         }
     }
 

@@ -73,7 +73,10 @@ impl Encoding {
             Encoding::Utf8 | Encoding::Utf8Bom => String::from_utf8_lossy(body).into_owned(),
             Encoding::Latin1 => body.iter().map(|&b| char::from(b)).collect(),
             Encoding::Utf16Le | Encoding::Utf16Be => {
-                let u: Vec<u16> = units(2, self == Encoding::Utf16Be).into_iter().map(|v| v as u16).collect();
+                let u: Vec<u16> = units(2, self == Encoding::Utf16Be)
+                    .into_iter()
+                    .map(|v| v as u16)
+                    .collect();
                 String::from_utf16_lossy(&u)
             }
             Encoding::Utf32Le | Encoding::Utf32Be => units(4, self == Encoding::Utf32Be)
@@ -96,8 +99,14 @@ impl Encoding {
             }
             Encoding::Utf16Le => text.encode_utf16().flat_map(u16::to_le_bytes).collect(),
             Encoding::Utf16Be => text.encode_utf16().flat_map(u16::to_be_bytes).collect(),
-            Encoding::Utf32Le => text.chars().flat_map(|c| u32::from(c).to_le_bytes()).collect(),
-            Encoding::Utf32Be => text.chars().flat_map(|c| u32::from(c).to_be_bytes()).collect(),
+            Encoding::Utf32Le => text
+                .chars()
+                .flat_map(|c| u32::from(c).to_le_bytes())
+                .collect(),
+            Encoding::Utf32Be => text
+                .chars()
+                .flat_map(|c| u32::from(c).to_be_bytes())
+                .collect(),
         })
     }
 }
@@ -144,13 +153,21 @@ pub fn encode_like(existing: &[u8], content: &str, appending: bool) -> Result<Ve
     }
     let text = content.strip_prefix('\u{feff}').unwrap_or(content);
     let crlf = all_crlf(enc.text(existing).as_bytes()) && !text.contains('\r');
-    let text = if crlf { text.replace('\n', "\r\n") } else { text.to_string() };
+    let text = if crlf {
+        text.replace('\n', "\r\n")
+    } else {
+        text.to_string()
+    };
     let body = enc.encode(&text).map_err(|bad| StyleError {
         encoding: enc.name(),
         bad,
         code: u32::from(bad),
     })?;
-    let bom = if appending && !existing.is_empty() { b"" as &[u8] } else { enc.bom() };
+    let bom = if appending && !existing.is_empty() {
+        b"" as &[u8]
+    } else {
+        enc.bom()
+    };
     Ok([bom, &body].concat())
 }
 
@@ -171,13 +188,32 @@ mod tests {
 
     #[test]
     fn appends_keep_encoding_and_endings() {
-        let utf16: Vec<u8> = [b"\xff\xfe" as &[u8], &"a\r\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<_>>()].concat();
+        let utf16: Vec<u8> = [
+            b"\xff\xfe" as &[u8],
+            &"a\r\n"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<_>>(),
+        ]
+        .concat();
         let added = encode_like(&utf16, "b\n", true).unwrap();
-        assert_eq!(added, "b\r\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<_>>());
+        assert_eq!(
+            added,
+            "b\r\n"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<_>>()
+        );
         let whole = encode_like(&utf16, "c\n", false).unwrap();
         assert!(whole.starts_with(b"\xff\xfe"));
-        assert_eq!(encode_like(b"caf\xe9\n", "\u{e9}t\u{e9}\n", true).unwrap(), b"\xe9t\xe9\n");
+        assert_eq!(
+            encode_like(b"caf\xe9\n", "\u{e9}t\u{e9}\n", true).unwrap(),
+            b"\xe9t\xe9\n"
+        );
         assert!(encode_like(b"caf\xe9\n", "\u{20ac}", true).is_err());
-        assert_eq!(encode_like(b"\xef\xbb\xbfa\n", "b\n", true).unwrap(), b"b\n");
+        assert_eq!(
+            encode_like(b"\xef\xbb\xbfa\n", "b\n", true).unwrap(),
+            b"b\n"
+        );
     }
 }

@@ -1,18 +1,18 @@
 //! Atomic, crash-safe writes: one file, or many all-or-nothing.
 //!
-//! Every new content is first written to a temporary file made by descriptor (`O_TMPFILE` in
-//! the destination's folder, then linked into the workspace's staging folder
-//! `.toolroute-staging/`; a named temp there when `O_TMPFILE` is unsupported), with the old
-//! file's owner, group and mode, and synced as the [`Durability`] asks. Only then does anything
-//! visible change: one `renameat` per file (or `unlinkat` for a delete, on the name itself, so a
-//! symlink is removed, never its target).
+//! Every new content is first written to a temporary file made by descriptor in the
+//! destination's folder (`O_TMPFILE`, which has no name until it is complete; a named
+//! `.toolroute-*.tmp` where the file system lacks it), with the old file's owner, group and mode,
+//! and synced as the [`Durability`] asks. Only then does anything visible change: one `renameat`
+//! per file (or `unlinkat` for a delete, on the name itself, so a symlink is removed, never its
+//! target).
 //!
-//! With more than one change, a journal naming every staged temp and its destination is written
-//! (and renamed into place) before the first rename: from then on the transaction is committed,
-//! and if the process dies, the next use of the workspace ([`recover`], run when a context is
-//! made and before each write) finishes the renames. Without a journal nothing outside the
-//! staging folder changed, and recovery only removes the stale temps. Staged files are named
-//! after their process (pid and start time), so a live transaction is never touched.
+//! With more than one change, a journal in the workspace root (`.toolroute-<owner>-<n>.journal`)
+//! lists every temp and its destination before any temp exists, and gets its `end` line (the
+//! commit point) when all are staged. If the process dies, the next use of the workspace
+//! ([`recover`], run when a context is made) finishes the renames of a committed journal and
+//! removes the temps of an uncommitted one. Names carry their process's pid and start time, so
+//! a live transaction of another process is never touched.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use rustix::fs::{
-    fchmod, fchown, fstat, linkat, mkdirat, openat, renameat, renameat_with, symlinkat, unlinkat,
-    AtFlags, Mode, OFlags, RenameFlags,
+    fchmod, fchown, fstat, linkat, openat, renameat, renameat_with, symlinkat, unlinkat, AtFlags,
+    Mode, OFlags, RenameFlags,
 };
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
@@ -34,9 +34,8 @@ use crate::beneath::{fd_path, BeneathError, Created, Missing, Root};
 use crate::confine::Roots;
 use crate::fs::{FsError, Meta, Original, Target};
 
-/// The folder, at the workspace root, that holds staged temps and journals while a write runs
-/// (removed when empty).
-pub const STAGING: &str = ".toolroute-staging";
+/// How toolroute's temps and journals are named (then the owner's pid and start time).
+pub const TEMP_PREFIX: &str = ".toolroute-";
 const JOURNAL_MAGIC: &str = "toolroute-journal 1";
 
 /// How hard a write works to survive a power loss (a process crash is always survived).
@@ -91,19 +90,19 @@ pub struct Change<'a> {
 pub enum TxnError {
     /// Failed while staging: no destination was touched.
     #[error(transparent)]
-    Staging(FsError),
+    Staging(Box<FsError>),
     /// Failed while renaming; what was already renamed was put back as far as possible.
     #[error("could not write {path}: {source}; {rollback}")]
     Publishing {
         path: String,
-        source: FsError,
+        source: Box<FsError>,
         rollback: String,
     },
 }
 
 impl From<FsError> for TxnError {
     fn from(e: FsError) -> Self {
-        TxnError::Staging(e)
+        TxnError::Staging(Box::new(e))
     }
 }
 
@@ -124,7 +123,11 @@ fn owner_tag() -> &'static str {
 
 fn next_txid() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}", owner_tag(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        owner_tag(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Whether the process that staged `name` (`<pid>-<start>-…`) is still running.
@@ -143,54 +146,55 @@ fn owner_alive(name: &str) -> bool {
 }
 
 fn sync_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
-    let d = openat(dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let d = openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     rustix::fs::fsync(&d)?;
     Ok(())
 }
 
-/// The staging folder, made if needed (by descriptor, beneath the workspace).
-struct Staging {
-    dir: OwnedFd,
-    dev: u64,
-}
-
-impl Staging {
-    fn open(ws: &Root) -> io::Result<(Self, bool)> {
-        for _ in 0..8 {
-            let fresh = match mkdirat(ws.fd(), STAGING, Mode::from_raw_mode(0o700)) {
-                Ok(()) => true,
-                Err(Errno::EXIST) => false,
-                Err(e) => return Err(e.into()),
-            };
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            match openat(ws.fd(), STAGING, flags, Mode::empty()) {
-                Ok(dir) => {
-                    let dev = fstat(&dir)?.st_dev;
-                    return Ok((Staging { dir, dev }, !fresh));
-                }
-                Err(Errno::NOENT) => continue, // removed by a transaction that just ended
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(io::Error::other("the staging folder keeps disappearing"))
-    }
-
-    /// Remove the folder if empty (another live transaction keeps it).
-    fn close(self, ws: &Root) {
-        drop(self.dir);
-        let _ = unlinkat(ws.fd(), STAGING, AtFlags::REMOVEDIR);
-    }
-}
-
-/// A staged temp: its folder and name.
+/// The new content of one change, written and synced, not yet visible at its destination.
 struct Staged {
+    /// The folder it will be renamed in (the destination's deepest existing folder).
     dir: OwnedFd,
+    /// Its name there, once it has one (`O_TMPFILE` files get one only when published).
     name: OsString,
+    linked: bool,
+    /// The open file while it has no name.
+    file: Option<OwnedFd>,
+}
+
+impl Staged {
+    /// Give an anonymous temp its name (`linkat` through `/proc/self/fd`).
+    fn link(&mut self, as_name: &OsStr) -> io::Result<()> {
+        if let Some(fd) = &self.file {
+            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            linkat(
+                rustix::fs::CWD,
+                proc_path.as_str(),
+                &self.dir,
+                as_name,
+                AtFlags::SYMLINK_FOLLOW,
+            )?;
+            self.file = None;
+        }
+        self.linked = true;
+        Ok(())
+    }
+
+    fn discard(&self) {
+        if self.linked {
+            let _ = unlinkat(&self.dir, self.name.as_os_str(), AtFlags::empty());
+        }
+    }
 }
 
 fn write_parts(fd: &OwnedFd, parts: &[&[u8]]) -> io::Result<()> {
     let file = std::fs::File::from(fd.try_clone()?);
-    let mut out = io::BufWriter::with_capacity(1 << 20, file);
+    let mut out = io::BufWriter::with_capacity(1 << 16, file);
     for p in parts {
         out.write_all(p)?;
     }
@@ -201,7 +205,12 @@ fn write_parts(fd: &OwnedFd, parts: &[&[u8]]) -> io::Result<()> {
 fn keep_meta(fd: &OwnedFd, meta: Meta, shown: &str) -> Result<(), FsError> {
     let st = fstat(fd).map_err(|e| FsError::io("stat", shown, e.into()))?;
     if (st.st_uid, st.st_gid) != (meta.uid, meta.gid) {
-        fchown(fd, Some(Uid::from_raw(meta.uid)), Some(Gid::from_raw(meta.gid))).map_err(|e| FsError::Refused {
+        fchown(
+            fd,
+            Some(Uid::from_raw(meta.uid)),
+            Some(Gid::from_raw(meta.gid)),
+        )
+        .map_err(|e| FsError::Refused {
             path: shown.to_string(),
             reason: format!(
                 "cannot keep the file's owner and group {}:{} ({e}); toolroute replaces files \
@@ -210,44 +219,56 @@ fn keep_meta(fd: &OwnedFd, meta: Meta, shown: &str) -> Result<(), FsError> {
             ),
         })?;
     }
-    fchmod(fd, Mode::from_raw_mode(meta.mode)).map_err(|e| FsError::io("set the mode of", shown, e.into()))
+    fchmod(fd, Mode::from_raw_mode(meta.mode))
+        .map_err(|e| FsError::io("set the mode of", shown, e.into()))
 }
 
-/// Stage the new content for `target` as temp number `i` of transaction `txid`.
+fn temp_name(txid: &str, i: usize) -> OsString {
+    OsString::from(format!("{TEMP_PREFIX}{txid}.{i}.tmp"))
+}
+
+/// Stage the new content for `target` as temp `i` of `txid`, in the destination's folder:
+/// `O_TMPFILE` there (inherits the folder's group and default ACLs, and has no name until it is
+/// complete), else a named temp made with `O_CREAT | O_EXCL`. `named`: link it now (a
+/// journaled transaction lists the names), else at publish time.
 fn stage(
-    staging: &Staging,
     target: &Target,
     parts: &[&[u8]],
     meta: Option<Meta>,
-    txid: &str,
-    i: usize,
+    name: OsString,
+    named: bool,
     durability: Durability,
 ) -> Result<Staged, FsError> {
     let shown = target.shown.as_str();
     let io = |action| move |e: Errno| FsError::io(action, shown, e.into());
-    let dest = target.parent.dir.as_fd();
-    let same_fs = fstat(dest).map_err(io("stat the folder of"))?.st_dev == staging.dev;
-    let name = OsString::from(format!("{txid}.{i}.tmp"));
-    let (tmp_dir, tmp_name) = if same_fs {
-        (staging.dir.try_clone().map_err(|e| FsError::io("stage", shown, e))?, name)
-    } else {
-        // Another file system (a mount inside the workspace): the temp must live beside.
-        let mut n = OsString::from(".toolroute-");
-        n.push(&name);
-        (target.parent.dir.try_clone().map_err(|e| FsError::io("stage", shown, e))?, n)
-    };
+    let dir = target
+        .parent
+        .dir
+        .try_clone()
+        .map_err(|e| FsError::io("stage", shown, e))?;
     let new_mode = Mode::from_raw_mode(0o666);
-    // O_TMPFILE in the destination's folder: inherits its group (setgid) and default ACLs, and
-    // has no name until it is complete, so a crash before the link leaves nothing.
-    let anon = openat(dest, ".", OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC, new_mode);
+    let anon = openat(
+        &dir,
+        ".",
+        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+        new_mode,
+    );
     let (fd, anonymous) = match anon {
         Ok(fd) => (fd, true),
         Err(_) => {
-            let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            (openat(&tmp_dir, tmp_name.as_os_str(), flags, new_mode).map_err(io("create a temporary file for"))?, false)
+            let flags =
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = openat(&dir, name.as_os_str(), flags, new_mode)
+                .map_err(io("create a temporary file for"))?;
+            (fd, false)
         }
     };
-    let staged = Staged { dir: tmp_dir, name: tmp_name };
+    let mut staged = Staged {
+        dir,
+        name,
+        linked: !anonymous,
+        file: None,
+    };
     let result = (|| {
         write_parts(&fd, parts).map_err(|e| FsError::io("write", shown, e))?;
         if let Some(m) = meta.or(target.existing().map(|e| e.meta)) {
@@ -256,22 +277,22 @@ fn stage(
         if durability >= Durability::File {
             rustix::fs::fsync(&fd).map_err(io("fsync"))?;
         }
-        if anonymous {
-            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            linkat(rustix::fs::CWD, proc_path.as_str(), &staged.dir, staged.name.as_os_str(), AtFlags::SYMLINK_FOLLOW)
-                .map_err(io("link the temporary file for"))?;
-        }
         Ok(())
     })();
-    match result {
-        Ok(()) => Ok(staged),
-        Err(e) => {
-            if !anonymous {
-                let _ = unlinkat(&staged.dir, staged.name.as_os_str(), AtFlags::empty());
-            }
-            Err(e)
+    if let Err(e) = result {
+        staged.discard();
+        return Err(e);
+    }
+    if anonymous {
+        staged.file = Some(fd);
+        if named {
+            let name = staged.name.clone();
+            staged
+                .link(&name)
+                .map_err(|e| FsError::io("link the temporary file for", shown, e))?;
         }
     }
+    Ok(staged)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -299,90 +320,153 @@ fn ws_relative(ws: &Root, dir: BorrowedFd<'_>, rest: &[&OsStr]) -> io::Result<Pa
     Ok(out)
 }
 
-/// Write the journal (complete, then renamed into place) naming every rename and removal.
-fn write_journal(
-    ws: &Root,
-    staging: &Staging,
-    txid: &str,
-    changes: &[Change<'_>],
-    staged: &[Option<Staged>],
-    durability: Durability,
-) -> io::Result<OsString> {
-    let mut text = format!("{JOURNAL_MAGIC}\n");
-    for (c, s) in changes.iter().zip(staged) {
-        let mut rest: Vec<&OsStr> = c.target.parent.missing.iter().map(|m| m.as_os_str()).collect();
-        rest.push(c.target.parent.name.as_os_str());
-        let dest = ws_relative(ws, c.target.parent.dir.as_fd(), &rest)?;
-        match (&c.op, s) {
-            (Op::Put { no_clobber, .. }, Some(s)) => {
-                let tmp = ws_relative(ws, s.dir.as_fd(), &[s.name.as_os_str()])?;
-                text.push_str(&format!(
-                    "put {} {} {}\n",
-                    hex(tmp.as_os_str().as_bytes()),
-                    hex(dest.as_os_str().as_bytes()),
-                    u8::from(*no_clobber)
-                ));
-            }
-            _ => text.push_str(&format!("del {}\n", hex(dest.as_os_str().as_bytes()))),
-        }
-    }
-    text.push_str("end\n");
-    let part = format!("{txid}.journal.part");
-    let name = OsString::from(format!("{txid}.journal"));
-    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
-    let fd = openat(&staging.dir, part.as_str(), flags, Mode::from_raw_mode(0o600))?;
-    let mut f = std::fs::File::from(fd);
-    f.write_all(text.as_bytes())?;
-    if durability >= Durability::File {
-        f.sync_all()?;
-    }
-    renameat(&staging.dir, part.as_str(), &staging.dir, name.as_os_str())?;
-    if durability == Durability::Full {
-        rustix::fs::fsync(&staging.dir)?;
-    }
-    Ok(name)
+/// A transaction's journal, in the workspace root: first the intent (every temp and its
+/// destination, written before any temp exists), then `end` (the commit point).
+struct Journal {
+    file: std::fs::File,
+    name: OsString,
 }
 
-/// Publish one change: make its folders, then rename the temp over it or remove it.
-fn publish(change: &mut Change<'_>, staged: Option<&Staged>) -> Result<Vec<Created>, FsError> {
-    let shown = change.target.shown.clone();
-    let p = &mut change.target.parent;
-    match (&change.op, staged) {
-        (Op::Put { no_clobber, .. }, Some(s)) => {
-            let created = p.make_dirs().map_err(|e| FsError::io("create folders for", &shown, e))?;
-            let flags = if *no_clobber { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
-            match renameat_with(&s.dir, s.name.as_os_str(), &p.dir, p.name.as_os_str(), flags) {
-                Ok(()) => Ok(created),
-                Err(e) => {
-                    for c in created.iter().rev() {
-                        c.undo();
-                    }
-                    Err(match e {
-                        Errno::EXIST => FsError::Exists { path: shown },
-                        e => FsError::from_io("replace", &shown, e.into()),
-                    })
+impl Journal {
+    fn begin(
+        ws: &Root,
+        txid: &str,
+        changes: &[Change<'_>],
+        durability: Durability,
+    ) -> io::Result<Self> {
+        let mut text = format!("{JOURNAL_MAGIC}\n");
+        for (i, c) in changes.iter().enumerate() {
+            let p = &c.target.parent;
+            let mut rest: Vec<&OsStr> = p.missing.iter().map(|m| m.as_os_str()).collect();
+            rest.push(p.name.as_os_str());
+            let dest = hex(ws_relative(ws, p.dir.as_fd(), &rest)?
+                .as_os_str()
+                .as_bytes());
+            match &c.op {
+                Op::Put { no_clobber, .. } => {
+                    let tmp = ws_relative(ws, p.dir.as_fd(), &[temp_name(txid, i).as_os_str()])?;
+                    let tmp = hex(tmp.as_os_str().as_bytes());
+                    text.push_str(&format!("put {tmp} {dest} {}\n", u8::from(*no_clobber)));
                 }
+                Op::Remove => text.push_str(&format!("del {dest}\n")),
             }
         }
-        _ => unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty())
+        let name = OsString::from(format!("{TEMP_PREFIX}{txid}.journal"));
+        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+        let fd = openat(ws.fd(), name.as_os_str(), flags, Mode::from_raw_mode(0o600))?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(text.as_bytes())?;
+        if durability >= Durability::File {
+            file.sync_data()?;
+        }
+        Ok(Journal { file, name })
+    }
+
+    /// The commit point: from here on recovery finishes the transaction.
+    fn commit(&mut self, durability: Durability) -> io::Result<()> {
+        self.file.write_all(b"end\n")?;
+        if durability >= Durability::File {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    fn remove(self, ws: &Root) {
+        let _ = unlinkat(ws.fd(), self.name.as_os_str(), AtFlags::empty());
+    }
+}
+
+/// Publish one change: make its folders, then put the temp in place, or remove the name.
+fn publish(change: &mut Change<'_>, staged: Option<&mut Staged>) -> Result<Vec<Created>, FsError> {
+    let shown = change.target.shown.clone();
+    let p = &mut change.target.parent;
+    let (Op::Put { no_clobber, .. }, Some(s)) = (&change.op, staged) else {
+        return unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty())
             .map(|()| Vec::new())
-            .map_err(|e| FsError::from_io("delete", &shown, e.into())),
+            .map_err(|e| FsError::from_io("delete", &shown, e.into()));
+    };
+    let created = p
+        .make_dirs()
+        .map_err(|e| FsError::io("create folders for", &shown, e))?;
+    let fail = |e: io::Error, created: &[Created]| {
+        for c in created.iter().rev() {
+            c.undo();
+        }
+        match e.raw_os_error() {
+            Some(libc::EEXIST) => FsError::Exists {
+                path: shown.clone(),
+            },
+            _ => FsError::from_io("replace", &shown, e),
+        }
+    };
+    if *no_clobber && !s.linked {
+        // A new file that must not replace anything: link it straight to its name.
+        let dir = match p.dir.try_clone() {
+            Ok(d) => d,
+            Err(e) => return Err(fail(e, &created)),
+        };
+        s.dir = dir;
+        let name = p.name.clone();
+        return match s.link(&name) {
+            Ok(()) => Ok(created),
+            Err(e) => Err(fail(e, &created)),
+        };
+    }
+    if !s.linked {
+        let name = s.name.clone();
+        s.link(&name).map_err(|e| fail(e, &created))?;
+    }
+    let flags = if *no_clobber {
+        RenameFlags::NOREPLACE
+    } else {
+        RenameFlags::empty()
+    };
+    match renameat_with(
+        &s.dir,
+        s.name.as_os_str(),
+        &p.dir,
+        p.name.as_os_str(),
+        flags,
+    ) {
+        Ok(()) => Ok(created),
+        Err(e) => {
+            s.discard();
+            Err(fail(e.into(), &created))
+        }
     }
 }
 
 /// Put back what a published change replaced (after a failure of a later one).
-fn restore(ws_staging: &Staging, change: &Change<'_>, created: &[Created], txid: &str, n: usize) -> Result<(), FsError> {
+fn restore(change: &Change<'_>, created: &[Created], txid: &str, n: usize) -> Result<(), FsError> {
     let t = &change.target;
     let shown = t.shown.as_str();
     let at = |e: Errno| FsError::io("restore", shown, e.into());
     match &t.original {
         Some(Original::File(e)) => {
-            let s = stage(ws_staging, t, &[e.bytes.as_slice()], None, txid, n, Durability::None)?;
-            renameat(&s.dir, s.name.as_os_str(), &t.parent.dir, t.parent.name.as_os_str()).map_err(at)?;
+            let s = stage(
+                t,
+                &[e.bytes.as_slice()],
+                None,
+                temp_name(txid, n),
+                true,
+                Durability::None,
+            )?;
+            renameat(
+                &s.dir,
+                s.name.as_os_str(),
+                &t.parent.dir,
+                t.parent.name.as_os_str(),
+            )
+            .map_err(at)?;
         }
         Some(Original::Link(target)) => {
             let _ = unlinkat(&t.parent.dir, t.parent.name.as_os_str(), AtFlags::empty());
-            symlinkat(OsStr::from_bytes(target), &t.parent.dir, t.parent.name.as_os_str()).map_err(at)?;
+            symlinkat(
+                OsStr::from_bytes(target),
+                &t.parent.dir,
+                t.parent.name.as_os_str(),
+            )
+            .map_err(at)?;
         }
         None => match unlinkat(&t.parent.dir, t.parent.name.as_os_str(), AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => {}
@@ -402,83 +486,74 @@ pub fn commit(
     durability: Durability,
     fail_at: Option<usize>,
 ) -> Result<(), TxnError> {
-    if changes.is_empty() {
-        return Ok(());
-    }
     let ws = roots.workspace_root();
-    let first = changes[0].target.shown.clone();
-    let (staging, existed) =
-        Staging::open(ws).map_err(|e| FsError::io("prepare the write of", &first, e))?;
-    if existed {
-        let _ = recover_in(ws, &staging.dir);
-    }
     let txid = next_txid();
-    let result = commit_staged(ws, &staging, &txid, &mut changes, durability, fail_at);
-    staging.close(ws);
-    result
-}
-
-fn commit_staged(
-    ws: &Root,
-    staging: &Staging,
-    txid: &str,
-    changes: &mut [Change<'_>],
-    durability: Durability,
-    fail_at: Option<usize>,
-) -> Result<(), TxnError> {
+    let many = changes.len() > 1;
+    let first = changes
+        .first()
+        .map(|c| c.target.shown.clone())
+        .unwrap_or_default();
+    let mut journal = if many {
+        let j = Journal::begin(ws, &txid, &changes, durability)
+            .map_err(|e| FsError::io("write the journal for", &first, e))?;
+        Some(j)
+    } else {
+        None
+    };
     let mut staged: Vec<Option<Staged>> = Vec::with_capacity(changes.len());
-    let unstage = |staged: &[Option<Staged>]| {
+    let abandon = |staged: &[Option<Staged>], journal: Option<Journal>| {
         for s in staged.iter().flatten() {
-            let _ = unlinkat(&s.dir, s.name.as_os_str(), AtFlags::empty());
+            s.discard();
+        }
+        if let Some(j) = journal {
+            j.remove(ws);
         }
     };
     for (i, c) in changes.iter().enumerate() {
         let s = match &c.op {
-            Op::Put { parts, meta, .. } => {
-                stage(staging, &c.target, parts, *meta, txid, i, durability).map(Some)
-            }
+            Op::Put { parts, meta, .. } => stage(
+                &c.target,
+                parts,
+                *meta,
+                temp_name(&txid, i),
+                many,
+                durability,
+            )
+            .map(Some),
             Op::Remove => Ok(None),
         };
         match s {
             Ok(s) => staged.push(s),
             Err(e) => {
-                unstage(&staged);
+                abandon(&staged, journal);
                 return Err(e.into());
             }
         }
     }
-    let journal = if changes.len() > 1 {
-        match write_journal(ws, staging, txid, changes, &staged, durability) {
-            Ok(name) => Some(name),
-            Err(e) => {
-                unstage(&staged);
-                let _ = unlinkat(&staging.dir, format!("{txid}.journal.part").as_str(), AtFlags::empty());
-                return Err(FsError::io("write the journal for", &changes[0].target.shown, e).into());
-            }
+    if let Some(j) = journal.as_mut() {
+        if let Err(e) = j.commit(durability) {
+            abandon(&staged, journal);
+            return Err(FsError::io("write the journal for", &first, e).into());
         }
-    } else {
-        None
-    };
+    }
     let mut done: Vec<Vec<Created>> = Vec::new();
     for i in 0..changes.len() {
         let step = if fail_at == Some(i) {
-            Err(FsError::io("write", &changes[i].target.shown, io::Error::other("injected failure")))
+            let e = io::Error::other("injected failure");
+            Err(FsError::io("write", &changes[i].target.shown, e))
         } else {
-            publish(&mut changes[i], staged[i].as_ref())
+            publish(&mut changes[i], staged[i].as_mut())
         };
         match step {
             Ok(created) => done.push(created),
             Err(source) => {
                 let mut failures = Vec::new();
                 for (j, created) in done.iter().enumerate().rev() {
-                    if let Err(e) = restore(staging, &changes[j], created, txid, changes.len() + j) {
+                    if let Err(e) = restore(&changes[j], created, &txid, changes.len() + j) {
                         failures.push(format!("{}: {e}", changes[j].target.shown));
                     }
                 }
-                unstage(&staged[i..]);
-                if let Some(j) = &journal {
-                    let _ = unlinkat(&staging.dir, j.as_os_str(), AtFlags::empty());
-                }
+                abandon(&staged[i..], journal);
                 let rollback = if failures.is_empty() {
                     "every file already written was restored; no file was changed".to_string()
                 } else {
@@ -486,17 +561,17 @@ fn commit_staged(
                 };
                 return Err(TxnError::Publishing {
                     path: changes[i].target.shown.clone(),
-                    source,
+                    source: Box::new(source),
                     rollback,
                 });
             }
         }
     }
     if durability == Durability::Full {
-        sync_folders(changes);
+        sync_folders(&changes);
     }
     if let Some(j) = journal {
-        let _ = unlinkat(&staging.dir, j.as_os_str(), AtFlags::empty());
+        j.remove(ws);
     }
     Ok(())
 }
@@ -520,50 +595,44 @@ fn sync_folders(changes: &[Change<'_>]) {
 pub struct Recovery {
     /// Interrupted transactions finished from their journal.
     pub rolled_forward: usize,
-    /// Stale temps and unfinished journals removed.
-    pub removed: usize,
+    /// Transactions that died before their commit point: their temps were removed.
+    pub rolled_back: usize,
 }
 
-/// Finish or clean up after transactions whose process died (see the module's comment). Live
-/// ones (their process still runs) are left alone.
+/// Finish or undo transactions whose process died (see the module's comment); live ones (their
+/// process still runs) are left alone. Looks only at the workspace root, where journals live.
 pub fn recover(ws: &Root) -> io::Result<Recovery> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = match openat(ws.fd(), STAGING, flags, Mode::empty()) {
-        Ok(d) => d,
-        Err(Errno::NOENT) => return Ok(Recovery::default()),
-        Err(e) => return Err(e.into()),
-    };
-    let out = recover_in(ws, &dir)?;
-    drop(dir);
-    let _ = unlinkat(ws.fd(), STAGING, AtFlags::REMOVEDIR);
-    Ok(out)
-}
-
-fn recover_in(ws: &Root, dir: &OwnedFd) -> io::Result<Recovery> {
     let mut out = Recovery::default();
-    let mut names: Vec<OsString> = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir)? {
+    let dir = openat(
+        ws.fd(),
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut journals: Vec<OsString> = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&dir)? {
         let name = entry?.file_name().to_bytes().to_vec();
-        if name != b"." && name != b".." {
-            names.push(OsString::from_vec(name));
+        if name.starts_with(TEMP_PREFIX.as_bytes()) && name.ends_with(b".journal") {
+            journals.push(OsString::from_vec(name));
         }
     }
-    // Journals first (they consume their temps), then whatever is left and stale.
-    names.sort_by_key(|n| !n.as_bytes().ends_with(b".journal"));
-    for name in names {
-        let text = name.to_string_lossy();
-        if owner_alive(&text) {
+    for name in journals {
+        let tag = &name.as_bytes()[TEMP_PREFIX.len()..];
+        if owner_alive(&String::from_utf8_lossy(tag)) {
             continue;
         }
-        if text.ends_with(".journal") {
-            if let Ok(journal) = read_journal(dir, &name) {
-                roll_forward(ws, &journal);
-                out.rolled_forward += 1;
-            }
+        let Ok((entries, committed)) = read_journal(&dir, &name) else {
+            continue;
+        };
+        if committed {
+            roll_forward(ws, &entries);
+            out.rolled_forward += 1;
+        } else {
+            roll_back(ws, &entries);
+            out.rolled_back += 1;
         }
-        match unlinkat(dir, name.as_os_str(), AtFlags::empty()) {
-            Ok(()) => out.removed += usize::from(!text.ends_with(".journal")),
-            Err(Errno::NOENT) => {}
+        match unlinkat(&dir, name.as_os_str(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -571,37 +640,52 @@ fn recover_in(ws: &Root, dir: &OwnedFd) -> io::Result<Recovery> {
 }
 
 enum Entry {
-    Put { tmp: PathBuf, dest: PathBuf, no_clobber: bool },
-    Del { dest: PathBuf },
+    Put {
+        tmp: PathBuf,
+        dest: PathBuf,
+        no_clobber: bool,
+    },
+    Del {
+        dest: PathBuf,
+    },
 }
 
-fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<Vec<Entry>> {
-    let fd = openat(dir, name, OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
+/// The entries of a journal, and whether it reached its commit point.
+fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = openat(dir, name, flags, Mode::empty())?;
     let mut text = String::new();
     std::fs::File::from(fd).read_to_string(&mut text)?;
     let bad = || io::Error::other("damaged journal");
-    let mut lines = text.lines();
-    if lines.next() != Some(JOURNAL_MAGIC) || !text.ends_with("end\n") {
+    let mut lines = text.split_inclusive('\n');
+    if lines.next() != Some(&format!("{JOURNAL_MAGIC}\n")) {
         return Err(bad());
     }
-    let path = |s: Option<&str>| -> io::Result<PathBuf> {
-        Ok(PathBuf::from(OsString::from_vec(unhex(s.ok_or_else(bad)?).ok_or_else(bad)?)))
+    let path = |s: Option<&str>| -> Option<PathBuf> {
+        Some(PathBuf::from(OsString::from_vec(unhex(s?)?)))
     };
     let mut out = Vec::new();
     for line in lines {
+        // A line cut by the crash is not part of the journal.
+        let Some(line) = line.strip_suffix('\n') else {
+            break;
+        };
         let mut f = line.split(' ');
-        match f.next() {
-            Some("put") => out.push(Entry::Put {
-                tmp: path(f.next())?,
-                dest: path(f.next())?,
-                no_clobber: f.next() == Some("1"),
-            }),
-            Some("del") => out.push(Entry::Del { dest: path(f.next())? }),
-            Some("end") => break,
-            _ => return Err(bad()),
-        }
+        let entry = match f.next() {
+            Some("end") => return Ok((out, true)),
+            Some("put") => path(f.next())
+                .zip(path(f.next()))
+                .map(|(tmp, dest)| Entry::Put {
+                    tmp,
+                    dest,
+                    no_clobber: f.next() == Some("1"),
+                }),
+            Some("del") => path(f.next()).map(|dest| Entry::Del { dest }),
+            _ => None,
+        };
+        out.push(entry.ok_or_else(bad)?);
     }
-    Ok(out)
+    Ok((out, false))
 }
 
 /// Redo a committed journal's renames and removals (each is idempotent: a temp already renamed
@@ -610,23 +694,45 @@ fn roll_forward(ws: &Root, journal: &[Entry]) {
     let walk = |rel: &Path, missing| ws.parent(rel, false, missing);
     for e in journal {
         match e {
-            Entry::Put { tmp, dest, no_clobber } => {
-                let (Ok(src), Ok(mut dst)) = (walk(tmp, Missing::Fail), walk(dest, Missing::Stop)) else {
+            Entry::Put {
+                tmp,
+                dest,
+                no_clobber,
+            } => {
+                let (Ok(src), Ok(mut dst)) = (walk(tmp, Missing::Fail), walk(dest, Missing::Stop))
+                else {
                     continue;
                 };
-                if rustix::fs::statat(&src.dir, src.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).is_err() {
-                    continue; // already renamed
+                let present =
+                    rustix::fs::statat(&src.dir, src.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
+                if present.is_err() || dst.make_dirs().is_err() {
+                    continue; // already renamed, or nowhere to put it
                 }
-                if dst.make_dirs().is_err() {
-                    continue;
+                let flags = if *no_clobber {
+                    RenameFlags::NOREPLACE
+                } else {
+                    RenameFlags::empty()
+                };
+                let (from, to) = (src.name.as_os_str(), dst.name.as_os_str());
+                if renameat_with(&src.dir, from, &dst.dir, to, flags).is_err() {
+                    let _ = unlinkat(&src.dir, from, AtFlags::empty());
                 }
-                let flags = if *no_clobber { RenameFlags::NOREPLACE } else { RenameFlags::empty() };
-                let _ = renameat_with(&src.dir, src.name.as_os_str(), &dst.dir, dst.name.as_os_str(), flags);
             }
             Entry::Del { dest } => {
                 if let Ok(p) = walk(dest, Missing::Fail) {
                     let _ = unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty());
                 }
+            }
+        }
+    }
+}
+
+/// Remove the temps of a journal that never reached its commit point.
+fn roll_back(ws: &Root, journal: &[Entry]) {
+    for e in journal {
+        if let Entry::Put { tmp, .. } = e {
+            if let Ok(p) = ws.parent(tmp, false, Missing::Fail) {
+                let _ = unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty());
             }
         }
     }

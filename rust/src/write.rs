@@ -26,7 +26,9 @@ impl FromStr for WriteMode {
             "create" => Ok(WriteMode::Create),
             "overwrite" => Ok(WriteMode::Overwrite),
             "append" => Ok(WriteMode::Append),
-            _ => Err(format!("unsupported write mode {s:?}; use create, overwrite or append")),
+            _ => Err(format!(
+                "unsupported write mode {s:?}; use create, overwrite or append"
+            )),
         }
     }
 }
@@ -48,8 +50,7 @@ pub struct Written {
 
 fn flatten(e: TxnError) -> FsError {
     match e {
-        TxnError::Staging(e) => e,
-        TxnError::Publishing { source, .. } => source,
+        TxnError::Staging(e) | TxnError::Publishing { source: e, .. } => *e,
     }
 }
 
@@ -79,10 +80,16 @@ pub fn write_text(
     let existing = old.as_deref();
     let appending = mode == WriteMode::Append && existing.is_some_and(|e| !e.is_empty());
     let new_part = match existing {
-        Some(e) if keep_style => encode_like(e, content, appending).map_err(|s| FsError::from((shown, s)))?,
+        Some(e) if keep_style => {
+            encode_like(e, content, appending).map_err(|s| FsError::from((shown, s)))?
+        }
         _ => content.as_bytes().to_vec(),
     };
-    let head: &[u8] = if appending { existing.unwrap_or_default() } else { b"" };
+    let head: &[u8] = if appending {
+        existing.unwrap_or_default()
+    } else {
+        b""
+    };
     let size = head.len() + new_part.len();
     if size as u64 > max_bytes {
         return Err(FsError::TooLarge {
@@ -123,7 +130,9 @@ pub fn edit_file(
     max_bytes: u64,
     opts: WriteOptions,
 ) -> Result<(PathBuf, EditPlan), EditFailure> {
-    let mut target = roots.target(shown, true, true, max_bytes).map_err(EditFailure::Fs)?;
+    let mut target = roots
+        .target(shown, true, true, max_bytes)
+        .map_err(EditFailure::Fs)?;
     let Some(Original::File(existing)) = target.original.as_mut() else {
         return Err(EditFailure::Fs(FsError::NotFound {
             path: shown.to_string(),

@@ -113,7 +113,8 @@ impl Slot {
     }
 
     fn exists(&self) -> bool {
-        !matches!(self.want, Want::Absent) && (self.want != Want::Original || self.target.original.is_some())
+        !matches!(self.want, Want::Absent)
+            && (self.want != Want::Original || self.target.original.is_some())
     }
 }
 
@@ -148,7 +149,14 @@ impl<'r> Staging<'r> {
                 Want::Absent
             };
             self.order.push(key.clone());
-            self.slots.insert(key.clone(), Slot { target, want, meta: None });
+            self.slots.insert(
+                key.clone(),
+                Slot {
+                    target,
+                    want,
+                    meta: None,
+                },
+            );
         }
         Ok(self.slots.get_mut(&key).expect("slot inserted above"))
     }
@@ -290,10 +298,15 @@ fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(
     let permit = staging.opts.permit;
     let mut changes: Vec<(Slot, bool)> = Vec::new();
     for key in &staging.order {
-        let slot = staging.slots.remove(key).expect("every ordered key has a slot");
+        let slot = staging
+            .slots
+            .remove(key)
+            .expect("every ordered key has a slot");
         let unchanged = match (&slot.want, &slot.target.original) {
             (Want::Original, _) | (Want::Absent, None) => true,
-            (Want::Bytes(b), Some(Original::File(e))) => *b == e.bytes && slot.meta.is_none_or(|m| m == e.meta),
+            (Want::Bytes(b), Some(Original::File(e))) => {
+                *b == e.bytes && slot.meta.is_none_or(|m| m == e.meta)
+            }
             _ => false,
         };
         if unchanged {
@@ -318,10 +331,12 @@ fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(
     }
     let contents: Vec<Vec<u8>> = changes
         .iter_mut()
-        .map(|(s, _)| match std::mem::replace(&mut s.want, Want::Absent) {
-            Want::Bytes(b) => b,
-            _ => Vec::new(),
-        })
+        .map(
+            |(s, _)| match std::mem::replace(&mut s.want, Want::Absent) {
+                Want::Bytes(b) => b,
+                _ => Vec::new(),
+            },
+        )
         .collect();
     let txn: Vec<Change<'_>> = changes
         .into_iter()
@@ -342,7 +357,7 @@ fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(
     commit(staging.roots, txn, staging.opts.durability, fail_write).map_err(|e| match e {
         TxnError::Staging(source) => PatchError::Commit {
             path: source_path(&source),
-            source: Box::new(source),
+            source,
             rollback: "no file was changed".into(),
         },
         TxnError::Publishing {
@@ -351,7 +366,7 @@ fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(
             rollback,
         } => PatchError::Commit {
             path,
-            source: Box::new(source),
+            source,
             rollback,
         },
     })

@@ -78,12 +78,12 @@ impl PyConfinement {
     }
 
     /// Finish or clean up writes a crashed process left in the workspace (also done when the
-    /// confinement is made): `(transactions rolled forward, stale temps removed)`.
+    /// confinement is made): `(transactions rolled forward, transactions rolled back)`.
     fn recover(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
         let done = py
             .detach(|| recover(self.roots.workspace_root()))
             .map_err(|e| raise(py, "ToolExecutionError", format!("recovery failed: {e}")))?;
-        Ok((done.rolled_forward, done.removed))
+        Ok((done.rolled_forward, done.rolled_back))
     }
 }
 
@@ -248,7 +248,17 @@ fn write_file_text<'py>(
     let mode = WriteMode::from_str(&mode).map_err(|e| raise(py, "ToolArgumentError", e))?;
     let opts = conf.options(write_read_only);
     let w = py
-        .detach(|| write_text(&conf.roots, &path, &content, mode, max_bytes, keep_style, opts))
+        .detach(|| {
+            write_text(
+                &conf.roots,
+                &path,
+                &content,
+                mode,
+                max_bytes,
+                keep_style,
+                opts,
+            )
+        })
         .map_err(|e| fs_err(py, e))?;
     let out = PyDict::new(py);
     out.set_item("resolved", w.resolved)?;
@@ -275,7 +285,15 @@ fn edit_file<'py>(
     let conf = confinement.get();
     let opts = conf.options(write_read_only);
     let done = py.detach(|| {
-        write::edit_file(&conf.roots, &path, &old_string, &new_string, replace_all, max_bytes, opts)
+        write::edit_file(
+            &conf.roots,
+            &path,
+            &old_string,
+            &new_string,
+            replace_all,
+            max_bytes,
+            opts,
+        )
     });
     let (resolved, outcome) = done.map_err(|f| match f {
         EditFailure::Fs(e) => fs_err(py, e),
