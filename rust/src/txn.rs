@@ -746,3 +746,89 @@ impl From<BeneathError> for io::Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.txt"), "old a").unwrap();
+        std::fs::write(d.path().join("gone.txt"), "bye").unwrap();
+        let r = Roots::new(d.path(), &[]).unwrap();
+        (d, r)
+    }
+
+    fn journal(d: &Path, body: &str) {
+        let line = |tmp: &str, dest: &str| {
+            format!("put {} {} 0\n", hex(tmp.as_bytes()), hex(dest.as_bytes()))
+        };
+        let text = format!(
+            "{JOURNAL_MAGIC}\n{}{}del {}\n{body}",
+            line(".toolroute-1-1-0.0.tmp", "a.txt"),
+            line(".toolroute-1-1-0.1.tmp", "new/b.txt"),
+            hex(b"gone.txt")
+        );
+        std::fs::write(d.join(".toolroute-1-1-0.0.tmp"), "new a").unwrap();
+        std::fs::write(d.join(".toolroute-1-1-0.1.tmp"), "new b").unwrap();
+        // pid 1 with start time 1 is never a live toolroute process.
+        std::fs::write(d.join(".toolroute-1-1-0.journal"), text).unwrap();
+    }
+
+    fn leftovers(d: &Path) -> usize {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".toolroute-")
+            })
+            .count()
+    }
+
+    #[test]
+    fn committed_journal_rolls_forward() {
+        let (d, r) = ws();
+        journal(d.path(), "end\n");
+        let done = recover(r.workspace_root()).unwrap();
+        assert_eq!(
+            done,
+            Recovery {
+                rolled_forward: 1,
+                rolled_back: 0
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
+            "new a"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("new/b.txt")).unwrap(),
+            "new b"
+        );
+        assert!(!d.path().join("gone.txt").exists());
+        assert_eq!(leftovers(d.path()), 0);
+    }
+
+    #[test]
+    fn uncommitted_journal_rolls_back() {
+        let (d, r) = ws();
+        journal(d.path(), "put 6");
+        let done = recover(r.workspace_root()).unwrap();
+        assert_eq!(
+            done,
+            Recovery {
+                rolled_forward: 0,
+                rolled_back: 1
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
+            "old a"
+        );
+        assert!(d.path().join("gone.txt").exists() && !d.path().join("new").exists());
+        assert_eq!(leftovers(d.path()), 0);
+    }
+}
