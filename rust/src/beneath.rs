@@ -9,7 +9,7 @@
 //! folders so `..` never climbs through the file system.
 //!
 //! Symlinks are followed while they stay beneath the root; an absolute link target is accepted
-//! when it names a place under the root's own path. Anything else is an [`BeneathError::Escape`]
+//! when it names a place under the root's own path. Anything else is a [`BeneathError::Escape`]
 //! carrying where the path was heading, so a caller with several roots can try the next one.
 
 use std::ffi::{OsStr, OsString};

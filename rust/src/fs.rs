@@ -182,19 +182,6 @@ impl Roots {
         }
     }
 
-    /// Like `read_existing`, but a missing file is an error.
-    pub fn read_required(
-        &self,
-        shown: &str,
-        access: Access,
-        max_bytes: u64,
-    ) -> Result<Existing, FsError> {
-        self.read_existing(shown, access, max_bytes)?
-            .ok_or_else(|| FsError::NotFound {
-                path: shown.to_string(),
-            })
-    }
-
     /// Read at most `max_bytes` from the start of a confined file; the bytes and the full size.
     pub fn read_head(&self, shown: &str, max_bytes: u64) -> Result<(Vec<u8>, u64), FsError> {
         let fd = self.open(shown, Access::Read, read_flags())?;
