@@ -621,9 +621,7 @@ pub fn recover(ws: &Root) -> io::Result<Recovery> {
         if owner_alive(&String::from_utf8_lossy(tag)) {
             continue;
         }
-        let Ok((entries, committed)) = read_journal(&dir, &name) else {
-            continue;
-        };
+        let (entries, committed) = read_journal(&dir, &name)?;
         if committed {
             roll_forward(ws, &entries);
             out.rolled_forward += 1;
@@ -650,21 +648,23 @@ enum Entry {
     },
 }
 
-/// The entries of a journal, and whether it reached its commit point.
+/// The entries of a journal, and whether it reached its commit point. A journal cut short by
+/// the crash (even empty) is simply uncommitted: the entries read so far are all that can have
+/// temps, since staging starts only after the whole intent is written.
 fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = openat(dir, name, flags, Mode::empty())?;
-    let mut text = String::new();
-    std::fs::File::from(fd).read_to_string(&mut text)?;
-    let bad = || io::Error::other("damaged journal");
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.split_inclusive('\n');
+    let mut out = Vec::new();
     if lines.next() != Some(&format!("{JOURNAL_MAGIC}\n")) {
-        return Err(bad());
+        return Ok((out, false));
     }
     let path = |s: Option<&str>| -> Option<PathBuf> {
         Some(PathBuf::from(OsString::from_vec(unhex(s?)?)))
     };
-    let mut out = Vec::new();
     for line in lines {
         // A line cut by the crash is not part of the journal.
         let Some(line) = line.strip_suffix('\n') else {
@@ -683,7 +683,10 @@ fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
             Some("del") => path(f.next()).map(|dest| Entry::Del { dest }),
             _ => None,
         };
-        out.push(entry.ok_or_else(bad)?);
+        match entry {
+            Some(e) => out.push(e),
+            None => break,
+        }
     }
     Ok((out, false))
 }
@@ -809,6 +812,15 @@ mod tests {
             "new b"
         );
         assert!(!d.path().join("gone.txt").exists());
+        assert_eq!(leftovers(d.path()), 0);
+    }
+
+    #[test]
+    fn empty_journal_of_a_dead_process_is_removed() {
+        let (d, r) = ws();
+        std::fs::write(d.path().join(".toolroute-1-1-0.journal"), "").unwrap();
+        let done = recover(r.workspace_root()).unwrap();
+        assert_eq!(done.rolled_back, 1);
         assert_eq!(leftovers(d.path()), 0);
     }
 
