@@ -515,6 +515,42 @@ mod tests {
         ));
     }
 
+    /// The component walk alone (what runs where openat2 is missing) gives the same answers.
+    #[test]
+    fn the_walk_alone_matches_the_kernel() {
+        let (_d, root) = tree();
+        for (rel, want) in [
+            ("a/b/f.txt", Some("f")),
+            ("rel/f.txt", Some("f")),
+            ("abs", Some("f")),
+            ("out", None),
+            ("a/up/secret", None),
+        ] {
+            let got = Walk::new(&root, Path::new(rel))
+                .and_then(|mut w| w.open_last(OFlags::RDONLY | OFlags::CLOEXEC));
+            match (got, want) {
+                (Ok(fd), Some(text)) => assert_eq!(
+                    std::io::read_to_string(std::fs::File::from(fd)).unwrap(),
+                    text
+                ),
+                (Err(BeneathError::Escape { .. }), None) => {}
+                (other, _) => panic!("{rel}: {:?}", other.map(|_| ())),
+            }
+        }
+        let p = Walk::new(&root, Path::new("rel/new/x"))
+            .and_then(|mut w| w.parent(true, Missing::Stop))
+            .unwrap();
+        assert_eq!(
+            (p.missing, p.name),
+            (vec![OsString::from("new")], OsString::from("x"))
+        );
+        let nofollow = Walk::new(&root, Path::new("abs"))
+            .and_then(|mut w| w.open_last(OFlags::RDONLY | OFlags::NOFOLLOW));
+        assert!(
+            matches!(nofollow, Err(BeneathError::Io(e)) if e.raw_os_error() == Some(libc::ELOOP))
+        );
+    }
+
     #[test]
     fn locate_reports_real_places() {
         let (_d, root) = tree();
