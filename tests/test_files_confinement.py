@@ -46,6 +46,8 @@ def test_escapes_refused_by_every_tool(layout: tuple[Path, Path], target: str) -
     r = router_for(ws)
     before = tree_hash(base)
     for name, args in _calls(target):
+        if target == "link.txt" and "Delete File" in str(args):
+            continue  # deleting a link acts on the link itself: see test_files_symlinks.py
         with pytest.raises(PathDeniedError, match="outside the allowed roots"):
             r.invoke(name, args)
     assert tree_hash(base) == before

@@ -34,7 +34,7 @@ SCENARIOS = _scenarios()
 
 def _run(scenario: Path, work: Path) -> ToolError | None:
     if (scenario / "input").is_dir():
-        shutil.copytree(scenario / "input", work, dirs_exist_ok=True)
+        shutil.copytree(scenario / "input", work, dirs_exist_ok=True, copy_function=shutil.copyfile)
     try:
         router_for(work).invoke("apply_patch", {"patch": (scenario / "patch.txt").read_text()})
     except ToolError as exc:

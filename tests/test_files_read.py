@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from _files_helpers import router_for, write
 
-from toolroute.context import ToolLimits
+from toolroute._core import FilePage, read_page
+from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import PathDeniedError, ToolArgumentError, ToolExecutionError
 
 
@@ -126,3 +127,15 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(ToolExecutionError, match="not a regular file"):
         router_for(tmp_path).invoke("read_file", {"path": "pipe"})
+
+
+def test_first_page_of_a_large_file_reads_only_what_it_needs(tmp_path: Path) -> None:
+    write(tmp_path, "big.txt", "".join(f"row {i}\n" for i in range(300_000)))  # about 3 MB
+    got = read_page(BuiltInToolContext(tmp_path).confinement, "big.txt", 1, 20, 20 << 20)
+    assert isinstance(got, FilePage)
+    assert got.lines == 20 and got.total is None and got.scanned < got.size // 10
+    out = router_for(tmp_path).execute("read_file", {"path": "big.txt", "limit": 20})
+    assert out.text.splitlines()[19] == "    20\trow 19"
+    assert out.trace["total_lines"] is None and "offset=21" in out.text
+    deep = router_for(tmp_path).execute("read_file", {"path": "big.txt", "offset": 299_999})
+    assert deep.text == "299999\trow 299998\n300000\trow 299999" and deep.trace["total_lines"] == 300_000

@@ -21,6 +21,9 @@ from toolroute._core import Confinement
 # "on", the best available or refuse to run; "bubblewrap" or "landlock", exactly that one.
 SandboxMode = Literal["off", "auto", "on", "bubblewrap", "landlock"]
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
+# How hard file writes work to survive a power loss (docs/files.md, "Durability"); a process
+# crash is survived at every level.
+Durability = Literal["none", "file", "full"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class BuiltInToolContext:
     # Under a sandbox: whether commands may use the network, and folders writable beside the workspace.
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
+    # fsyncs of file writes: none, file (each new file) or full (files, then each folder once).
+    durability: Durability = "full"
 
     def __init__(
         self,
@@ -76,6 +81,7 @@ class BuiltInToolContext:
         sandbox: SandboxMode | None = None,
         sandbox_network: bool = False,
         sandbox_writable: Sequence[str | os.PathLike[str]] = (),
+        durability: Durability = "full",
     ) -> None:
         """`sandbox_writes=True` without `sandbox` means `sandbox="on"`."""
         mode: SandboxMode = sandbox if sandbox is not None else ("on" if sandbox_writes else "off")
@@ -91,8 +97,13 @@ class BuiltInToolContext:
         set_(self, "sandbox", mode)
         set_(self, "sandbox_network", sandbox_network)
         set_(self, "sandbox_writable", tuple(Path(p) for p in sandbox_writable))
-        # Canonicalise (and validate) the roots now, so a bad root fails at construction.
-        set_(self, "confinement", Confinement(self.workspace_root, list(self.read_only_roots)))
+        if durability not in ("none", "file", "full"):
+            raise ValueError(f"durability must be none, file or full, got {durability!r}")
+        set_(self, "durability", durability)
+        # Open (and validate) the roots now, so a bad root fails at construction.
+        confinement = Confinement(self.workspace_root, list(self.read_only_roots), durability)
+        _refuse_read_only_around_workspace(confinement)
+        set_(self, "confinement", confinement)
 
     confinement: Confinement = field(init=False, repr=False, compare=False)
 
@@ -108,6 +119,18 @@ class BuiltInToolContext:
     @classmethod
     def for_cwd(cls, **kwargs: object) -> BuiltInToolContext:
         return cls(Path.cwd(), **kwargs)  # type: ignore[arg-type]
+
+
+def _refuse_read_only_around_workspace(confinement: Confinement) -> None:
+    """A read-only root that contains the workspace would make every write fail: say so now."""
+    workspace = Path(confinement.workspace)
+    for root in confinement.read_only:
+        if workspace == root or workspace.is_relative_to(root):
+            raise ValueError(
+                f"the read-only root {str(root)!r} contains the workspace root {str(workspace)!r}, so every "
+                "write in the workspace would be refused; pass read-only roots beside or inside the workspace, "
+                "not around it"
+            )
 
 
 _stack: contextvars.ContextVar[tuple[BuiltInToolContext, ...]] = contextvars.ContextVar(

@@ -1,12 +1,21 @@
-//! Path confinement shared by every built-in tool that touches the file system.
+//! Confinement shared by every built-in tool that touches the file system.
 //!
-//! A path is joined to the workspace root when relative, then resolved the way the kernel would
-//! (`..`, symlinks and symlinked parents followed) and must land inside the workspace root or,
-//! for reads only, inside one of the read-only roots. Roots themselves are canonicalised once.
+//! A path is taken relative to the workspace root (or, when absolute, to the root it names) and
+//! resolved by descriptor beneath that root ([`crate::beneath`]): `..` and symlinks are followed
+//! the way the kernel would, but the walk can only end inside the workspace root or, for reads
+//! only, inside one of the read-only roots. Nothing is checked as a string and then used again:
+//! what is opened is what was resolved. Roots themselves are opened once, in [`Roots::new`].
 
-use std::fs::File;
+use std::ffi::OsString;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::OFlags;
+
+use crate::beneath::{fd_path, BeneathError, Missing, Parent, Root};
+use crate::fs::FsError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -39,95 +48,260 @@ pub enum ConfineError {
     Nul(String),
 }
 
-#[derive(Debug, Clone)]
-pub struct Roots {
-    workspace: PathBuf,
+#[derive(Debug)]
+struct Inner {
+    /// Index 0 is the workspace, then the read-only roots.
+    roots: Vec<Root>,
     read_only: Vec<PathBuf>,
+    /// Read-only roots inside the workspace: writes below them are refused too.
+    nested_read_only: Vec<PathBuf>,
 }
 
-fn canonical_root(root: &Path) -> Result<PathBuf, ConfineError> {
-    let canon = root
-        .canonicalize()
-        .map_err(|source| ConfineError::BadRoot {
-            root: root.to_path_buf(),
-            source,
-        })?;
-    if !canon.is_dir() {
-        let source = io::Error::new(io::ErrorKind::NotADirectory, "not a directory");
-        return Err(ConfineError::BadRoot {
-            root: root.to_path_buf(),
-            source,
-        });
-    }
-    Ok(canon)
-}
+/// The open roots of one context (cheap to clone: shared).
+#[derive(Debug, Clone)]
+pub struct Roots(Arc<Inner>);
 
-/// Resolve the longest existing prefix with the kernel, then apply the rest lexically: the rest
-/// does not exist yet, so it holds no symlinks, and `..` there only undoes a name just added.
-fn resolve_lenient(path: &Path) -> io::Result<PathBuf> {
-    let mut existing = path.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        match existing.canonicalize() {
-            Ok(canon) => {
-                let mut out = canon;
-                for part in rest.iter().rev() {
-                    match Path::new(part).components().next() {
-                        Some(Component::ParentDir) => {
-                            out.pop();
-                        }
-                        Some(Component::CurDir) | None => {}
-                        _ => out.push(part),
-                    }
-                }
-                return Ok(out);
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let name = existing.file_name().map(|n| n.to_os_string());
-                let parent = existing.parent().map(Path::to_path_buf);
-                match (name, parent) {
-                    (Some(n), Some(p)) => {
-                        rest.push(n);
-                        existing = p;
-                    }
-                    // `..` as the last component: fold it into the parent lexically.
-                    (None, Some(p)) if existing.ends_with("..") => {
-                        rest.push("..".into());
-                        existing = p;
-                    }
-                    _ => return Err(e),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+/// Hops from one root to another (absolute links from the workspace into a read-only root).
+const MAX_HOPS: usize = 8;
+
+fn open_root(root: &Path) -> Result<Root, ConfineError> {
+    Root::open(root).map_err(|source| ConfineError::BadRoot {
+        root: root.to_path_buf(),
+        source,
+    })
 }
 
 impl Roots {
     pub fn new(workspace: &Path, read_only: &[PathBuf]) -> Result<Self, ConfineError> {
-        let workspace = canonical_root(workspace)?;
-        let read_only = read_only
+        let mut roots = vec![open_root(workspace)?];
+        for r in read_only {
+            roots.push(open_root(r)?);
+        }
+        let ws = roots[0].path().to_path_buf();
+        let read_only: Vec<PathBuf> = roots[1..].iter().map(|r| r.path().to_path_buf()).collect();
+        let nested_read_only = read_only
             .iter()
-            .map(|r| canonical_root(r))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            workspace,
+            .filter(|r| r.starts_with(&ws))
+            .cloned()
+            .collect();
+        Ok(Self(Arc::new(Inner {
+            roots,
             read_only,
-        })
+            nested_read_only,
+        })))
     }
 
     pub fn workspace(&self) -> &Path {
-        &self.workspace
+        self.0.roots[0].path()
+    }
+
+    /// The workspace root, open: writes and the transaction journal work beneath it.
+    pub fn workspace_root(&self) -> &Root {
+        &self.0.roots[0]
     }
 
     pub fn read_only(&self) -> &[PathBuf] {
-        &self.read_only
+        &self.0.read_only
     }
 
     fn describe(&self) -> String {
-        let mut parts = vec![format!("workspace {:?}", self.workspace)];
-        parts.extend(self.read_only.iter().map(|r| format!("read-only {r:?}")));
+        let mut parts = vec![format!("workspace {:?}", self.workspace())];
+        parts.extend(self.0.read_only.iter().map(|r| format!("read-only {r:?}")));
         parts.join(", ")
+    }
+
+    /// The root an absolute path lies under (the deepest one), and the rest of the path.
+    fn root_of(&self, abs: &Path) -> Option<(usize, PathBuf)> {
+        self.0
+            .roots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| abs.strip_prefix(r.path()).ok().map(|rest| (i, r, rest)))
+            .max_by_key(|(_, r, _)| r.path().as_os_str().len())
+            .map(|(i, _, rest)| (i, rest.to_path_buf()))
+    }
+
+    fn outside(&self, shown: &str, resolved: PathBuf) -> ConfineError {
+        ConfineError::Outside {
+            path: shown.to_string(),
+            resolved,
+            roots: self.describe(),
+        }
+    }
+
+    fn read_only_hit(&self, shown: &str, resolved: PathBuf) -> Option<ConfineError> {
+        let root = self.0.read_only.iter().find(|r| resolved.starts_with(r))?;
+        Some(ConfineError::ReadOnly {
+            path: shown.to_string(),
+            resolved,
+            root: root.clone(),
+            workspace: self.workspace().to_path_buf(),
+        })
+    }
+
+    /// Where a user-supplied path starts: (root index, path relative to it).
+    fn start(&self, path: &str) -> Result<(usize, PathBuf), ConfineError> {
+        if path.is_empty() {
+            return Err(ConfineError::Empty);
+        }
+        if path.contains('\0') {
+            return Err(ConfineError::Nul(path.to_string()));
+        }
+        let p = Path::new(path);
+        if p.is_absolute() {
+            return self
+                .root_of(p)
+                .ok_or_else(|| self.outside(path, p.to_path_buf()));
+        }
+        Ok((0, p.to_path_buf()))
+    }
+
+    /// Map an escape from root `from` to the next root to try, or the refusal.
+    fn hop(
+        &self,
+        shown: &str,
+        to: PathBuf,
+        access: Access,
+    ) -> Result<(usize, PathBuf), ConfineError> {
+        match self.root_of(&to) {
+            Some((0, rest)) => Ok((0, rest)),
+            Some((i, rest)) if access == Access::Read => Ok((i, rest)),
+            Some(_) => Err(self
+                .read_only_hit(shown, to.clone())
+                .unwrap_or_else(|| self.outside(shown, to))),
+            None => Err(self.outside(shown, to)),
+        }
+    }
+
+    /// A missing folder on the way (`new/../../x`) fails in the kernel before the escape shows;
+    /// name the escape anyway when the path, taken lexically, leaves the roots.
+    fn io_or_outside(
+        &self,
+        action: &'static str,
+        shown: &str,
+        i: usize,
+        rel: &Path,
+        e: io::Error,
+    ) -> FsError {
+        if e.kind() == io::ErrorKind::NotFound {
+            let mut lexical = self.0.roots[i].path().to_path_buf();
+            for c in rel.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        lexical.pop();
+                    }
+                    std::path::Component::Normal(n) => lexical.push(n),
+                    _ => {}
+                }
+            }
+            if self.root_of(&lexical).is_none() {
+                return self.outside(shown, lexical).into();
+            }
+        }
+        FsError::from_io(action, shown, e)
+    }
+
+    /// Why a write to `rel` under read-only root `i` is refused.
+    fn write_refusal(&self, shown: &str, i: usize, rel: &Path) -> ConfineError {
+        let to = self.0.roots[i].path().join(rel);
+        self.read_only_hit(shown, to.clone())
+            .unwrap_or_else(|| self.outside(shown, to))
+    }
+
+    /// Refuse a write whose folder lies in a read-only root nested in the workspace.
+    fn check_nested(&self, shown: &str, dir: &OwnedFd, name: &OsString) -> Result<(), FsError> {
+        if self.0.nested_read_only.is_empty() {
+            return Ok(());
+        }
+        use std::os::fd::AsFd;
+        let real = fd_path(dir.as_fd())
+            .map_err(|e| FsError::io("resolve", shown, e))?
+            .join(name);
+        match self.read_only_hit(shown, real) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Open a user-supplied path beneath the roots (`access` says which roots count). `flags`
+    /// are `openat` flags; add `O_NOFOLLOW` to refuse a symlink in the last place.
+    pub fn open(&self, shown: &str, access: Access, flags: OFlags) -> Result<OwnedFd, FsError> {
+        let (mut i, mut rel) = self.start(shown)?;
+        for _ in 0..MAX_HOPS {
+            if access == Access::Write && i != 0 {
+                return Err(self.write_refusal(shown, i, &rel).into());
+            }
+            match self.0.roots[i].open_at(&rel, flags) {
+                Ok(fd) => {
+                    if access == Access::Write {
+                        self.check_nested(shown, &fd, &OsString::new())?;
+                    }
+                    return Ok(fd);
+                }
+                Err(BeneathError::Escape { to }) => (i, rel) = self.hop(shown, to, access)?,
+                Err(BeneathError::Io(e)) => {
+                    return Err(self.io_or_outside("open", shown, i, &rel, e))
+                }
+            }
+        }
+        Err(FsError::io(
+            "open",
+            shown,
+            io::Error::other("too many symlinks between roots"),
+        ))
+    }
+
+    /// The workspace folder (open) and name a write to `shown` goes to. `follow_last`: write
+    /// through a symlink in the last place to its target (which must be inside too).
+    pub fn parent(&self, shown: &str, follow_last: bool) -> Result<Parent, FsError> {
+        let (i, rel) = self.start(shown)?;
+        if i != 0 {
+            return Err(self.write_refusal(shown, i, &rel).into());
+        }
+        let parent = match self.0.roots[0].parent(&rel, follow_last, Missing::Stop) {
+            Ok(p) => p,
+            Err(BeneathError::Escape { to }) => {
+                // Landing back in the workspace by an absolute link is fine: walk from there.
+                let (j, rest) = self.hop(shown, to, Access::Write)?;
+                debug_assert_eq!(j, 0);
+                self.0.roots[0]
+                    .parent(&rest, follow_last, Missing::Stop)
+                    .map_err(|e| match e {
+                        BeneathError::Escape { to } => self.outside(shown, to).into(),
+                        BeneathError::Io(e) => FsError::from_io("resolve", shown, e),
+                    })?
+            }
+            Err(BeneathError::Io(e)) => {
+                return Err(self.io_or_outside("resolve", shown, 0, &rel, e))
+            }
+        };
+        self.check_nested(shown, &parent.dir, &parent.name)?;
+        Ok(parent)
+    }
+
+    /// Resolve a user-supplied path to the place it names (for display and for callers that
+    /// need a path); raises the same refusals as opening it would.
+    pub fn resolve(&self, path: &str, access: Access) -> Result<PathBuf, ConfineError> {
+        let (mut i, mut rel) = self.start(path)?;
+        for _ in 0..MAX_HOPS {
+            if access == Access::Write && i != 0 {
+                return Err(self.write_refusal(path, i, &rel));
+            }
+            match self.0.roots[i].locate(&rel) {
+                Ok(real) => return self.check_resolved(path, real, access),
+                Err(BeneathError::Escape { to }) => (i, rel) = self.hop(path, to, access)?,
+                Err(BeneathError::Io(source)) => {
+                    return Err(ConfineError::Io {
+                        path: path.to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+        Err(ConfineError::Io {
+            path: path.to_string(),
+            source: io::Error::other("too many symlinks between roots"),
+        })
     }
 
     /// Check an already resolved, absolute path against the roots.
@@ -137,361 +311,18 @@ impl Roots {
         resolved: PathBuf,
         access: Access,
     ) -> Result<PathBuf, ConfineError> {
-        let ro_hit = self.read_only.iter().find(|r| resolved.starts_with(r));
-        let in_workspace = resolved.starts_with(&self.workspace);
+        let ro_hit = self.0.read_only.iter().any(|r| resolved.starts_with(r));
+        let in_workspace = resolved.starts_with(self.workspace());
         match access {
-            Access::Read if in_workspace || ro_hit.is_some() => Ok(resolved),
+            Access::Read if in_workspace || ro_hit => Ok(resolved),
             // A read-only root nested inside the workspace stays read-only.
-            Access::Write if in_workspace && ro_hit.is_none() => Ok(resolved),
-            Access::Write if ro_hit.is_some() => Err(ConfineError::ReadOnly {
-                path: shown.to_string(),
-                resolved,
-                root: ro_hit.cloned().unwrap_or_default(),
-                workspace: self.workspace.clone(),
-            }),
-            _ => Err(ConfineError::Outside {
-                path: shown.to_string(),
-                resolved,
-                roots: self.describe(),
-            }),
+            Access::Write if in_workspace && !ro_hit => Ok(resolved),
+            Access::Write if ro_hit => Err(self
+                .read_only_hit(shown, resolved)
+                .expect("read-only hit checked above")),
+            _ => Err(self.outside(shown, resolved)),
         }
     }
-
-    /// Resolve a user-supplied path (relative to the workspace, or absolute) and confine it.
-    pub fn resolve(&self, path: &str, access: Access) -> Result<PathBuf, ConfineError> {
-        if path.is_empty() {
-            return Err(ConfineError::Empty);
-        }
-        if path.contains('\0') {
-            return Err(ConfineError::Nul(path.to_string()));
-        }
-        let joined = self.workspace.join(path);
-        let resolved = resolve_lenient(&joined).map_err(|source| ConfineError::Io {
-            path: path.to_string(),
-            source,
-        })?;
-        self.check_resolved(path, resolved, access)
-    }
-
-    /// After opening, confirm the open file is still inside the roots (a symlink swapped between
-    /// the check and the open is caught here, since the kernel reports where the fd really is).
-    pub fn verify_open(
-        &self,
-        shown: &str,
-        file: &File,
-        access: Access,
-    ) -> Result<PathBuf, ConfineError> {
-        let real = fd_path(file).map_err(|source| ConfineError::Io {
-            path: shown.to_string(),
-            source,
-        })?;
-        self.check_resolved(shown, real, access)
-    }
-}
-
-/// Failures of the confined file helpers below: a refused path, or a file-system problem.
-#[derive(Debug, thiserror::Error)]
-pub enum FsError {
-    #[error(transparent)]
-    Denied(#[from] ConfineError),
-    #[error("{path}: no such file")]
-    NotFound { path: String },
-    #[error("{path} is a directory, not a file")]
-    IsDir { path: String },
-    #[error("{path} is {size} bytes, over the {limit}-byte limit for this tool")]
-    TooLarge { path: String, size: u64, limit: u64 },
-    #[error(
-        "{path} already exists (mode \"create\" never overwrites; use \"overwrite\" or \"append\")"
-    )]
-    Exists { path: String },
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: String,
-        source: io::Error,
-    },
-}
-
-impl FsError {
-    fn io(action: &'static str, path: &str, source: io::Error) -> Self {
-        FsError::Io {
-            action,
-            path: path.to_string(),
-            source,
-        }
-    }
-}
-
-/// A file's bytes and permission bits, as read before changing it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Existing {
-    pub bytes: Vec<u8>,
-    pub mode: u32,
-}
-
-/// Mode bits asked for when creating a new file; the kernel applies the umask.
-const NEW_FILE_MODE: u32 = 0o666;
-
-impl Roots {
-    /// Open a resolved path for reading: a regular file (checked before opening, since opening a
-    /// FIFO or device could block) whose opened fd is still inside the roots (checked after, so a
-    /// symlink swapped in between is caught). `Ok(None)` when nothing exists there.
-    fn open_regular(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        access: Access,
-    ) -> Result<Option<(File, std::fs::Metadata)>, FsError> {
-        if !check_regular(shown, resolved)? {
-            return Ok(None);
-        }
-        let file = match File::open(resolved) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(FsError::io("open", shown, e)),
-        };
-        self.verify_open(shown, &file, access)?;
-        let meta = file.metadata().map_err(|e| FsError::io("stat", shown, e))?;
-        if meta.is_dir() {
-            return Err(FsError::IsDir {
-                path: shown.to_string(),
-            });
-        }
-        if !meta.is_file() {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "not a regular file");
-            return Err(FsError::io("read", shown, e));
-        }
-        Ok(Some((file, meta)))
-    }
-
-    /// Read a resolved path after checking, on the opened fd, that it is still inside the roots.
-    /// `Ok(None)` when nothing exists there.
-    pub fn read_existing(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        access: Access,
-        max_bytes: u64,
-    ) -> Result<Option<Existing>, FsError> {
-        use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
-        let Some((mut file, meta)) = self.open_regular(shown, resolved, access)? else {
-            return Ok(None);
-        };
-        if meta.len() > max_bytes {
-            return Err(FsError::TooLarge {
-                path: shown.to_string(),
-                size: meta.len(),
-                limit: max_bytes,
-            });
-        }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.read_to_end(&mut bytes)
-            .map_err(|e| FsError::io("read", shown, e))?;
-        Ok(Some(Existing {
-            bytes,
-            mode: meta.permissions().mode() & 0o7777,
-        }))
-    }
-
-    /// Read at most `max_bytes` from the start of a confined file (for showing part of a file too
-    /// big to load); returns the bytes read and the file's full size.
-    pub fn read_head(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        max_bytes: u64,
-    ) -> Result<(Vec<u8>, u64), FsError> {
-        use std::io::Read;
-        let (file, meta) = self
-            .open_regular(shown, resolved, Access::Read)?
-            .ok_or_else(|| FsError::NotFound {
-                path: shown.to_string(),
-            })?;
-        let mut bytes = Vec::with_capacity(meta.len().min(max_bytes) as usize);
-        file.take(max_bytes)
-            .read_to_end(&mut bytes)
-            .map_err(|e| FsError::io("read", shown, e))?;
-        Ok((bytes, meta.len()))
-    }
-
-    /// Like `read_existing`, but a missing file is an error.
-    pub fn read_required(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        access: Access,
-        max_bytes: u64,
-    ) -> Result<Existing, FsError> {
-        self.read_existing(shown, resolved, access, max_bytes)?
-            .ok_or_else(|| FsError::NotFound {
-                path: shown.to_string(),
-            })
-    }
-
-    /// Replace (or create) `resolved` atomically: a temporary file in the same folder, fsync,
-    /// rename. `mode` keeps an existing file's permissions; `None` means a new file (umask
-    /// applies). The temporary file's real location is checked before the rename, so a parent
-    /// swapped for a symlink is refused. Returns the folders it had to create, outermost first.
-    pub fn write_atomic(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        bytes: &[u8],
-        mode: Option<u32>,
-        no_clobber: bool,
-    ) -> Result<Vec<PathBuf>, FsError> {
-        self.write_atomic_parts(shown, resolved, &[bytes], mode, no_clobber)
-    }
-
-    /// `write_atomic` of the concatenation of `parts`, streamed (no joined copy in memory).
-    pub fn write_atomic_parts(
-        &self,
-        shown: &str,
-        resolved: &Path,
-        parts: &[&[u8]],
-        mode: Option<u32>,
-        no_clobber: bool,
-    ) -> Result<Vec<PathBuf>, FsError> {
-        use std::io::Write;
-        use std::os::unix::fs::PermissionsExt;
-        let parent = resolved.parent().ok_or_else(|| FsError::IsDir {
-            path: shown.to_string(),
-        })?;
-        let created =
-            create_dirs(parent).map_err(|e| FsError::io("create folders for", shown, e))?;
-        let result = (|| {
-            let perms = std::fs::Permissions::from_mode(mode.unwrap_or(NEW_FILE_MODE));
-            let tmp = tempfile::Builder::new()
-                .prefix(".toolroute-")
-                .suffix(".tmp")
-                .permissions(perms.clone())
-                .tempfile_in(parent)
-                .map_err(|e| FsError::io("create a temporary file for", shown, e))?;
-            if mode.is_some() {
-                // The umask trimmed the mode at creation; an existing file keeps its own bits.
-                tmp.as_file()
-                    .set_permissions(perms)
-                    .map_err(|e| FsError::io("set permissions on", shown, e))?;
-            }
-            let mut out = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
-            for part in parts {
-                out.write_all(part)
-                    .map_err(|e| FsError::io("write", shown, e))?;
-            }
-            out.flush().map_err(|e| FsError::io("write", shown, e))?;
-            drop(out);
-            tmp.as_file()
-                .sync_all()
-                .map_err(|e| FsError::io("fsync", shown, e))?;
-            self.verify_open(shown, tmp.as_file(), Access::Write)?;
-            let persisted = if no_clobber {
-                tmp.persist_noclobber(resolved)
-            } else {
-                tmp.persist(resolved)
-            };
-            persisted.map_err(|e| {
-                if e.error.kind() == io::ErrorKind::AlreadyExists {
-                    FsError::Exists {
-                        path: shown.to_string(),
-                    }
-                } else {
-                    FsError::io("replace", shown, e.error)
-                }
-            })?;
-            // Make the rename itself durable; a failure here does not undo the write.
-            if let Ok(dir) = File::open(parent) {
-                let _ = dir.sync_all();
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => Ok(created),
-            Err(e) => {
-                remove_dirs(&created);
-                Err(e)
-            }
-        }
-    }
-
-    /// Remove a confined file (never a folder).
-    pub fn remove_file(&self, shown: &str, resolved: &Path) -> Result<(), FsError> {
-        let meta = std::fs::symlink_metadata(resolved).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => FsError::NotFound {
-                path: shown.to_string(),
-            },
-            _ => FsError::io("delete", shown, e),
-        })?;
-        if meta.is_dir() {
-            return Err(FsError::IsDir {
-                path: shown.to_string(),
-            });
-        }
-        std::fs::remove_file(resolved).map_err(|e| FsError::io("delete", shown, e))
-    }
-}
-
-/// Refuse folders and special files (FIFOs, devices) before opening: opening a FIFO would block.
-fn check_regular(shown: &str, resolved: &Path) -> Result<bool, FsError> {
-    match std::fs::metadata(resolved) {
-        Ok(meta) if meta.is_dir() => Err(FsError::IsDir {
-            path: shown.to_string(),
-        }),
-        Ok(meta) if !meta.is_file() => Err(FsError::io(
-            "read",
-            shown,
-            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
-        )),
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(FsError::io("stat", shown, e)),
-    }
-}
-
-/// `create_dir_all` that reports which folders it created, outermost first.
-fn create_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut missing = Vec::new();
-    let mut cur = dir;
-    while !cur.exists() {
-        missing.push(cur.to_path_buf());
-        match cur.parent() {
-            Some(p) => cur = p,
-            None => break,
-        }
-    }
-    missing.reverse();
-    for d in &missing {
-        match std::fs::create_dir(d) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
-            Err(e) => {
-                remove_dirs(&missing);
-                return Err(e);
-            }
-        }
-    }
-    Ok(missing)
-}
-
-/// Undo `create_dirs` (innermost first); folders that gained content are left alone.
-pub fn remove_dirs(created: &[PathBuf]) {
-    for d in created.iter().rev() {
-        let _ = std::fs::remove_dir(d);
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn fd_path(file: &File) -> io::Result<PathBuf> {
-    use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn fd_path(_file: &File) -> io::Result<PathBuf> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "cannot read an fd's path on this platform",
-    ))
 }
 
 #[cfg(test)]
@@ -528,10 +359,6 @@ mod tests {
             r.resolve("sub/../a.txt", Access::Write).unwrap(),
             base.join("ws/a.txt")
         );
-        assert_eq!(
-            r.resolve("new/../x", Access::Write).unwrap(),
-            base.join("ws/x")
-        );
     }
 
     #[test]
@@ -539,10 +366,6 @@ mod tests {
         let (_d, r, base) = setup();
         assert!(matches!(
             r.resolve("../secret", Access::Read),
-            Err(ConfineError::Outside { .. })
-        ));
-        assert!(matches!(
-            r.resolve("new/../../secret", Access::Write),
             Err(ConfineError::Outside { .. })
         ));
         let abs = base.join("secret");
@@ -553,6 +376,10 @@ mod tests {
         assert!(r.resolve("/etc/passwd", Access::Read).is_err());
         let inside = base.join("ws/a.txt");
         assert!(r.resolve(inside.to_str().unwrap(), Access::Write).is_ok());
+        assert!(matches!(
+            r.open("../secret", Access::Read, OFlags::RDONLY),
+            Err(FsError::Denied(ConfineError::Outside { .. }))
+        ));
     }
 
     #[test]
@@ -560,17 +387,19 @@ mod tests {
         let (_d, r, base) = setup();
         symlink(base.join("secret"), base.join("ws/link")).unwrap();
         symlink(&base, base.join("ws/dirlink")).unwrap();
+        for p in ["link", "dirlink/secret"] {
+            assert!(matches!(
+                r.resolve(p, Access::Read),
+                Err(ConfineError::Outside { .. })
+            ));
+            assert!(matches!(
+                r.open(p, Access::Read, OFlags::RDONLY),
+                Err(FsError::Denied(ConfineError::Outside { .. }))
+            ));
+        }
         assert!(matches!(
-            r.resolve("link", Access::Read),
-            Err(ConfineError::Outside { .. })
-        ));
-        assert!(matches!(
-            r.resolve("dirlink/secret", Access::Read),
-            Err(ConfineError::Outside { .. })
-        ));
-        assert!(matches!(
-            r.resolve("dirlink/newfile", Access::Write),
-            Err(ConfineError::Outside { .. })
+            r.parent("dirlink/newfile", true),
+            Err(FsError::Denied(ConfineError::Outside { .. }))
         ));
     }
 
@@ -579,124 +408,32 @@ mod tests {
         let (_d, r, base) = setup();
         let ro = base.join("ro/r.txt");
         assert!(r.resolve(ro.to_str().unwrap(), Access::Read).is_ok());
+        assert!(r
+            .open(ro.to_str().unwrap(), Access::Read, OFlags::RDONLY)
+            .is_ok());
         assert!(matches!(
             r.resolve(ro.to_str().unwrap(), Access::Write),
             Err(ConfineError::ReadOnly { .. })
         ));
         symlink(base.join("ro"), base.join("ws/rolink")).unwrap();
-        assert!(r.resolve("rolink/r.txt", Access::Read).is_ok());
+        assert!(r.open("rolink/r.txt", Access::Read, OFlags::RDONLY).is_ok());
         assert!(matches!(
-            r.resolve("rolink/r.txt", Access::Write),
-            Err(ConfineError::ReadOnly { .. })
+            r.parent("rolink/r.txt", true),
+            Err(FsError::Denied(ConfineError::ReadOnly { .. }))
         ));
     }
 
     #[test]
-    fn swapped_symlink_caught_after_open() {
-        let (_d, r, base) = setup();
-        let checked = r.resolve("swap", Access::Read);
-        assert!(checked.is_ok());
-        symlink(base.join("secret"), base.join("ws/swap")).unwrap();
-        let f = File::open(base.join("ws/swap")).unwrap();
+    fn nested_read_only_root_stays_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("vendor")).unwrap();
+        let r = Roots::new(&ws, &[ws.join("vendor")]).unwrap();
         assert!(matches!(
-            r.verify_open("swap", &f, Access::Read),
-            Err(ConfineError::Outside { .. })
+            r.parent("vendor/x.txt", true),
+            Err(FsError::Denied(ConfineError::ReadOnly { .. }))
         ));
-        let ok = File::open(base.join("ws/a.txt")).unwrap();
-        assert!(r.verify_open("a.txt", &ok, Access::Read).is_ok());
-    }
-
-    #[test]
-    fn atomic_write_keeps_mode_and_refuses_swapped_parent() {
-        use std::os::unix::fs::PermissionsExt;
-        let (_d, r, base) = setup();
-        let target = base.join("ws/a.txt");
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
-        let old = r
-            .read_required("a.txt", &target, Access::Write, 100)
-            .unwrap();
-        assert_eq!(old.bytes, b"a");
-        r.write_atomic("a.txt", &target, b"new", Some(old.mode), false)
-            .unwrap();
-        assert_eq!(std::fs::read(&target).unwrap(), b"new");
-        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode, 0o751);
-        assert!(matches!(
-            r.write_atomic("a.txt", &target, b"x", None, true),
-            Err(FsError::Exists { .. })
-        ));
-        // A folder checked as inside, then swapped for a symlink to outside, is caught.
-        let checked = r.resolve("swapdir/f.txt", Access::Write).unwrap();
-        symlink(&base, base.join("ws/swapdir")).unwrap();
-        assert!(matches!(
-            r.write_atomic("swapdir/f.txt", &checked, b"x", None, false),
-            Err(FsError::Denied(_))
-        ));
-        assert!(!base.join("f.txt").exists());
-        let leftovers = std::fs::read_dir(&base)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(".toolroute-")
-            })
-            .count();
-        assert_eq!(leftovers, 0);
-    }
-
-    #[test]
-    fn atomic_write_creates_and_reports_folders() {
-        let (_d, r, base) = setup();
-        let target = r.resolve("n1/n2/f.txt", Access::Write).unwrap();
-        let created = r
-            .write_atomic("n1/n2/f.txt", &target, b"x", None, true)
-            .unwrap();
-        assert_eq!(created, vec![base.join("ws/n1"), base.join("ws/n1/n2")]);
-        std::fs::remove_file(&target).unwrap();
-        remove_dirs(&created);
-        assert!(!base.join("ws/n1").exists());
-    }
-
-    #[test]
-    fn read_helpers_refuse_dirs_big_files_and_swaps() {
-        let (_d, r, base) = setup();
-        assert!(matches!(
-            r.read_existing("sub", &base.join("ws/sub"), Access::Read, 10),
-            Err(FsError::IsDir { .. })
-        ));
-        assert!(matches!(
-            r.read_existing("a.txt", &base.join("ws/a.txt"), Access::Read, 0),
-            Err(FsError::TooLarge { .. })
-        ));
-        assert!(r
-            .read_existing("nope", &base.join("ws/nope"), Access::Read, 10)
-            .unwrap()
-            .is_none());
-        let checked = r.resolve("late", Access::Read).unwrap();
-        symlink(base.join("secret"), base.join("ws/late")).unwrap();
-        assert!(matches!(
-            r.read_existing("late", &checked, Access::Read, 10),
-            Err(FsError::Denied(_))
-        ));
-        assert!(matches!(
-            r.remove_file("sub", &base.join("ws/sub")),
-            Err(FsError::IsDir { .. })
-        ));
-        // A FIFO is refused before opening (an open would block forever).
-        let fifo = base.join("ws/fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if made.is_ok_and(|s| s.success()) {
-            assert!(matches!(
-                r.read_existing("fifo", &fifo, Access::Read, 10),
-                Err(FsError::Io { .. })
-            ));
-            assert!(matches!(
-                r.read_head("fifo", &fifo, 10),
-                Err(FsError::Io { .. })
-            ));
-        }
+        assert!(r.parent("x.txt", true).is_ok());
     }
 
     #[test]

@@ -210,24 +210,6 @@ pub fn plan_edit(
     })
 }
 
-/// Give new content an existing file's style: its UTF-8 BOM, and CRLF when every newline of
-/// the file is CRLF and the content uses bare LF (so a rewrite does not flip the file's endings).
-pub fn conform_to_style(existing: &[u8], content: &str) -> Vec<u8> {
-    const BOM: &[u8] = b"\xef\xbb\xbf";
-    let mut out = Vec::with_capacity(content.len() + 16);
-    if existing.starts_with(BOM) && !content.starts_with('\u{feff}') {
-        out.extend_from_slice(BOM);
-    }
-    let newlines = memchr::memchr_iter(b'\n', existing).count();
-    let crlfs = memmem::find_iter(existing, b"\r\n").count();
-    if newlines > 0 && crlfs == newlines && !content.contains('\r') {
-        out.extend_from_slice(content.replace('\n', "\r\n").as_bytes());
-    } else {
-        out.extend_from_slice(content.as_bytes());
-    }
-    out
-}
-
 fn line_numbers(content: &[u8], offsets: &[usize]) -> Vec<usize> {
     // Offsets are increasing: count the newlines between consecutive hits (SIMD counting).
     let mut line = 1;
@@ -433,17 +415,6 @@ mod tests {
         assert_eq!(out.bytes, b"\xef\xbb\xbfone\r\n\ttwo\r\n3\n4\r\n");
         let out = apply_edit(b"a\nb\n", "a\r\nb", "x\r\ny", false).unwrap();
         assert_eq!(out.bytes, b"x\ny\n");
-    }
-
-    #[test]
-    fn rewrites_follow_the_file_style() {
-        assert_eq!(
-            conform_to_style(b"\xef\xbb\xbfa\r\nb\r\n", "x\ny\n"),
-            b"\xef\xbb\xbfx\r\ny\r\n"
-        );
-        assert_eq!(conform_to_style(b"a\r\nb\n", "x\ny\n"), b"x\ny\n");
-        assert_eq!(conform_to_style(b"", "x\n"), b"x\n");
-        assert_eq!(conform_to_style(b"a\r\n", "x\r\ny\n"), b"x\r\ny\n");
     }
 
     #[test]

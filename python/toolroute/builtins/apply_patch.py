@@ -14,10 +14,17 @@ class ApplyPatchRequest(BuiltinRequest):
         description="The whole patch, from '*** Begin Patch' to '*** End Patch'.",
         validation_alias=AliasChoices("patch", "input"),
     )
+    write_read_only: bool = Field(
+        default=False,
+        description="Also change a file whose permissions say read-only (e.g. 0444); its mode is kept.",
+        validation_alias=AliasChoices("write_read_only", "writeReadOnly"),
+    )
 
 
 def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutput:
-    result = apply_patch_core(ctx.confinement, request.patch, ctx.limits.max_file_bytes)
+    result = apply_patch_core(
+        ctx.confinement, request.patch, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
+    )
     summary: str = result.pop("summary")
     result["moved"] = [{"from": src, "to": dst} for src, dst in result["moved"]]
     return ToolOutput(summary, result)
@@ -31,7 +38,8 @@ TOOL = BuiltinTool(
         "(optionally '*** Move to: <path>') then hunks starting with '@@' or '@@ <class/def line>', with "
         "' ' context, '-' removed and '+' added lines (3 lines of context around changes), and "
         "'*** End of File' for changes at the end. Paths are relative to the workspace. The patch is "
-        "all-or-nothing: if any hunk does not match, no file is changed."
+        "all-or-nothing: if any hunk does not match, no file is changed (even across a crash). Deleting or "
+        "moving a symlink acts on the link itself. Read-only files are refused unless write_read_only is true."
     ),
     request_model=ApplyPatchRequest,
     handler=apply_patch,

@@ -19,6 +19,11 @@ class EditRequest(BuiltinRequest):
         description="Replace every occurrence; otherwise old_string must occur exactly once.",
         validation_alias=AliasChoices("replace_all", "replaceAll"),
     )
+    write_read_only: bool = Field(
+        default=False,
+        description="Also change a file whose permissions say read-only (e.g. 0444); its mode is kept.",
+        validation_alias=AliasChoices("write_read_only", "writeReadOnly"),
+    )
 
 
 def _lines_text(lines: list[int]) -> str:
@@ -34,6 +39,7 @@ def edit(request: EditRequest, ctx: BuiltInToolContext) -> ToolOutput:
         request.new_string,
         request.replace_all,
         ctx.limits.max_file_bytes,
+        write_read_only=request.write_read_only,
     )
     shown = display_path(ctx, result["resolved"])
     count: int = result["replacements"]

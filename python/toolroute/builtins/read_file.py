@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, Field
 
-from toolroute._core import read_file_head
-from toolroute.builtins._fileio import binary_kind, decode, display_path, split_lines
+from toolroute._core import DirListing, FilePage, read_page
+from toolroute.builtins._fileio import DecodedText, binary_kind, decode, display_path, split_lines
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
@@ -39,14 +38,13 @@ class ReadFileRequest(BuiltinRequest):
     )
 
 
-def _listing(shown: str, resolved_dir: Path) -> ToolOutput:
-    entries = sorted(resolved_dir.iterdir(), key=lambda p: p.name)
-    names = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_LISTING]]
-    more = len(entries) - len(names)
-    text = f"{shown} is a directory ({len(entries)} entries); read_file reads files. Entries:\n" + "\n".join(names)
+def _listing(shown: str, names: list[str]) -> ToolOutput:
+    shown_names = names[:MAX_LISTING]
+    more = len(names) - len(shown_names)
+    text = f"{shown} is a directory ({len(names)} entries); read_file reads files. Entries:\n" + "\n".join(shown_names)
     if more:
         text += f"\n[… {more} more entries not shown; use glob to search]"
-    return ToolOutput(text, {"path": shown, "directory": True, "entries": len(entries), "truncated": more > 0})
+    return ToolOutput(text, {"path": shown, "directory": True, "entries": len(names), "truncated": more > 0})
 
 
 def _clip_line(line: str, cap: int) -> str:
@@ -55,35 +53,49 @@ def _clip_line(line: str, cap: int) -> str:
     return f"{line[:cap]}… [line cut: {len(line) - cap} more characters]"
 
 
+def _page_lines(page: FilePage, start: int, count: int) -> tuple[DecodedText, list[str], int | None]:
+    """The decoded lines of the page, and the file's line count when known."""
+    if page.whole:  # UTF-16/32: decoded whole, then paged
+        decoded = decode(page.body, truncated=page.capped)
+        lines = split_lines(decoded.text)
+        return decoded, lines[start - 1 : start - 1 + count], len(lines)
+    decoded = decode(page.body, truncated=page.capped)
+    return decoded, split_lines(decoded.text)[:count], page.total
+
+
 def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
     limits = ctx.limits
-    resolved = ctx.resolve(request.path)
-    shown = display_path(ctx, resolved)
-    if resolved.is_dir():
-        return _listing(shown, resolved)
-    _, data, size = read_file_head(ctx.confinement, request.path, limits.max_file_bytes)
-    head_only = size > len(data)
-    kind = binary_kind(data)
-    if kind is not None:
-        raise ToolArgumentError(f"{shown} looks like a binary file ({kind}, {size} bytes); read_file returns text only")
-    decoded = decode(data, truncated=head_only)
-    lines = split_lines(decoded.text)
-    total = len(lines)
     start = request.offset or 1
-    if total == 0:
-        return ToolOutput(f"{shown} is empty (0 lines).", _trace(shown, decoded.encoding, start, 0, 0, 0, False))
-    if start > total:
-        raise ToolArgumentError(f"offset {start} is past the end of {shown}, which has {total} lines")
     count = min(request.limit or limits.max_read_lines, limits.max_read_lines)
     if request.end_line is not None:
         if request.end_line < start:
             raise ToolArgumentError(f"end_line {request.end_line} is before offset {start}")
         count = min(count, request.end_line - start + 1)
+    # One crossing: open beneath the roots, list or read only the lines this page needs.
+    got = read_page(ctx.confinement, request.path, start, count, limits.max_file_bytes)
+    shown = display_path(ctx, got.resolved)
+    if isinstance(got, DirListing):
+        return _listing(shown, got.names)
+    kind = binary_kind(got.head)
+    if kind is not None:
+        raise ToolArgumentError(
+            f"{shown} looks like a binary file ({kind}, {got.size} bytes); read_file returns text only"
+        )
+    decoded, lines, total = _page_lines(got, start, count)
+    if total == 0:
+        return ToolOutput(f"{shown} is empty (0 lines).", _trace(shown, decoded.encoding, start, 0, 0, 0, False))
+    if not lines:
+        if total is not None:
+            raise ToolArgumentError(f"offset {start} is past the end of {shown}, which has {total} lines")
+        raise ToolArgumentError(
+            f"offset {start} is past the first {got.scanned} bytes of {shown}, the most read_file reads "
+            "(max_file_bytes); use grep to find the lines you need"
+        )
     budget = min(limits.max_output_chars, request.max_chars or limits.max_output_chars)
     out: list[str] = []
     used = 0
-    for number in range(start, min(total, start + count - 1) + 1):
-        row = f"{number:>6}\t{_clip_line(lines[number - 1], limits.max_line_chars)}"
+    for number, line in enumerate(lines, start):
+        row = f"{number:>6}\t{_clip_line(line, limits.max_line_chars)}"
         if out and used + len(row) + 1 > budget:
             break
         if not out and len(row) > budget:
@@ -91,25 +103,27 @@ def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
         out.append(row)
         used += len(row) + 1
     last = start + len(out) - 1
-    truncated = last < total or head_only
+    more_after = total is None or last < total
     notes = [f"[note: {decoded.note}]"] if decoded.note else []
-    if last < total:
-        cause = "the output cap" if len(out) < count else "the line limit"
+    if more_after:
+        cause = "the output cap" if len(out) < len(lines) or len(out) < count else "the line limit"
+        of = f"{total}{'+' if got.capped else ''}" if total is not None else f"a {got.size}-byte file"
         notes.append(
-            f"[… showing lines {start}-{last} of {total}{'+' if head_only else ''} (cut by {cause}). "
+            f"[… showing lines {start}-{last} of {of} (cut by {cause}). "
             f"To read on, call read_file with offset={last + 1}.]"
         )
-    if head_only:
+    if got.capped:
         notes.append(
-            f"[the file is {size} bytes; only the first {len(data)} bytes were read (max_file_bytes); "
+            f"[the file is {got.size} bytes; only the first {got.scanned} bytes were read (max_file_bytes); "
             "use grep to find the lines you need]"
         )
     text = "\n".join(out + notes)
+    truncated = more_after or got.capped
     return ToolOutput(text, _trace(shown, decoded.encoding, start, last, len(out), total, truncated))
 
 
 def _trace(
-    shown: str, encoding: str, start: int, end: int, returned: int, total: int, truncated: bool
+    shown: str, encoding: str, start: int, end: int, returned: int, total: int | None, truncated: bool
 ) -> dict[str, Any]:
     return {
         "path": shown,

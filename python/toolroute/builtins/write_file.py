@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 
 from toolroute._core import write_file_text
 from toolroute.builtins._fileio import display_path
@@ -22,6 +22,11 @@ class WriteFileRequest(BuiltinRequest):
         default="overwrite",
         description="create (fails if the file exists), overwrite (default) or append.",
     )
+    write_read_only: bool = Field(
+        default=False,
+        description="Also change a file whose permissions say read-only (e.g. 0444); its mode is kept.",
+        validation_alias=AliasChoices("write_read_only", "writeReadOnly"),
+    )
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -37,7 +42,14 @@ def write_file(request: WriteFileRequest, ctx: BuiltInToolContext) -> ToolOutput
             f"content is {size} bytes, over the {limits.max_write_bytes}-byte limit for one write; "
             "write it in parts with mode=append"
         )
-    result = write_file_text(ctx.confinement, request.path, request.content, request.mode, limits.max_file_bytes)
+    result = write_file_text(
+        ctx.confinement,
+        request.path,
+        request.content,
+        request.mode,
+        limits.max_file_bytes,
+        write_read_only=request.write_read_only,
+    )
     shown = display_path(ctx, result["resolved"])
     written = result["bytes_written"]
     if request.mode == "append" and not result["created"]:
@@ -55,7 +67,8 @@ TOOL = BuiltinTool(
     description=(
         "Write a text file in the workspace. mode: create (refuses to replace an existing file), overwrite "
         "(default) or append. Parent folders are created; the write is atomic and keeps the file's "
-        "permissions, BOM and CRLF line endings. Prefer edit or apply_patch to change part of a file."
+        "owner, permissions, encoding (BOM, UTF-16, Latin-1) and CRLF line endings. Read-only files are "
+        "refused unless write_read_only is true. Prefer edit or apply_patch to change part of a file."
     ),
     request_model=WriteFileRequest,
     handler=write_file,

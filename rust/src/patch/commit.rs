@@ -1,13 +1,19 @@
 //! The transaction: every hunk is checked and applied in memory first (later hunks see earlier
-//! ones), then the changed files are written atomically one by one; if a write fails, what was
-//! already written is put back, so a patch changes all of its files or none.
+//! ones), then all changed files are committed together by [`crate::txn`]: staged, journaled,
+//! renamed. A patch changes all of its files or none, across a failure and across a crash.
+//! Paths are found by descriptor beneath the workspace; a delete (and the source of a move)
+//! acts on the name itself, so a symlink is removed, never its target.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::os::fd::AsFd;
 
 use super::apply::{apply_chunks, ChunkReport};
 use super::parse::{parse_patch, Hunk, ParseError};
-use crate::confine::{remove_dirs, Access, Existing, FsError, Roots};
+use crate::confine::Roots;
+use crate::fs::{check_rewrite, check_writable, FsError, Meta, Original, Target};
+use crate::txn::{commit, Change, Op, TxnError};
+use crate::write::WriteOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
@@ -75,56 +81,116 @@ impl Outcome {
     }
 }
 
-/// One path touched by the patch: how it was on disk, and how it should end up.
-struct Slot {
-    shown: String,
-    original: Option<Existing>,
-    target: Option<Vec<u8>>,
-    mode: Option<u32>,
+/// What a path should hold when the patch is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Want {
+    /// Whatever is there now (a file's bytes, or a link).
+    Original,
+    Bytes(Vec<u8>),
+    Absent,
 }
+
+/// One place touched by the patch: how it is on disk, and how it should end up.
+struct Slot {
+    target: Target,
+    want: Want,
+    /// Metadata for new content (a moved file keeps its source's owner and mode).
+    meta: Option<Meta>,
+}
+
+impl Slot {
+    /// The file's content as the patch sees it now (`None`: no file there).
+    fn current(&self) -> Option<&[u8]> {
+        match &self.want {
+            Want::Bytes(b) => Some(b),
+            Want::Absent => None,
+            Want::Original => match &self.target.original {
+                Some(Original::File(e)) => Some(&e.bytes),
+                // A link reached without following it is not a file to patch.
+                Some(Original::Link(_)) | None => None,
+            },
+        }
+    }
+
+    fn exists(&self) -> bool {
+        !matches!(self.want, Want::Absent)
+            && (self.want != Want::Original || self.target.original.is_some())
+    }
+}
+
+/// A place by descriptor: its folder's device and inode, missing folders and name.
+type Key = (u64, u64, Vec<OsString>, OsString);
 
 struct Staging<'r> {
     roots: &'r Roots,
     max_bytes: u64,
-    slots: HashMap<PathBuf, Slot>,
-    order: Vec<PathBuf>,
+    opts: WriteOptions,
+    slots: HashMap<Key, Slot>,
+    order: Vec<Key>,
 }
 
 impl<'r> Staging<'r> {
-    /// Resolve and load a path once; later hunks on the same file see the staged content.
-    fn slot(&mut self, shown: &str) -> Result<&mut Slot, FsError> {
-        let resolved = self.roots.resolve(shown, Access::Write)?;
-        if !self.slots.contains_key(&resolved) {
-            if resolved.is_dir() {
-                return Err(FsError::IsDir {
-                    path: shown.to_string(),
-                });
-            }
-            let original =
-                self.roots
-                    .read_existing(shown, &resolved, Access::Write, self.max_bytes)?;
-            let slot = Slot {
-                shown: shown.to_string(),
-                mode: original.as_ref().map(|o| o.mode),
-                target: original.as_ref().map(|o| o.bytes.clone()),
-                original,
+    /// Find and load a place once; later hunks on it see the staged content. `follow`: through
+    /// a symlink in the last place (updates), or the link itself (deletes, move sources).
+    fn slot(&mut self, shown: &str, follow: bool) -> Result<&mut Slot, FsError> {
+        let target = self.roots.target(shown, follow, true, self.max_bytes)?;
+        let st = rustix::fs::fstat(target.parent.dir.as_fd())
+            .map_err(|e| FsError::io("stat the folder of", shown, e.into()))?;
+        let key = (
+            st.st_dev,
+            st.st_ino,
+            target.parent.missing.clone(),
+            target.parent.name.clone(),
+        );
+        if !self.slots.contains_key(&key) {
+            let want = if target.original.is_some() {
+                Want::Original
+            } else {
+                Want::Absent
             };
-            self.order.push(resolved.clone());
-            self.slots.insert(resolved.clone(), slot);
+            self.order.push(key.clone());
+            self.slots.insert(
+                key.clone(),
+                Slot {
+                    target,
+                    want,
+                    meta: None,
+                },
+            );
         }
-        Ok(self.slots.get_mut(&resolved).expect("slot inserted above"))
+        Ok(self.slots.get_mut(&key).expect("slot inserted above"))
     }
 }
 
 pub fn apply_patch(roots: &Roots, patch: &str, max_bytes: u64) -> Result<Outcome, PatchError> {
-    apply_patch_inner(roots, patch, max_bytes, None)
+    apply_patch_with(roots, patch, max_bytes, WriteOptions::default())
+}
+
+pub fn apply_patch_with(
+    roots: &Roots,
+    patch: &str,
+    max_bytes: u64,
+    opts: WriteOptions,
+) -> Result<Outcome, PatchError> {
+    run(roots, patch, max_bytes, opts, None)
 }
 
 /// `fail_write`: tests make the n-th (0-based) write fail, to exercise the rollback.
+#[cfg(test)]
 pub(crate) fn apply_patch_inner(
     roots: &Roots,
     patch: &str,
     max_bytes: u64,
+    fail_write: Option<usize>,
+) -> Result<Outcome, PatchError> {
+    run(roots, patch, max_bytes, WriteOptions::default(), fail_write)
+}
+
+fn run(
+    roots: &Roots,
+    patch: &str,
+    max_bytes: u64,
+    opts: WriteOptions,
     fail_write: Option<usize>,
 ) -> Result<Outcome, PatchError> {
     let hunks = parse_patch(patch)?;
@@ -134,6 +200,7 @@ pub(crate) fn apply_patch_inner(
     let mut staging = Staging {
         roots,
         max_bytes,
+        opts,
         slots: HashMap::new(),
         order: Vec::new(),
     };
@@ -152,8 +219,8 @@ pub(crate) fn apply_patch_inner(
         };
         match hunk {
             Hunk::Add { path, contents } => {
-                let slot = staging.slot(path).map_err(file_err)?;
-                slot.target = Some(contents.clone().into_bytes());
+                let slot = staging.slot(path, true).map_err(file_err)?;
+                slot.want = Want::Bytes(contents.clone().into_bytes());
                 outcome.added.push(path.clone());
                 outcome.files.push(FileReport {
                     path: path.clone(),
@@ -162,10 +229,11 @@ pub(crate) fn apply_patch_inner(
                 });
             }
             Hunk::Delete { path } => {
-                let slot = staging.slot(path).map_err(file_err)?;
-                if slot.target.take().is_none() {
+                let slot = staging.slot(path, false).map_err(file_err)?;
+                if !slot.exists() {
                     return Err(mismatch("Failed to delete file: it does not exist".into()));
                 }
+                slot.want = Want::Absent;
                 outcome.deleted.push(path.clone());
                 outcome.files.push(FileReport {
                     path: path.clone(),
@@ -178,8 +246,8 @@ pub(crate) fn apply_patch_inner(
                 move_to,
                 chunks,
             } => {
-                let slot = staging.slot(path).map_err(file_err)?;
-                let Some(current) = slot.target.as_deref() else {
+                let slot = staging.slot(path, true).map_err(file_err)?;
+                let Some(current) = slot.current() else {
                     return Err(mismatch(
                         "Failed to read file to update: no such file (use *** Add File: to create it)"
                             .into(),
@@ -194,19 +262,20 @@ pub(crate) fn apply_patch_inner(
                 })?;
                 let (new_text, reports) =
                     apply_chunks(path, text, chunks).map_err(|e| mismatch(e.message))?;
-                let mode = slot.mode;
+                let meta = slot.meta.or(slot.target.existing().map(|e| e.meta));
                 let action = match move_to {
                     Some(dest) => {
-                        slot.target = None;
-                        let dest_slot = staging.slot(dest).map_err(file_err)?;
-                        dest_slot.target = Some(new_text.into_bytes());
-                        // A moved file keeps its permissions.
-                        dest_slot.mode = mode.or(dest_slot.mode);
+                        // The source name goes away (a link itself, not what it points to).
+                        let source = staging.slot(path, false).map_err(file_err)?;
+                        source.want = Want::Absent;
+                        let dest_slot = staging.slot(dest, true).map_err(file_err)?;
+                        dest_slot.want = Want::Bytes(new_text.into_bytes());
+                        dest_slot.meta = meta;
                         outcome.moved.push((path.clone(), dest.clone()));
                         "move"
                     }
                     None => {
-                        slot.target = Some(new_text.into_bytes());
+                        slot.want = Want::Bytes(new_text.into_bytes());
                         outcome.modified.push(path.clone());
                         "update"
                     }
@@ -219,73 +288,96 @@ pub(crate) fn apply_patch_inner(
             }
         }
     }
-    commit(&staging, fail_write)?;
+    commit_slots(staging, fail_write)?;
     Ok(outcome)
 }
 
-/// What was done to one path, to undo it.
-struct Done {
-    path: PathBuf,
-    created_dirs: Vec<PathBuf>,
-}
-
-fn commit(staging: &Staging<'_>, fail_write: Option<usize>) -> Result<(), PatchError> {
-    let roots = staging.roots;
-    let mut done: Vec<Done> = Vec::new();
-    for path in &staging.order {
-        let slot = &staging.slots[path];
-        let unchanged = slot.original.as_ref().map(|o| &o.bytes) == slot.target.as_ref();
-        if unchanged && slot.original.as_ref().map(|o| o.mode) == slot.mode {
+fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(), PatchError> {
+    let permit = staging.opts.permit;
+    let mut changes: Vec<(Slot, bool)> = Vec::new();
+    for key in &staging.order {
+        let slot = staging
+            .slots
+            .remove(key)
+            .expect("every ordered key has a slot");
+        let unchanged = match (&slot.want, &slot.target.original) {
+            (Want::Original, _) | (Want::Absent, None) => true,
+            (Want::Bytes(b), Some(Original::File(e))) => {
+                *b == e.bytes && slot.meta.is_none_or(|m| m == e.meta)
+            }
+            _ => false,
+        };
+        if unchanged {
             continue;
         }
-        let step = match &slot.target {
-            _ if fail_write == Some(done.len()) => Err(FsError::Io {
-                action: "write",
-                path: slot.shown.clone(),
-                source: std::io::Error::other("injected failure"),
-            }),
-            Some(bytes) => roots.write_atomic(&slot.shown, path, bytes, slot.mode, false),
-            None => roots.remove_file(&slot.shown, path).map(|()| Vec::new()),
+        let check = match &slot.want {
+            Want::Bytes(_) => check_rewrite(&slot.target, permit, true),
+            _ => match slot.target.existing() {
+                Some(e) => check_writable(&slot.target.shown, e.meta, permit),
+                None => Ok(()),
+            },
         };
-        match step {
-            Ok(created_dirs) => done.push(Done {
-                path: path.clone(),
-                created_dirs,
-            }),
-            Err(source) => {
-                let rollback = roll_back(staging, &done);
-                return Err(PatchError::Commit {
-                    path: slot.shown.clone(),
-                    source: Box::new(source),
-                    rollback,
-                });
-            }
+        if let Err(source) = check {
+            return Err(PatchError::Commit {
+                path: slot.target.shown.clone(),
+                source: Box::new(source),
+                rollback: "no file was changed".into(),
+            });
         }
+        let is_put = matches!(slot.want, Want::Bytes(_));
+        changes.push((slot, is_put));
     }
-    Ok(())
+    let contents: Vec<Vec<u8>> = changes
+        .iter_mut()
+        .map(
+            |(s, _)| match std::mem::replace(&mut s.want, Want::Absent) {
+                Want::Bytes(b) => b,
+                _ => Vec::new(),
+            },
+        )
+        .collect();
+    let txn: Vec<Change<'_>> = changes
+        .into_iter()
+        .zip(&contents)
+        .map(|((slot, is_put), bytes)| Change {
+            op: if is_put {
+                Op::Put {
+                    parts: vec![bytes.as_slice()],
+                    no_clobber: false,
+                    meta: slot.meta,
+                }
+            } else {
+                Op::Remove
+            },
+            target: slot.target,
+        })
+        .collect();
+    commit(staging.roots, txn, staging.opts.durability, fail_write).map_err(|e| match e {
+        TxnError::Staging(source) => PatchError::Commit {
+            path: source_path(&source),
+            source,
+            rollback: "no file was changed".into(),
+        },
+        TxnError::Publishing {
+            path,
+            source,
+            rollback,
+        } => PatchError::Commit {
+            path,
+            source,
+            rollback,
+        },
+    })
 }
 
-fn restore(roots: &Roots, slot: &Slot, path: &Path) -> Result<(), FsError> {
-    match &slot.original {
-        Some(o) => roots
-            .write_atomic(&slot.shown, path, &o.bytes, Some(o.mode), false)
-            .map(|_| ()),
-        None => roots.remove_file(&slot.shown, path),
-    }
-}
-
-fn roll_back(staging: &Staging<'_>, done: &[Done]) -> String {
-    let mut failures = Vec::new();
-    for d in done.iter().rev() {
-        let slot = &staging.slots[&d.path];
-        if let Err(e) = restore(staging.roots, slot, &d.path) {
-            failures.push(format!("{}: {e}", slot.shown));
-        }
-        remove_dirs(&d.created_dirs);
-    }
-    if failures.is_empty() {
-        "every file already written was restored; no file was changed".into()
-    } else {
-        format!("restoring failed for: {}", failures.join("; "))
+fn source_path(e: &FsError) -> String {
+    match e {
+        FsError::NotFound { path }
+        | FsError::IsDir { path }
+        | FsError::TooLarge { path, .. }
+        | FsError::Exists { path }
+        | FsError::Refused { path, .. }
+        | FsError::Io { path, .. } => path.clone(),
+        FsError::Denied(_) => String::new(),
     }
 }

@@ -3,30 +3,48 @@
 //! errors become toolroute's exceptions.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::errors::{confine_err, guard, raise};
-use crate::confine::{Access, FsError, Roots};
-use crate::edit::{conform_to_style, plan_edit, EditError};
-use crate::patch::{apply_chunks, apply_patch, parse_patch, Hunk, Outcome, PatchError};
+use crate::confine::{Access, Roots};
+use crate::edit::plan_edit;
+use crate::fs::{FsError, Page, Permit, ReadOutcome};
+use crate::patch::commit::apply_patch_with;
+use crate::patch::{apply_chunks, parse_patch, Hunk, Outcome, PatchError};
+use crate::txn::{recover, Durability};
+use crate::write::{self, write_text, EditFailure, WriteMode, WriteOptions};
 
-/// Canonicalised roots of one context; `resolve` confines a user-supplied path to them.
+/// The open roots of one context; `resolve` confines a user-supplied path to them.
 #[pyclass(frozen, name = "Confinement", module = "toolroute._core")]
 pub struct PyConfinement {
     pub roots: Roots,
+    pub durability: Durability,
 }
 
 #[pymethods]
 impl PyConfinement {
     #[new]
-    #[pyo3(signature = (workspace, read_only=Vec::new()))]
-    fn new(py: Python<'_>, workspace: PathBuf, read_only: Vec<PathBuf>) -> PyResult<Self> {
+    #[pyo3(signature = (workspace, read_only=Vec::new(), durability="full"))]
+    fn new(
+        py: Python<'_>,
+        workspace: PathBuf,
+        read_only: Vec<PathBuf>,
+        durability: &str,
+    ) -> PyResult<Self> {
+        let durability =
+            Durability::from_str(durability).map_err(|e| raise(py, "ToolArgumentError", e))?;
         let roots = py
-            .detach(|| Roots::new(&workspace, &read_only))
+            .detach(|| {
+                let roots = Roots::new(&workspace, &read_only)?;
+                // The next use of a workspace finishes what a crashed write left (see txn.rs).
+                let _ = recover(roots.workspace_root());
+                Ok(roots)
+            })
             .map_err(|e| confine_err(py, e))?;
-        Ok(Self { roots })
+        Ok(Self { roots, durability })
     }
 
     #[getter]
@@ -39,6 +57,15 @@ impl PyConfinement {
         self.roots.read_only().to_vec()
     }
 
+    #[getter]
+    fn durability(&self) -> &'static str {
+        match self.durability {
+            Durability::None => "none",
+            Durability::File => "file",
+            Durability::Full => "full",
+        }
+    }
+
     /// Resolve `path` (relative to the workspace, or absolute); raises `PathDeniedError` when it
     /// lands outside the roots, or inside a read-only root with `write=True`.
     #[pyo3(signature = (path, write=false))]
@@ -49,6 +76,113 @@ impl PyConfinement {
                 .map_err(|e| confine_err(py, e))
         })
     }
+
+    /// Finish or clean up writes a crashed process left in the workspace (also done when the
+    /// confinement is made): `(transactions rolled forward, transactions rolled back)`.
+    fn recover(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        let done = py
+            .detach(|| recover(self.roots.workspace_root()))
+            .map_err(|e| raise(py, "ToolExecutionError", format!("recovery failed: {e}")))?;
+        Ok((done.rolled_forward, done.rolled_back))
+    }
+}
+
+impl PyConfinement {
+    fn options(&self, write_read_only: bool) -> WriteOptions {
+        WriteOptions {
+            durability: self.durability,
+            permit: Permit {
+                read_only_files: write_read_only,
+            },
+        }
+    }
+}
+
+/// One page of a text file, as `read_page` returns it.
+#[pyclass(frozen, name = "FilePage", module = "toolroute._core")]
+pub struct PyFilePage {
+    page: Page,
+}
+
+#[pymethods]
+impl PyFilePage {
+    #[getter]
+    fn resolved(&self) -> PathBuf {
+        self.page.resolved.clone()
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.page.size
+    }
+    #[getter]
+    fn head<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.page.head)
+    }
+    #[getter]
+    fn whole(&self) -> bool {
+        self.page.whole
+    }
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.page.body)
+    }
+    #[getter]
+    fn first(&self) -> usize {
+        self.page.first
+    }
+    #[getter]
+    fn lines(&self) -> usize {
+        self.page.lines
+    }
+    #[getter]
+    fn total(&self) -> Option<usize> {
+        self.page.total
+    }
+    #[getter]
+    fn scanned(&self) -> u64 {
+        self.page.scanned
+    }
+    #[getter]
+    fn capped(&self) -> bool {
+        self.page.capped
+    }
+}
+
+/// A folder's listing, as `read_page` returns it for a folder.
+#[pyclass(frozen, name = "DirListing", module = "toolroute._core")]
+pub struct PyDirListing {
+    #[pyo3(get)]
+    resolved: PathBuf,
+    #[pyo3(get)]
+    names: Vec<String>,
+}
+
+/// read_file in one call: open `path` once beneath the roots; a folder gives its listing, a
+/// file the page of `max_lines` lines from line `offset` (1-based), read only as far as needed.
+#[pyfunction]
+fn read_page<'py>(
+    py: Python<'py>,
+    confinement: &Bound<'py, PyConfinement>,
+    path: String,
+    offset: usize,
+    max_lines: usize,
+    max_bytes: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let roots = &confinement.get().roots;
+    let outcome = py
+        .detach(|| roots.read_page(&path, offset, max_lines, max_bytes))
+        .map_err(|e| fs_err(py, e))?;
+    Ok(match outcome {
+        ReadOutcome::Page(page) => Bound::new(py, PyFilePage { page })?.into_any(),
+        ReadOutcome::Dir(l) => Bound::new(
+            py,
+            PyDirListing {
+                resolved: l.resolved,
+                names: l.names,
+            },
+        )?
+        .into_any(),
+    })
 }
 
 fn fs_err(py: Python<'_>, e: FsError) -> PyErr {
@@ -75,7 +209,11 @@ fn patch_err(py: Python<'_>, e: PatchError) -> PyErr {
             _ => "ToolPreconditionError",
         },
         PatchError::Mismatch { .. } => "ToolPreconditionError",
-        PatchError::Commit { .. } => "ToolExecutionError",
+        PatchError::Commit { source, .. } => match **source {
+            FsError::Denied(_) => "PathDeniedError",
+            FsError::Io { .. } => "ToolExecutionError",
+            _ => "ToolPreconditionError",
+        },
         _ => "ToolArgumentError",
     };
     raise(py, class, e.to_string())
@@ -93,7 +231,7 @@ fn read_file_head<'py>(
     let (resolved, bytes, size) = py
         .detach(|| {
             let resolved = roots.resolve(&path, Access::Read)?;
-            let (bytes, size) = roots.read_head(&path, &resolved, max_bytes)?;
+            let (bytes, size) = roots.read_head(&path, max_bytes)?;
             Ok::<_, FsError>((resolved, bytes, size))
         })
         .map_err(|e| fs_err(py, e))?;
@@ -101,9 +239,10 @@ fn read_file_head<'py>(
 }
 
 /// Write `content` to a confined path atomically. `mode`: create | overwrite | append. With
-/// `keep_style`, an overwrite keeps the file's BOM and all-CRLF endings. Returns a dict.
+/// `keep_style`, an existing file keeps its encoding and all-CRLF endings. Returns a dict.
 #[pyfunction]
-#[pyo3(signature = (confinement, path, content, mode, max_bytes, keep_style=true))]
+#[pyo3(signature = (confinement, path, content, mode, max_bytes, keep_style=true, write_read_only=false))]
+#[allow(clippy::too_many_arguments)]
 fn write_file_text<'py>(
     py: Python<'py>,
     confinement: &Bound<'py, PyConfinement>,
@@ -112,66 +251,36 @@ fn write_file_text<'py>(
     mode: String,
     max_bytes: u64,
     keep_style: bool,
+    write_read_only: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let roots = &confinement.get().roots;
-    if !matches!(mode.as_str(), "create" | "overwrite" | "append") {
-        return Err(raise(
-            py,
-            "ToolArgumentError",
-            format!("unsupported write mode {mode:?}; use create, overwrite or append"),
-        ));
-    }
-    let (resolved, created, written, size) = py
+    let conf = confinement.get();
+    let mode = WriteMode::from_str(&mode).map_err(|e| raise(py, "ToolArgumentError", e))?;
+    let opts = conf.options(write_read_only);
+    let w = py
         .detach(|| {
-            let resolved = roots.resolve(&path, Access::Write)?;
-            if resolved.is_dir() {
-                return Err(FsError::IsDir { path: path.clone() });
-            }
-            let existing = match mode.as_str() {
-                "create" => None,
-                _ => roots.read_existing(&path, &resolved, Access::Write, max_bytes)?,
-            };
-            let file_mode = existing.as_ref().map(|e| e.mode);
-            let new_part = match (&existing, keep_style) {
-                (Some(e), true) if mode == "overwrite" || e.bytes.is_empty() => {
-                    conform_to_style(&e.bytes, &content)
-                }
-                (Some(e), true) => {
-                    // Appending: match CRLF files, never add a second BOM.
-                    let mut styled = conform_to_style(&e.bytes, &content);
-                    if styled.starts_with(b"\xef\xbb\xbf") && !content.starts_with('\u{feff}') {
-                        styled.drain(..3);
-                    }
-                    styled
-                }
-                _ => content.clone().into_bytes(),
-            };
-            let bytes = match (&existing, mode.as_str()) {
-                (Some(e), "append") => [e.bytes.as_slice(), &new_part].concat(),
-                _ => new_part.clone(),
-            };
-            if bytes.len() as u64 > max_bytes {
-                return Err(FsError::TooLarge {
-                    path: path.clone(),
-                    size: bytes.len() as u64,
-                    limit: max_bytes,
-                });
-            }
-            roots.write_atomic(&path, &resolved, &bytes, file_mode, mode == "create")?;
-            Ok((resolved, existing.is_none(), new_part.len(), bytes.len()))
+            write_text(
+                &conf.roots,
+                &path,
+                &content,
+                mode,
+                max_bytes,
+                keep_style,
+                opts,
+            )
         })
         .map_err(|e| fs_err(py, e))?;
     let out = PyDict::new(py);
-    out.set_item("resolved", resolved)?;
-    out.set_item("created", created)?;
-    out.set_item("bytes_written", written)?;
-    out.set_item("size", size)?;
+    out.set_item("resolved", w.resolved)?;
+    out.set_item("created", w.created)?;
+    out.set_item("bytes_written", w.bytes_written)?;
+    out.set_item("size", w.size)?;
     Ok(out)
 }
 
 /// Exact-string edit of a confined file, written atomically. Returns a dict.
 #[pyfunction]
-#[pyo3(signature = (confinement, path, old_string, new_string, replace_all, max_bytes))]
+#[pyo3(signature = (confinement, path, old_string, new_string, replace_all, max_bytes, write_read_only=false))]
+#[allow(clippy::too_many_arguments)]
 fn edit_file<'py>(
     py: Python<'py>,
     confinement: &Bound<'py, PyConfinement>,
@@ -180,31 +289,24 @@ fn edit_file<'py>(
     new_string: String,
     replace_all: bool,
     max_bytes: u64,
+    write_read_only: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    enum Failure {
-        Fs(FsError),
-        Edit(EditError),
-    }
-    let roots = &confinement.get().roots;
+    let conf = confinement.get();
+    let opts = conf.options(write_read_only);
     let done = py.detach(|| {
-        let resolved = roots
-            .resolve(&path, Access::Write)
-            .map_err(|e| Failure::Fs(e.into()))?;
-        let existing = roots
-            .read_required(&path, &resolved, Access::Write, max_bytes)
-            .map_err(Failure::Fs)?;
-        let plan = plan_edit(&existing.bytes, &old_string, &new_string, replace_all)
-            .map_err(Failure::Edit)?;
-        let parts = plan.parts(&existing.bytes);
-        roots
-            .write_atomic_parts(&path, &resolved, &parts, Some(existing.mode), false)
-            .map_err(Failure::Fs)?;
-        drop(parts);
-        Ok((resolved, plan))
+        write::edit_file(
+            &conf.roots,
+            &path,
+            &old_string,
+            &new_string,
+            replace_all,
+            max_bytes,
+            opts,
+        )
     });
     let (resolved, outcome) = done.map_err(|f| match f {
-        Failure::Fs(e) => fs_err(py, e),
-        Failure::Edit(e) => raise(py, edit_err_class(&e), format!("edit {path}: {e}")),
+        EditFailure::Fs(e) => fs_err(py, e),
+        EditFailure::Edit(e) => raise(py, edit_err_class(&e), format!("edit {path}: {e}")),
     })?;
     let out = PyDict::new(py);
     out.set_item("resolved", resolved)?;
@@ -245,16 +347,18 @@ fn outcome_dict<'py>(py: Python<'py>, o: &Outcome) -> PyResult<Bound<'py, PyDict
 
 /// Apply a Codex-style patch inside the confinement, all files or none. Returns a dict.
 #[pyfunction]
-#[pyo3(name = "apply_patch")]
+#[pyo3(name = "apply_patch", signature = (confinement, patch, max_bytes, write_read_only=false))]
 fn py_apply_patch<'py>(
     py: Python<'py>,
     confinement: &Bound<'py, PyConfinement>,
     patch: String,
     max_bytes: u64,
+    write_read_only: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let roots = &confinement.get().roots;
+    let conf = confinement.get();
+    let opts = conf.options(write_read_only);
     let outcome = py
-        .detach(|| apply_patch(roots, &patch, max_bytes))
+        .detach(|| apply_patch_with(&conf.roots, &patch, max_bytes, opts))
         .map_err(|e| patch_err(py, e))?;
     outcome_dict(py, &outcome)
 }
@@ -298,6 +402,9 @@ fn edit_bytes<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyConfinement>()?;
+    m.add_class::<PyFilePage>()?;
+    m.add_class::<PyDirListing>()?;
+    m.add_function(wrap_pyfunction!(read_page, m)?)?;
     m.add_function(wrap_pyfunction!(read_file_head, m)?)?;
     m.add_function(wrap_pyfunction!(write_file_text, m)?)?;
     m.add_function(wrap_pyfunction!(edit_file, m)?)?;
