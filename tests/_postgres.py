@@ -62,7 +62,9 @@ def postgres_server() -> Iterator[str]:
         )
         options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
         subprocess.run(
-            _as_server_user([pg_ctl, "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "-t", "60", "start"]),
+            _as_server_user(
+                [pg_ctl, "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "-t", "60", "start"]
+            ),
             check=True,
             capture_output=True,
             timeout=120,

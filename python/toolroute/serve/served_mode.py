@@ -128,6 +128,11 @@ def build_served_mode(
             resource_url=args.resource_url or bound_url,
             required_scopes=scopes,
         )
+    if store is not None and router.gateway is None:
+        # Users' own servers need a gateway even when no global server is configured.
+        from toolroute.mcp import McpGateway
+
+        router.attach_gateway(McpGateway())
     tenancy = Tenancy(
         router,
         functions,
