@@ -21,6 +21,9 @@ from mcp import types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+from starlette.routing import Route
 
 from toolroute import __version__
 from toolroute.adapters.allowlist import CallOutcome, ExposedTools
@@ -108,12 +111,21 @@ class FixedDoor:
         return self.served.input_schema(name)
 
 
+AFFINITY_HEADER = "x-toolroute-user"
+
+
 def request_user(ctx: ServerContext) -> str | None:
     """The user id the bearer token of this HTTP request was verified for (None without auth)."""
     request = getattr(ctx, "request", None)
     user = None if request is None else request.scope.get("user")
     token = getattr(user, "access_token", None)
     return None if token is None else token.subject
+
+
+def affinity_claim(ctx: ServerContext) -> str | None:
+    """The user a load balancer hashed this request on (the `X-Toolroute-User` header), if any."""
+    request = getattr(ctx, "request", None)
+    return None if request is None else request.headers.get(AFFINITY_HEADER)
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -148,10 +160,18 @@ class TenantDoors:
         user = request_user(ctx)
         if user is None:
             raise ToolError("this request carries no verified identity")
+        claimed = affinity_claim(ctx)
+        if claimed is not None and claimed != user:
+            # The header only steers the load balancer; a request that names another user
+            # there is refused, so the header can never be used to land beside another tenant.
+            raise ToolError(f"the {AFFINITY_HEADER} header does not name the authenticated user")
         return user
 
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
-        user = self._user(ctx)
+        try:
+            user = self._user(ctx)
+        except ToolError as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
         door = await anyio.to_thread.run_sync(self.tenancy.door, user)
         return door.mcp_tools()
 
@@ -322,6 +342,15 @@ class HttpAuth:
         )
 
 
+HEALTH_PATH = "/healthz"  # for load balancers' checks: no auth, no MCP, just "serving"
+
+
+async def _health(request: Any) -> Any:
+    from starlette.responses import PlainTextResponse
+
+    return PlainTextResponse("ok")
+
+
 SHUTDOWN_GRACE_SECONDS = 5.0  # a signal stops the server within this bound, calls or not
 
 
@@ -348,6 +377,7 @@ async def serve_http(
         stateless_http=auth is not None,
         auth=None if auth is None else auth.settings,
         token_verifier=None if auth is None else auth.verifier,
+        custom_starlette_routes=[Route(HEALTH_PATH, _health, methods=["GET"])],
     )
     sock = sock if sock is not None else bind_socket(host, port)
     http = uvicorn.Server(
