@@ -89,7 +89,8 @@ def _start_toolroute(folder: Path) -> tuple[subprocess.Popen[str], str]:
 def _start_sdk(folder: Path) -> tuple[subprocess.Popen[str], str]:
     (folder / "sdk_server.py").write_text(SDK_SERVER)
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(folder / "sdk_server.py"), str(port)], stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, str(folder / "sdk_server.py"), str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     proc.stdout.readline()
     time.sleep(1.0)  # uvicorn binds after "ready"
@@ -100,7 +101,7 @@ async def _latencies(urls: dict[str, str], calls: int) -> dict[str, list[float]]
     out: dict[str, list[float]] = {name: [] for name in urls}
     async with Client(urls["toolroute"]) as a, Client(urls["sdk"]) as b:
         clients = {"toolroute": a, "sdk": b}
-        for name, client in clients.items():  # warm both
+        for client in clients.values():  # warm both
             for _ in range(10):
                 await client.call_tool("shout", {"text": "warm"})
         for i in range(calls):

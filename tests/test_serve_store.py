@@ -23,10 +23,8 @@ def postgres_dsn() -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UserStore]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'users.db'}"
-    else:
-        url = request.getfixturevalue("postgres_dsn")
+    sqlite = f"sqlite:///{tmp_path / 'users.db'}"
+    url = sqlite if request.param == "sqlite" else request.getfixturevalue("postgres_dsn")
     with UserStore(url) as s:
         yield s
         for user in s.users():  # the PostgreSQL server is shared by the module's tests

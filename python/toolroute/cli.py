@@ -233,7 +233,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"refusing to serve on {args.host} without authentication: without --auth-jwks, "
                 "--auth-public-key or --api-keys, HTTP serving binds loopback addresses only"
             )
-        print("toolroute: no authentication configured: serving on loopback only", file=sys.stderr)
     options = _options(args)
     with build_router(options) as router:
         # The MCP server stack loads only here.
@@ -245,6 +244,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         def ready(url: str) -> None:
             print(f"toolroute: serving {len(served.names)} tool(s) on {url}", file=sys.stderr, flush=True)
+            if not auth_requested(args):
+                print("toolroute: no authentication configured: loopback only", file=sys.stderr, flush=True)
 
         if args.transport == "stdio":
             # SIGTERM ends the server like Ctrl-C, so the router still closes (background
