@@ -173,12 +173,38 @@ def bench_auth(rounds: int) -> None:
             print(f"  {name}: {(statistics.median(values) - base) * 1e6:.1f} µs")
 
 
+def bench_memory_per_user(users: int) -> None:
+    """What one more authenticated user costs a replica: their door (exposure) and workspace context."""
+    import tracemalloc
+
+    from toolroute import BuiltInToolContext, ToolRouter
+    from toolroute.serve.tenants import Tenancy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        router = ToolRouter(context=BuiltInToolContext(tmp))
+        functions = ["read_file", "write_file", "edit", "apply_patch", "glob", "grep", "bash", "update_agents_md"]
+        tenancy = Tenancy(router, functions, [], workspace_template=f"{tmp}/ws/{{user}}")
+        tenancy.door("warm")
+        tenancy.context("warm")
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for i in range(users):
+            tenancy.door(f"user{i}")
+            tenancy.context(f"user{i}")
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+        router.close()
+    print(f"memory per connected user (8 built-ins served, own workspace): {grown / users / 1024:.1f} KiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--auth-rounds", type=int, default=2000)
     args = parser.parse_args()
     bench_auth(args.auth_rounds)
+    bench_memory_per_user(200)
     bench_http(args.calls)
 
 
