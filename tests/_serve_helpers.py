@@ -60,6 +60,15 @@ def make_router(workspace: Path) -> ToolRouter:
 @contextmanager
 def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
     """Start `toolroute serve --transport http --port 0 ...`; yields the URL it reports."""
+    with http_server_process(args, env) as (_, url):
+        yield url
+
+
+@contextmanager
+def http_server_process(
+    args: Sequence[str], env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`http_server`, also yielding the process (to kill it mid-test)."""
     proc = subprocess.Popen(
         [toolroute_exe(), "serve", "--transport", "http", "--port", "0", *args],
         stdin=subprocess.DEVNULL,
@@ -85,7 +94,7 @@ def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Itera
                 pytest.fail(f"toolroute serve exited early ({proc.wait()}): {''.join(seen)}")
             seen.append(line)
             if " on http://" in line:
-                yield line.rsplit(" on ", 1)[1].strip()
+                yield proc, line.rsplit(" on ", 1)[1].strip()
                 break
     finally:
         proc.terminate()

@@ -76,3 +76,12 @@ def noisy() -> str:
     sys.stdout.flush()
     subprocess.run(["echo", "stray child output"], check=True)
     return "still fine"
+
+
+@function_tool(read_only=True)
+def nap(seconds: float) -> str:
+    """Sleep a little (at most 5 s): a call that holds its slot, for the per-user limit tests."""
+    import time
+
+    time.sleep(min(max(seconds, 0.0), 5.0))
+    return "rested"

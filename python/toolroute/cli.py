@@ -38,7 +38,9 @@ from toolroute.errors import (
 from toolroute.formats import to_anthropic, to_responses
 from toolroute.gateway import ToolDefinition
 from toolroute.router import ToolKind, ToolRouter
+from toolroute.serve.admin import add_users_command
 from toolroute.serve.options import RouterOptions, build_router, default_function_list, split_list
+from toolroute.serve.served_mode import add_served_mode_options
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug in toolroute or a tool module: please report
@@ -294,8 +296,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"serve needs an explicit allowlist: --functions NAME,... (or {BUILTINS_TOKEN}) and/or --mcp-servers ID,..."
         )
     functions = _function_list(args.functions, default=list)
-    if args.transport == "http" and args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"toolroute: warning: serving on {args.host}, reachable beyond this machine", file=sys.stderr)
+    from toolroute.serve.served_mode import auth_requested
+
+    if args.transport == "http" and not auth_requested(args):
+        from toolroute.serve.server import is_loopback
+
+        if not is_loopback(args.host):
+            raise CliError(
+                f"refusing to serve on {args.host} without authentication: without --auth-jwks, "
+                "--auth-public-key or --api-keys, HTTP serving binds loopback addresses only"
+            )
     options = _options(args)
     if options.sandbox == "auto" and describe_confinement(options.context())["confinement"] == "none":
         print(
@@ -305,7 +315,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     with build_router(options) as router:
         # The MCP server stack loads only here.
-        from toolroute.serve.server import ServedTools, bind_socket, serve_http, serve_stdio
+        from toolroute.serve.server import ServedTools, bind_socket, http_url, serve_http, serve_stdio
 
         served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
         if not served.names:
@@ -315,6 +325,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # Now that uvicorn has put its handlers in place, SIGTERM/SIGHUP end commands first.
             hostsignals.install()
             print(f"toolroute: serving {len(served.names)} tool(s) on {url}", file=sys.stderr, flush=True)
+            if not auth_requested(args):
+                print("toolroute: no authentication configured: loopback only", file=sys.stderr, flush=True)
 
         if args.transport == "stdio":
             # SIGTERM ends the server like Ctrl-C, so the router still closes (background
@@ -328,8 +340,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
             sock = bind_socket(args.host, args.port)
         except OSError as exc:
             raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-        with _until_interrupted():
-            anyio.run(lambda: serve_http(served, args.host, args.port, args.path, ready, sock=sock))
+        from toolroute.serve.served_mode import build_served_mode
+
+        mode = build_served_mode(
+            args,
+            router,
+            functions,
+            split_list(args.mcp_servers),
+            http_url(sock, args.path),
+            base_context=options.context(),
+        )
+        try:
+            with _until_interrupted():
+                anyio.run(
+                    lambda: serve_http(mode.doors, args.host, args.port, args.path, ready, sock=sock, auth=mode.auth)
+                )
+        finally:
+            mode.close()
     return EXIT_OK
 
 
@@ -424,7 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: /mcp)")
     _add_router_options(serve, limits=True)
     _add_sandbox_options(serve, default="auto")
+    add_served_mode_options(serve)
     serve.set_defaults(handler=cmd_serve)
+
+    add_users_command(sub)
 
     bench = sub.add_parser(
         "bench",

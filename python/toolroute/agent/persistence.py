@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -59,18 +59,15 @@ class TraceRecord:
         )
 
 
-class JsonlTraceStore:
-    """A `ResultSink` appending one line per call to `path` (O_APPEND, one write per line, fsync).
+class JsonlAppender:
+    """Appends whole lines to a file: O_APPEND, one write per line, fsync, thread-safe.
 
     Reopening a file whose last line was cut by a crash first terminates that line, so the
     torn record stays one unreadable line instead of corrupting the next one.
     """
 
-    blocking = True
-
-    def __init__(self, path: str | os.PathLike[str], *, run_id: str | None = None, fsync: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.path = Path(path)
-        self.run_id = run_id or uuid.uuid4().hex
         self.fsync = fsync
         self._lock = threading.Lock()
         self._seq = 0
@@ -79,24 +76,50 @@ class JsonlTraceStore:
         if _ends_mid_line(self.path):
             os.write(self._fd, b"\n")
 
-    def record(self, call: AgentToolCall, result: AgentToolResult) -> None:
+    def append(self, line: str) -> None:
+        """Write `line` plus a newline; `line` must not contain one."""
         with self._lock:
-            if self._fd is None:
-                raise ValueError(f"trace store {self.path} is closed")
+            self._write(line)
+
+    def append_numbered(self, make_line: Callable[[int], str]) -> None:
+        """Write the line built from the next sequence number (1, 2, ...), numbered under the lock."""
+        with self._lock:
             self._seq += 1
-            line = TraceRecord(self.run_id, self._seq, time.time(), call, result).to_json() + "\n"
-            data = line.encode("utf-8")
-            written = os.write(self._fd, data)
-            while written < len(data):  # short writes are rare but legal
-                written += os.write(self._fd, data[written:])
-            if self.fsync:
-                os.fsync(self._fd)
+            self._write(make_line(self._seq))
+
+    def _write(self, line: str) -> None:
+        if self._fd is None:
+            raise ValueError(f"{self.path} is closed")
+        data = (line + "\n").encode("utf-8")
+        written = os.write(self._fd, data)
+        while written < len(data):  # short writes are rare but legal
+            written += os.write(self._fd, data[written:])
+        if self.fsync:
+            os.fsync(self._fd)
 
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+class JsonlTraceStore:
+    """A `ResultSink` appending one line per call to `path` (see `JsonlAppender`)."""
+
+    blocking = True
+
+    def __init__(self, path: str | os.PathLike[str], *, run_id: str | None = None, fsync: bool = True) -> None:
+        self.run_id = run_id or uuid.uuid4().hex
+        self._out = JsonlAppender(path, fsync=fsync)
+        self.path = self._out.path
+        self.fsync = fsync
+
+    def record(self, call: AgentToolCall, result: AgentToolResult) -> None:
+        self._out.append_numbered(lambda seq: TraceRecord(self.run_id, seq, time.time(), call, result).to_json())
+
+    def close(self) -> None:
+        self._out.close()
 
     def __enter__(self) -> JsonlTraceStore:
         return self

@@ -1,0 +1,71 @@
+"""The audit log of served mode: one JSON line per call, appended and fsynced.
+
+A record says who called what and how it went (time, user, tool, routing level, upstream server,
+duration, outcome, result size). Argument values are never written: the names of the arguments
+are, which is what an audit needs, and a value a tool marks secret cannot leak through a log that
+holds no values at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from toolroute.agent.persistence import JsonlAppender
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    time: float
+    user: str | None
+    tool: str
+    level: str | None  # the routing level: builtin, user_mcp, local_mcp, function, global_mcp
+    server: str | None  # the upstream MCP server, for MCP levels
+    duration_ms: float
+    outcome: str  # "ok", "error" or "refused"
+    result_chars: int
+    argument_names: tuple[str, ...]
+
+
+class AuditLog:
+    """Appends `AuditRecord`s to a JSONL file (O_APPEND, one write per line, fsync per record)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self._out = JsonlAppender(path, fsync=fsync)
+
+    @property
+    def path(self) -> Any:
+        return self._out.path
+
+    def record(
+        self,
+        *,
+        user: str | None,
+        tool: str,
+        started: float,
+        outcome: str,
+        result_chars: int,
+        arguments: Mapping[str, Any] | None,
+        level: str | None = None,
+        server: str | None = None,
+    ) -> AuditRecord:
+        entry = AuditRecord(
+            time=time.time(),
+            user=user,
+            tool=tool,
+            level=level,
+            server=server,
+            duration_ms=round((time.monotonic() - started) * 1000, 3),
+            outcome=outcome,
+            result_chars=result_chars,
+            argument_names=tuple(sorted(arguments or {})),
+        )
+        self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
+        return entry
+
+    def close(self) -> None:
+        self._out.close()

@@ -1,0 +1,86 @@
+"""Per-user limits of served mode: concurrent calls, calls per minute and argument size.
+
+Each user has their own counters, so a flood from one user fills only that user's allowance and
+never delays another's calls. A call over a limit is refused at once with a message saying which
+limit and by how much, never queued behind the flood.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolroute.errors import ToolArgumentError, ToolError
+
+
+class LimitExceeded(ToolError):
+    """A per-user limit refused this call."""
+
+
+@dataclass(frozen=True)
+class UserLimits:
+    max_concurrent_calls: int = 8
+    calls_per_minute: int = 600
+    max_argument_bytes: int = 1 << 20  # the JSON text of one call's arguments
+
+    def __post_init__(self) -> None:
+        for name in ("max_concurrent_calls", "calls_per_minute", "max_argument_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+@dataclass
+class _Usage:
+    running: int = 0
+    recent: deque[float] = field(default_factory=deque)  # start times within the last minute
+
+
+class LimitBook:
+    """The counters of every user, behind one lock (each check is a few dict operations)."""
+
+    def __init__(self, limits: UserLimits | None = None, clock: Any = time.monotonic) -> None:
+        self.limits = limits or UserLimits()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._usage: dict[str, _Usage] = {}
+
+    def check_arguments(self, arguments: Mapping[str, Any] | None) -> None:
+        size = len(json.dumps(arguments or {}, ensure_ascii=False).encode())
+        if size > self.limits.max_argument_bytes:
+            raise ToolArgumentError(
+                f"the call's arguments are {size} bytes, over this server's limit of "
+                f"{self.limits.max_argument_bytes} bytes"
+            )
+
+    @contextmanager
+    def call(self, user_id: str) -> Iterator[None]:
+        """Hold one of `user_id`'s call slots for the duration of the block."""
+        now = self._clock()
+        with self._lock:
+            usage = self._usage.setdefault(user_id, _Usage())
+            while usage.recent and now - usage.recent[0] >= 60.0:
+                usage.recent.popleft()
+            if usage.running >= self.limits.max_concurrent_calls:
+                raise LimitExceeded(
+                    f"user {user_id!r} already has {usage.running} calls running "
+                    f"(limit {self.limits.max_concurrent_calls}); retry when one finishes"
+                )
+            if len(usage.recent) >= self.limits.calls_per_minute:
+                wait = 60.0 - (now - usage.recent[0])
+                raise LimitExceeded(
+                    f"user {user_id!r} made {len(usage.recent)} calls in the last minute "
+                    f"(limit {self.limits.calls_per_minute}); retry in {wait:.0f} s"
+                )
+            usage.running += 1
+            usage.recent.append(now)
+        try:
+            yield
+        finally:
+            with self._lock:
+                usage.running -= 1

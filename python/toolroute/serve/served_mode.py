@@ -1,0 +1,151 @@
+"""`toolroute serve` for many users: the command-line options of served mode, and what they build.
+
+Kept apart from `cli.py` so the CLI only wires parsers to handlers; everything here is also usable
+by a program that embeds the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolroute.errors import ToolArgumentError
+from toolroute.serve.limits import LimitBook, UserLimits
+
+if TYPE_CHECKING:
+    from toolroute.context import BuiltInToolContext
+    from toolroute.router import ToolRouter
+    from toolroute.serve.server import HttpAuth, TenantDoors
+    from toolroute.serve.store import UserStore
+
+STORE_ENV = "TOOLROUTE_STORE"
+
+
+def default_store_url() -> str:
+    """$TOOLROUTE_STORE, else an SQLite file in the user's data folder."""
+    if os.environ.get(STORE_ENV):
+        return os.environ[STORE_ENV]
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{data / 'toolroute' / 'users.db'}"
+
+
+def open_store(url: str | None) -> UserStore:
+    from toolroute.serve.store import UserStore
+
+    url = url or default_store_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    return UserStore(url)
+
+
+def add_served_mode_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("served mode (HTTP, many users)")
+    g.add_argument("--auth-jwks", metavar="FILE|URL", help="JWKS to verify bearer JWTs with")
+    g.add_argument("--auth-public-key", metavar="PEM_FILE", help="one public key to verify bearer JWTs with")
+    g.add_argument("--auth-issuer", metavar="URL", help="required `iss` of bearer JWTs (the authorization server)")
+    g.add_argument("--auth-audience", metavar="AUD", help="required `aud` of bearer JWTs (this server)")
+    g.add_argument("--auth-scopes", metavar="S,...", help="scopes every request needs (403 without them)")
+    g.add_argument("--user-claim", default="sub", help="the JWT claim holding the user id (default: sub)")
+    g.add_argument("--api-keys", action="store_true", help="accept API keys from the user registry (--store)")
+    g.add_argument("--store", metavar="URL", help=f"user registry: sqlite:///PATH or postgresql://... (${STORE_ENV})")
+    g.add_argument("--resource-url", metavar="URL", help="this server's public URL (protected-resource metadata)")
+    g.add_argument("--workspace-template", metavar="DIR", help="per-user workspace root, e.g. /srv/ws/{user}")
+    g.add_argument("--audit-log", metavar="FILE", help="append one JSON line per call to FILE")
+    g.add_argument("--max-concurrent-calls", type=int, metavar="N", help="per user (default 8)")
+    g.add_argument("--calls-per-minute", type=int, metavar="N", help="per user (default 600)")
+    g.add_argument("--max-argument-bytes", type=int, metavar="N", help="one call's arguments (default 1 MiB)")
+
+
+@dataclass
+class ServedMode:
+    """What the served-mode options built: the auth of the endpoint and the per-user doors."""
+
+    auth: HttpAuth | None
+    doors: TenantDoors
+    store: UserStore | None
+
+    def close(self) -> None:
+        if self.doors.audit is not None:
+            self.doors.audit.close()
+        if self.store is not None:
+            self.store.close()
+
+
+def _limits(args: argparse.Namespace) -> UserLimits:
+    changes = {
+        name: getattr(args, name)
+        for name in ("max_concurrent_calls", "calls_per_minute", "max_argument_bytes")
+        if getattr(args, name, None) is not None
+    }
+    try:
+        return UserLimits(**changes)
+    except ValueError as exc:
+        raise ToolArgumentError(str(exc)) from None
+
+
+def auth_requested(args: argparse.Namespace) -> bool:
+    return bool(args.auth_jwks or args.auth_public_key or args.api_keys)
+
+
+def build_served_mode(
+    args: argparse.Namespace,
+    router: ToolRouter,
+    functions: list[str],
+    mcp_servers: list[str],
+    bound_url: str,
+    base_context: BuiltInToolContext | None = None,
+) -> ServedMode:
+    from toolroute.serve.audit import AuditLog
+    from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
+    from toolroute.serve.server import HttpAuth, TenantDoors
+    from toolroute.serve.tenants import Tenancy
+
+    store = open_store(args.store) if (args.api_keys or args.store) else None
+    verifiers = Verifiers()
+    if args.auth_jwks or args.auth_public_key:
+        if not args.auth_issuer or not args.auth_audience:
+            raise ToolArgumentError("JWT authentication needs --auth-issuer and --auth-audience")
+        public_key = Path(args.auth_public_key).read_text() if args.auth_public_key else None
+        verifiers.jwt = JwtVerifier(
+            issuer=args.auth_issuer,
+            audience=args.auth_audience,
+            jwks=args.auth_jwks,
+            public_key=public_key,
+            user_claim=args.user_claim,
+        )
+    scopes = [s.strip() for s in (args.auth_scopes or "").split(",") if s.strip()]
+    if args.api_keys:
+        assert store is not None
+        verifiers.api_keys = ApiKeyVerifier(store, scopes=scopes)
+    auth = None
+    if verifiers.configured:
+        auth = HttpAuth(
+            verifiers,
+            issuer_url=args.auth_issuer or args.resource_url or bound_url,
+            resource_url=args.resource_url or bound_url,
+            required_scopes=scopes,
+        )
+    if store is not None and router.gateway is None:
+        # Users' own servers need a gateway even when no global server is configured.
+        from toolroute.mcp import McpGateway
+
+        router.attach_gateway(McpGateway())
+    tenancy = Tenancy(
+        router,
+        functions,
+        mcp_servers,
+        store=store,
+        workspace_template=args.workspace_template,
+        base_context=base_context,
+    )
+    doors = TenantDoors(
+        tenancy,
+        limits=LimitBook(_limits(args)),
+        audit=AuditLog(args.audit_log) if args.audit_log else None,
+        authenticated=auth is not None,
+        fixed_user=args.user_id,
+    )
+    return ServedMode(auth, doors, store)

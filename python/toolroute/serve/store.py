@@ -1,0 +1,314 @@
+"""The user registry of served mode: users, their API keys (hashed) and their own MCP servers.
+
+One schema and one set of migrations for both back ends: SQLite (embedded, the default) and
+PostgreSQL (psycopg 3), which several replicas share. Only this module speaks SQL; the two back
+ends differ in the connection and the parameter style alone.
+
+API keys look like `trk_<key id>_<secret>`: the key id finds the row, and only a SHA-256 digest
+of the whole key is stored (a key is 32 random bytes, so a slow hash adds nothing), compared in
+constant time. Server configs may hold secrets (`env`, `headers`): listings redact them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolroute.errors import ToolArgumentError, ToolRegistrationError
+from toolroute.naming import validate_user_id
+
+KEY_PREFIX = "trk"
+_KEY_RE = re.compile(r"^trk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+_SERVER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+REDACTED = "***"
+
+# Each entry moves the schema one version up; a database records the versions it has applied.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS toolroute_users ( user_id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS toolroute_api_keys ("
+        " key_id TEXT PRIMARY KEY,"
+        " user_id TEXT NOT NULL REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
+        " digest TEXT NOT NULL,"
+        " created_at DOUBLE PRECISION NOT NULL,"
+        " revoked_at DOUBLE PRECISION)",
+        "CREATE TABLE IF NOT EXISTS toolroute_user_servers ("
+        " user_id TEXT NOT NULL REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
+        " server_id TEXT NOT NULL,"
+        " config TEXT NOT NULL,"
+        " PRIMARY KEY (user_id, server_id))",
+    ),
+)
+
+
+class StoreError(ToolArgumentError):
+    """A registry operation that cannot be done as asked (unknown user, duplicate, bad id)."""
+
+
+@dataclass(frozen=True)
+class ApiKeyInfo:
+    key_id: str
+    user_id: str
+    created_at: float
+    revoked_at: float | None
+
+
+class _Backend(Protocol):
+    placeholder: str
+
+    def connect(self) -> Any: ...
+
+
+class _Sqlite:
+    placeholder = "?"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def connect(self) -> Any:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL")
+        return conn
+
+
+class _Postgres:
+    placeholder = "%s"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def connect(self) -> Any:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError("a PostgreSQL store needs psycopg 3: pip install 'toolroute[postgres]'") from None
+        return psycopg.connect(self.dsn, autocommit=True)
+
+
+def _backend(url: str) -> _Backend:
+    if url.startswith(("postgresql://", "postgres://")):
+        return _Postgres(url)
+    if url.startswith("sqlite:///"):
+        return _Sqlite(Path(url.removeprefix("sqlite:///")).expanduser())
+    if "://" in url:
+        raise StoreError(f"unknown store URL {url!r}: use sqlite:///PATH or postgresql://...")
+    return _Sqlite(Path(url).expanduser())
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def redact(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A server config with every `env` and `headers` value hidden (the names stay visible)."""
+    shown = dict(config)
+    for field in ("env", "headers"):
+        values = shown.get(field)
+        if isinstance(values, Mapping):
+            shown[field] = {name: REDACTED for name in values}
+    return shown
+
+
+class UserStore:
+    """Users, API keys and per-user MCP servers in SQLite or PostgreSQL. Thread-safe."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._backend = _backend(url)
+        self._lock = threading.Lock()
+        self._conn = self._backend.connect()
+        self._migrate()
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", self._backend.placeholder)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute(self._sql(statement), tuple(params))
+            return list(cur.fetchall())
+
+    def _migrate(self) -> None:
+        with self._transaction() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS toolroute_schema (version INTEGER PRIMARY KEY)")
+            cur.execute("SELECT version FROM toolroute_schema")
+            applied = {row[0] for row in cur.fetchall()}
+            for version, statements in enumerate(MIGRATIONS, start=1):
+                if version in applied:
+                    continue
+                for statement in statements:
+                    cur.execute(statement)
+                cur.execute(self._sql("INSERT INTO toolroute_schema (version) VALUES (?)"), (version,))
+
+    @property
+    def schema_version(self) -> int:
+        rows = self._query("SELECT MAX(version) FROM toolroute_schema")
+        return int(rows[0][0] or 0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> UserStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- users ---------------------------------------------------------------------------
+
+    def add_user(self, user_id: str) -> None:
+        validate_user_id(user_id)
+        with self._transaction() as cur:
+            cur.execute(self._sql("SELECT 1 FROM toolroute_users WHERE user_id = ?"), (user_id,))
+            if cur.fetchall():
+                raise StoreError(f"user {user_id!r} already exists")
+            cur.execute(
+                self._sql("INSERT INTO toolroute_users (user_id, created_at) VALUES (?, ?)"), (user_id, time.time())
+            )
+
+    def remove_user(self, user_id: str) -> None:
+        """Remove a user with their keys and servers."""
+        with self._transaction() as cur:
+            # Explicit deletes: SQLite connections made elsewhere may not enforce foreign keys.
+            cur.execute(self._sql("DELETE FROM toolroute_api_keys WHERE user_id = ?"), (user_id,))
+            cur.execute(self._sql("DELETE FROM toolroute_user_servers WHERE user_id = ?"), (user_id,))
+            cur.execute(self._sql("DELETE FROM toolroute_users WHERE user_id = ?"), (user_id,))
+            if cur.rowcount == 0:
+                raise StoreError(f"no user {user_id!r}")
+
+    def users(self) -> list[str]:
+        return [row[0] for row in self._query("SELECT user_id FROM toolroute_users ORDER BY user_id")]
+
+    def has_user(self, user_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM toolroute_users WHERE user_id = ?", (user_id,)))
+
+    def _require_user(self, cur: Any, user_id: str) -> None:
+        cur.execute(self._sql("SELECT 1 FROM toolroute_users WHERE user_id = ?"), (user_id,))
+        if not cur.fetchall():
+            raise StoreError(f"no user {user_id!r}")
+
+    # ---- API keys ------------------------------------------------------------------------
+
+    def add_key(self, user_id: str) -> str:
+        """A new API key for `user_id`; the only time the key itself is ever available."""
+        key_id = secrets.token_hex(8)
+        key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+        with self._transaction() as cur:
+            self._require_user(cur, user_id)
+            cur.execute(
+                self._sql("INSERT INTO toolroute_api_keys (key_id, user_id, digest, created_at) VALUES (?, ?, ?, ?)"),
+                (key_id, user_id, key_digest(key), time.time()),
+            )
+        return key
+
+    def revoke_key(self, key_id: str) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql("UPDATE toolroute_api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL"),
+                (time.time(), key_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no active API key {key_id!r}")
+
+    def keys(self, user_id: str | None = None) -> list[ApiKeyInfo]:
+        statement = "SELECT key_id, user_id, created_at, revoked_at FROM toolroute_api_keys"
+        params: tuple[Any, ...] = ()
+        if user_id is not None:
+            statement += " WHERE user_id = ?"
+            params = (user_id,)
+        rows = self._query(statement + " ORDER BY created_at, key_id", params)
+        return [ApiKeyInfo(r[0], r[1], float(r[2]), None if r[3] is None else float(r[3])) for r in rows]
+
+    def user_for_key(self, key: str) -> str | None:
+        """The owner of an active key, or None (unknown, revoked or malformed)."""
+        match = _KEY_RE.match(key)
+        if match is None:
+            return None
+        rows = self._query(
+            "SELECT user_id, digest FROM toolroute_api_keys WHERE key_id = ? AND revoked_at IS NULL",
+            (match.group(1),),
+        )
+        if not rows:
+            return None
+        user_id, digest = rows[0]
+        return str(user_id) if hmac.compare_digest(str(digest), key_digest(key)) else None
+
+    # ---- per-user MCP servers --------------------------------------------------------------
+
+    def add_server(self, user_id: str, server_id: str, config: Mapping[str, Any], *, replace: bool = False) -> None:
+        """Store one `mcpServers` entry for a user (validated by the gateway's own parser)."""
+        from toolroute.mcp.config import parse_server  # the mcp package stays optional until used
+
+        if not _SERVER_ID_RE.match(server_id):
+            raise StoreError(f"server id {server_id!r} must match {_SERVER_ID_RE.pattern}")
+        try:
+            parse_server(server_id, config)
+        except ToolRegistrationError as exc:
+            raise StoreError(str(exc)) from None
+        text = json.dumps(dict(config), sort_keys=True)
+        with self._transaction() as cur:
+            self._require_user(cur, user_id)
+            cur.execute(
+                self._sql("SELECT 1 FROM toolroute_user_servers WHERE user_id = ? AND server_id = ?"),
+                (user_id, server_id),
+            )
+            exists = bool(cur.fetchall())
+            if exists and not replace:
+                raise StoreError(f"user {user_id!r} already has a server {server_id!r}")
+            if exists:
+                cur.execute(
+                    self._sql("UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ?"),
+                    (text, user_id, server_id),
+                )
+            else:
+                cur.execute(
+                    self._sql("INSERT INTO toolroute_user_servers (user_id, server_id, config) VALUES (?, ?, ?)"),
+                    (user_id, server_id, text),
+                )
+
+    def remove_server(self, user_id: str, server_id: str) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql("DELETE FROM toolroute_user_servers WHERE user_id = ? AND server_id = ?"),
+                (user_id, server_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"user {user_id!r} has no server {server_id!r}")
+
+    def servers(self, user_id: str) -> dict[str, dict[str, Any]]:
+        """A user's server configs, secrets included: for the gateway, never for display."""
+        rows = self._query(
+            "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
+        )
+        return {str(sid): json.loads(cfg) for sid, cfg in rows}
+
+    def server_listing(self, user_id: str) -> dict[str, dict[str, Any]]:
+        """The same configs with `env` and `headers` values redacted, for people to read."""
+        return {sid: redact(cfg) for sid, cfg in self.servers(user_id).items()}

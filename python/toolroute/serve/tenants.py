@@ -1,0 +1,127 @@
+"""Served mode's tenancy: what one authenticated user sees and may call, and where their tools act.
+
+For each user the server keeps one `ServedTools` door: the served allowlist (the same for
+everybody) plus that user's own MCP servers from the registry, exposed and called with that
+user's id, so the router's own tenancy rules apply (a user's names never reach another user).
+Built-ins act in the user's own workspace, from a root template such as `/srv/ws/{user}`, made on
+first use and confined like every workspace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolroute.context import BuiltInToolContext
+from toolroute.errors import ToolArgumentError
+from toolroute.naming import user_service_key, validate_user_id
+from toolroute.router import ToolRouter
+
+if TYPE_CHECKING:
+    from toolroute.serve.server import ServedTools
+    from toolroute.serve.store import UserStore
+
+USER_PLACEHOLDER = "{user}"
+
+
+def workspace_for(template: str, user_id: str) -> Path:
+    """The user's workspace root from `template` (which must contain `{user}`), created if new."""
+    validate_user_id(user_id)  # the id becomes a path component: never `..` or a separator
+    if USER_PLACEHOLDER not in template:
+        raise ToolArgumentError(f"the workspace template {template!r} must contain {USER_PLACEHOLDER}")
+    root = Path(template.replace(USER_PLACEHOLDER, user_id)).expanduser()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return root
+
+
+@dataclass
+class _Door:
+    served: ServedTools
+    servers_fingerprint: str
+
+
+class Tenancy:
+    """Per-user doors over one router."""
+
+    def __init__(
+        self,
+        router: ToolRouter,
+        functions: Sequence[str],
+        mcp_servers: Sequence[str],
+        *,
+        store: UserStore | None = None,
+        workspace_template: str | None = None,
+        base_context: BuiltInToolContext | None = None,
+    ) -> None:
+        if workspace_template is not None and USER_PLACEHOLDER not in workspace_template:
+            raise ToolArgumentError(f"the workspace template {workspace_template!r} must contain {USER_PLACEHOLDER}")
+        self.router = router
+        self.functions = list(functions)
+        self.mcp_servers = list(mcp_servers)
+        self.store = store
+        self.workspace_template = workspace_template
+        self.base_context = base_context
+        self._lock = threading.Lock()
+        self._doors: dict[str | None, _Door] = {}
+        self._contexts: dict[str, BuiltInToolContext] = {}
+        self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
+
+    def _user_servers(self, user_id: str | None) -> dict[str, dict[str, object]]:
+        if user_id is None or self.store is None:
+            return {}
+        return self.store.servers(user_id)
+
+    def _register_servers(self, user_id: str, servers: dict[str, dict[str, object]]) -> list[str]:
+        """Hand the user's registry servers to the gateway (once each); their service keys."""
+        gateway = self.router.gateway
+        done = self._registered.setdefault(user_id, {})
+        keys = []
+        for sid, config in servers.items():
+            text = json.dumps(config, sort_keys=True)
+            if sid not in done:
+                if gateway is None or not hasattr(gateway, "add_user_server"):
+                    raise ToolArgumentError("this server has no MCP gateway for users' own servers")
+                gateway.add_user_server(user_id, sid, config)
+                done[sid] = text
+            elif done[sid] != text:
+                # A changed config needs the old connection replaced; the gateway keeps what it
+                # connected, so a change applies when the replica restarts.
+                pass
+            keys.append(user_service_key(user_id, sid))
+        return keys
+
+    def door(self, user_id: str | None) -> ServedTools:
+        """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
+        from toolroute.serve.server import ServedTools
+
+        servers = self._user_servers(user_id)
+        fingerprint = json.dumps(servers, sort_keys=True)
+        with self._lock:
+            door = self._doors.get(user_id)
+            if door is not None and door.servers_fingerprint == fingerprint:
+                return door.served
+            own = self._register_servers(user_id, servers) if user_id is not None else []
+            served = ServedTools(self.router, self.functions, [*self.mcp_servers, *own], user_id)
+            self._doors[user_id] = _Door(served, fingerprint)
+            return served
+
+    def context(self, user_id: str | None) -> BuiltInToolContext | None:
+        """The built-ins' context for `user_id`: their own workspace when a template is set."""
+        if user_id is None or self.workspace_template is None:
+            return self.base_context
+        with self._lock:
+            ctx = self._contexts.get(user_id)
+            if ctx is None:
+                root = workspace_for(self.workspace_template, user_id)
+                base = self.base_context
+                if base is None:
+                    ctx = BuiltInToolContext(root, user_id=user_id)
+                else:
+                    ctx = dataclasses.replace(base, workspace_root=root.resolve(), user_id=user_id)
+                self._contexts[user_id] = ctx
+            return ctx

@@ -1,0 +1,81 @@
+"""A real PostgreSQL server for one test session: initdb + pg_ctl into a temporary folder, listening
+on 127.0.0.1 only, run as the unprivileged `postgres` account when the tests run as root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+def _binary(name: str) -> str | None:
+    for folder in PG_BIN_DIRS:
+        if (folder / name).is_file():
+            return str(folder / name)
+    return shutil.which(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_server_user(cmd: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return cmd
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        pytest.skip("running as root without runuser: cannot start PostgreSQL as an unprivileged user")
+    return [runuser, "-u", "postgres", "--", *cmd]
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Yield the DSN of a fresh PostgreSQL server; stopped (and its folder removed) afterwards."""
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip("PostgreSQL server binaries (Debian package postgresql) are not installed")
+    base = Path(tempfile.mkdtemp(prefix="toolroute-pg-"))
+    data = base / "data"
+    port = _free_port()
+    if os.geteuid() == 0:
+        try:
+            shutil.chown(base, "postgres", "postgres")
+        except (LookupError, PermissionError):
+            pytest.skip("no `postgres` account to run the server as")
+    try:
+        subprocess.run(
+            _as_server_user([initdb, "-D", str(data), "-U", "toolroute", "--auth=trust", "-E", "UTF8"]),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
+        subprocess.run(
+            _as_server_user(
+                [pg_ctl, "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "-t", "60", "start"]
+            ),
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        try:
+            yield f"postgresql://toolroute@127.0.0.1:{port}/postgres"
+        finally:
+            subprocess.run(
+                _as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "-t", "60", "stop"]),
+                capture_output=True,
+                timeout=120,
+            )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
