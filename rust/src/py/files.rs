@@ -194,9 +194,9 @@ fn fs_err(py: Python<'_>, e: FsError) -> PyErr {
 }
 
 /// An edit whose strings are fine but do not fit the file is a failed run, not a malformed call.
-fn edit_err_class(e: &EditError) -> &'static str {
+fn edit_err_class(e: &crate::edit::EditError) -> &'static str {
     match e {
-        EditError::EmptyOld | EditError::Identical => "ToolArgumentError",
+        crate::edit::EditError::EmptyOld | crate::edit::EditError::Identical => "ToolArgumentError",
         _ => "ToolPreconditionError",
     }
 }
