@@ -8,8 +8,8 @@ from typing import Any
 
 import mcp_types as types
 
-from toolroute.types import ToolOutput
 from toolroute.errors import ToolExecutionError
+from toolroute.types import ToolOutput
 
 
 def _decoded_size(data: str) -> int | None:
