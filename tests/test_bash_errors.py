@@ -40,7 +40,9 @@ def test_missing_command(bash: ToolRouter, action: str, command: str | None) -> 
 
 @pytest.mark.parametrize("cwd", ["..", "/etc", "../../.."])
 def test_cwd_outside_the_roots(bash: ToolRouter, cwd: str) -> None:
-    with pytest.raises(PathDeniedError, match="outside the allowed roots"):
+    # Refused as a denied path; `..` is refused by the descriptor walk, whose message names the
+    # step it could not take rather than the roots.
+    with pytest.raises(PathDeniedError, match=r"outside the allowed roots|cannot resolve"):
         call(bash, command="touch escaped", cwd=cwd)
 
 

@@ -138,7 +138,8 @@ def _closed_reader(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_141_a_closed_pipe_is_a_quiet_exit(tmp_path: Path, args: tuple[str, ...]) -> None:
     proc = _closed_reader(*args, cwd=tmp_path)
     assert proc.returncode == cli.EXIT_BROKEN_PIPE
-    assert proc.stderr == ""
+    # Nothing about the pipe; the one notice `tools` prints is which confinement bash runs under.
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("toolroute: bash:")] == []
 
 
 def test_piping_into_head_prints_nothing_on_stderr(tmp_path: Path) -> None:
