@@ -20,7 +20,6 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import anyio.to_thread
-import pydantic_core
 from pydantic import BaseModel, ValidationError
 
 from toolroute._core import RouteTable
@@ -51,6 +50,7 @@ from toolroute.registration import (
     McpServiceSpec,
     ToolTraits,
 )
+from toolroute.resulttext import result_text
 from toolroute.schema import function_definition, model_parameters
 
 ENTRY_POINT_GROUP = "toolroute.tools"
@@ -119,13 +119,6 @@ def validate_request(tool: str, model: type[BaseModel], args: Mapping[str, Any])
         return model.model_validate(args)
     except ValidationError as exc:
         raise ToolArgumentError(describe_validation_error(tool, exc)) from None
-
-
-def result_text(result: Any) -> str:
-    """Spec 7: results become JSON text; a `str` passes through unquoted."""
-    if isinstance(result, str):
-        return result
-    return pydantic_core.to_json(result, fallback=repr).decode()
 
 
 def _as_output(result: Any) -> ToolOutput:

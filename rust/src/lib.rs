@@ -7,6 +7,7 @@ pub mod naming;
 pub mod patch;
 pub mod routing;
 pub mod search;
+pub mod textsafety;
 
 mod py;
 

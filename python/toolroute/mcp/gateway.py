@@ -30,8 +30,8 @@ from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, p
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
 from toolroute.mcp.naming import NamePlan, plan_names
-from toolroute.mcp.projection import tool_definition
-from toolroute.mcp.results import to_output
+from toolroute.mcp.projection import ProjectedTool, project_all, projected_definition
+from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import encode_user_tool, parse_user_service_key, user_service_key, validate_user_id
 
 log = logging.getLogger("toolroute.mcp")
@@ -59,6 +59,7 @@ class _Service:
     config: ServerConfig
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
+    projected: dict[str, ProjectedTool] = field(default_factory=dict)  # by the server's tool name
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # by the server's tool name
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
@@ -98,9 +99,13 @@ class McpGateway:
         call_timeout: float = 60.0,
         connect_timeout: float = 30.0,
         eager: bool = False,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         if call_timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if max_result_chars < 1:
+            raise ValueError("max_result_chars must be positive")
+        self.max_result_chars = max_result_chars  # what a model gets of one result at most
         self.call_timeout = call_timeout
         self.connect_timeout = connect_timeout
         self.eager = eager
@@ -343,10 +348,14 @@ class McpGateway:
             with self._lock:
                 service.error, service.failed_at = exc, time.monotonic()
             raise
+        # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
+        # on the loop that carries every server's calls.
+        projected = await asyncio.to_thread(project_all, tools)
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
+            service.projected = projected
             service.listed_on = service.connection.connects
             return self._sync(service.user_id)
 
@@ -388,7 +397,7 @@ class McpGateway:
 
     def _project(self, service: _Service, tool: types.Tool, exposed: str) -> bool:
         try:
-            service.definitions[tool.name] = tool_definition(exposed, tool)
+            service.definitions[tool.name] = projected_definition(exposed, service.projected[tool.name])
         except ToolRegistrationError as exc:
             self._skipped[f"{service.key}/{tool.name}"] = str(exc)
             log.warning("MCP server %r: tool %r left out: %s", service.key, tool.name, exc)
@@ -471,7 +480,13 @@ class McpGateway:
         result = await service.connection.call_tool(target.tool, arguments, timeout, exposed=target.exposed_name)
         if service.connection.connects != service.listed_on and not service.stale:
             self._tools_changed(service.connection)  # a restarted server may offer other tools now
-        return to_output(result, service=service.key, tool=target.tool, exposed_name=target.exposed_name)
+        return to_output(
+            result,
+            service=service.key,
+            tool=target.tool,
+            exposed_name=target.exposed_name,
+            max_chars=self.max_result_chars,
+        )
 
     async def _call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         target = self.target(name)
