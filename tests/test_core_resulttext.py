@@ -132,10 +132,12 @@ _scalars = (
 )
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner)
-    | st.tuples(inner, inner)
-    | st.frozensets(st.integers() | st.text())
-    | st.dictionaries(st.text() | st.integers() | st.floats(), inner),
+    lambda inner: (
+        st.lists(inner)
+        | st.tuples(inner, inner)
+        | st.frozensets(st.integers() | st.text())
+        | st.dictionaries(st.text() | st.integers() | st.floats(), inner)
+    ),
     max_leaves=30,
 )
 

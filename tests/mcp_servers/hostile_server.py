@@ -3,8 +3,9 @@
 Run: `python hostile_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Tools:
 - `exponential`: 40 `$defs` levels, each referencing the previous one twice (about 3 KB; inlined
   naively it has 2**40 nodes);
-- `abyss`: a schema nested 500 levels deep (past any budget, even kept compact);
-- `echo`: a healthy sibling;
+- `abyss`: a schema nested 40 properties deep, about 80 JSON levels (past the depth budget, even
+  kept compact, yet within what the SDK's JSON parser accepts);
+- `parrot`: a healthy sibling;
 - `flood`: a text result of `mb` megabytes (default 50);
 - `smuggle`: text with ANSI, OSC, bidi and tag characters, and a description carrying them;
 - `smuggle_error`: an error result carrying them.
@@ -32,7 +33,7 @@ def exponential_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {"root": {"$ref": f"#/$defs/L{LEVELS}"}}, "$defs": defs}
 
 
-def abyss_schema(depth: int = 500) -> dict[str, Any]:
+def abyss_schema(depth: int = 40) -> dict[str, Any]:
     node: dict[str, Any] = {"type": "string"}
     for _ in range(depth):
         node = {"type": "object", "properties": {"x": node}}
@@ -43,7 +44,7 @@ TEXT = {"type": "object", "properties": {"text": {"type": "string"}}}
 TOOLS = [
     types.Tool(name="exponential", description="A tree of $defs.", input_schema=exponential_schema()),
     types.Tool(name="abyss", description="Very deep.", input_schema=abyss_schema()),
-    types.Tool(name="echo", description="Echo the text.", input_schema=TEXT),
+    types.Tool(name="parrot", description="Repeat the text.", input_schema=TEXT),
     types.Tool(
         name="flood",
         description="A huge result.",
@@ -89,7 +90,9 @@ def main() -> None:
     if args.http:
         import uvicorn
 
-        app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+        # Plain JSON responses: the SDK's client refuses any SSE event over 1 MiB, which would stop
+        # a flood before toolroute sees it; a JSON body reaches the gateway whole.
+        app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1", json_response=True)
         uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
     else:
         anyio.run(serve_stdio)
