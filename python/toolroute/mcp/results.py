@@ -63,17 +63,26 @@ def _block_parts(block: Any) -> tuple[str, str]:
 
 
 def _visible_prefix(raw: str, budget: int) -> tuple[str, int]:
-    """Neutralised text of a prefix of `raw` within `budget` characters: (text, raw characters
-    used). Escapes make the text longer than the raw slice; dropping the overshoot from the raw
-    slice always fits, since each raw character shows as at least one."""
-    n = min(len(raw), budget)
-    while True:
+    """Neutralised text of the longest prefix of `raw` that fits `budget` characters once
+    escaped: (text, raw characters used). Escapes never split; a CRLF is never cut in two."""
+
+    def prefix(n: int) -> tuple[str, int]:
         if 0 < n < len(raw) and raw[n - 1] == "\r" and raw[n] == "\n":
-            n -= 1  # keep a CRLF whole: a lone CR would be escaped
-        shown = neutralize(raw[:n])
-        if len(shown) <= budget:
-            return shown, n
-        n -= len(shown) - budget
+            n -= 1  # a lone CR would be escaped
+        return neutralize(raw[:n]), n
+
+    hi = min(len(raw), budget)
+    text, used = prefix(hi)
+    if len(text) <= budget:  # the common case: no escapes, or few enough
+        return text, used
+    lo = 0  # prefix(lo) fits, prefix(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if len(prefix(mid)[0]) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return prefix(lo)
 
 
 def _bounded(content: list[Any], max_chars: int) -> tuple[str, int, int]:
