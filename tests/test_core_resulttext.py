@@ -151,3 +151,44 @@ def test_any_nested_value_gives_valid_json(value: Any) -> None:
     text = result_text(value)
     if not isinstance(value, str):
         json.loads(text, parse_constant=_no_constants)
+
+
+class Opaque:
+    """No JSON form, no number protocol, unknown to pydantic."""
+
+
+def test_a_declared_return_type_with_no_json_form_is_refused_before_any_call() -> None:
+    from toolroute.errors import ToolRegistrationError
+
+    calls: list[int] = []
+    with pytest.raises(ToolRegistrationError, match="return type Opaque has no JSON form"):
+
+        @function_tool  # refused where it is declared
+        def opaque_tool() -> Opaque:
+            """Would run, then fail."""
+            calls.append(1)
+            return Opaque()
+
+    assert calls == []
+
+
+def test_json_able_declared_return_types_register() -> None:
+    @function_tool
+    def many() -> list[Point]:
+        """Generic: checked when it returns."""
+        return [Point(1.0, b"x")]
+
+    @function_tool
+    def one() -> Point:
+        """A dataclass."""
+        return Point(1.0, b"x")
+
+    @function_tool
+    def uid() -> uuid.UUID:
+        """Pydantic knows it."""
+        return uuid.UUID(int=1)
+
+    router = ToolRouter(builtins={})
+    for tool in (many, one, uid):
+        router.register(tool)
+    assert json.loads(router.invoke("one")) == {"x": 1.0, "label": "x"}

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 from pydantic.fields import FieldInfo
 
 from toolroute.errors import ToolRegistrationError
+from toolroute.resulttext import return_type_problem
 
 SPEC_ATTR = "__toolroute_spec__"
 T = TypeVar("T")
@@ -98,9 +99,23 @@ def _request_model_of_class(cls: type) -> type[BaseModel]:
     return candidate
 
 
+def _check_return_type(fn: Callable[..., Any], name: str) -> None:
+    """Refuse, before any call, a tool whose declared return type cannot become a result."""
+    try:
+        declared = get_type_hints(fn).get("return")
+    except Exception:  # unresolvable names: the result is checked when the tool returns
+        return
+    if isinstance(declared, type) and declared.__name__ == "ToolOutput":
+        return  # passed through as is
+    problem = return_type_problem(declared)
+    if problem is not None:
+        raise ToolRegistrationError(f"function tool {name!r} cannot be registered: {problem}")
+
+
 def _build_function_spec(
     target: Any, name: str | None, description: str | None, traits: ToolTraits
 ) -> FunctionToolSpec:
+    _check_return_type(target.apply if inspect.isclass(target) else target, name or getattr(target, "__name__", "?"))
     if inspect.isclass(target):
         model = _request_model_of_class(target)
         instance: Any = target()

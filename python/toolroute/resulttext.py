@@ -14,7 +14,8 @@ output), with these choices for what JSON cannot say directly:
   settings), enums, dates, UUIDs and paths through pydantic's serialiser;
 - mapping keys become strings.
 
-A value with no JSON form at all raises `UnserializableResult` naming its type.
+A value with no JSON form at all raises `UnserializableResult` naming its type; where the tool
+declares such a return type, `return_type_problem` tells at registration, before it ever runs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from fractions import Fraction
 from typing import Any
 
 import pydantic_core
+from pydantic import TypeAdapter
 
 MAX_DEPTH = 200  # nesting beyond this is almost surely a cycle
 
@@ -134,3 +136,25 @@ def result_text(result: Any) -> str:
     if isinstance(result, str):
         return result
     return json.dumps(_plain(result, 0), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_JSON_ABLE = (str, int, float, bool, bytes, bytearray, memoryview, Decimal, Fraction, Mapping)
+_CONTAINERS = (list, tuple, set, frozenset)
+_NUMBER_HOOKS = ("__index__", "__float__", "__int__")
+
+
+def return_type_problem(annotation: Any) -> str | None:
+    """Why values of a declared return type can have no JSON form, or None when they can (or it
+    cannot be told: `Any`, unions, generics and unresolved names are left to the call)."""
+    if not isinstance(annotation, type) or annotation is object or issubclass(annotation, _JSON_ABLE + _CONTAINERS):
+        return None
+    if dataclasses.is_dataclass(annotation) or any(hasattr(annotation, m) for m in _NUMBER_HOOKS):
+        return None
+    try:
+        TypeAdapter(annotation).json_schema(mode="serialization")
+    except Exception:
+        return (
+            f"its return type {annotation.__qualname__} has no JSON form; "
+            "return str, numbers, lists, dicts, dataclasses or pydantic models"
+        )
+    return None
