@@ -115,7 +115,9 @@ def _check_return_type(fn: Callable[..., Any], name: str) -> None:
 def _build_function_spec(
     target: Any, name: str | None, description: str | None, traits: ToolTraits
 ) -> FunctionToolSpec:
-    _check_return_type(target.apply if inspect.isclass(target) else target, name or getattr(target, "__name__", "?"))
+    runs: Any = getattr(target, "apply", None) if inspect.isclass(target) else target
+    if callable(runs):
+        _check_return_type(runs, str(name or getattr(target, "__name__", "?")))
     if inspect.isclass(target):
         model = _request_model_of_class(target)
         instance: Any = target()
