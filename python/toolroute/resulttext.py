@@ -10,8 +10,8 @@ output), with these choices for what JSON cannot say directly:
 - `Decimal` and `Fraction` become an integer or float when that is exact, else a string of
   their exact value ("0.1000000000000000000001", "1/3");
 - number-like objects (NumPy, mpmath, ...) go through `__index__`, or `__float__` when exact,
-  else their `str()`; dataclasses field by field; pydantic models (with their own serialisation
-  settings), enums, dates, UUIDs and paths through pydantic's serialiser;
+  else their `str()`; dataclasses field by field, pydantic models through `model_dump()` (their
+  own serialisers run), then these same rules; enums, dates, UUIDs and paths through pydantic;
 - mapping keys become strings.
 
 A value with no JSON form at all raises `UnserializableResult` naming its type; where the tool
@@ -31,7 +31,7 @@ from fractions import Fraction
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 MAX_DEPTH = 200  # nesting beyond this is almost surely a cycle
 
@@ -117,6 +117,8 @@ def _plain(value: Any, depth: int) -> Any:
         return [_plain(v, depth + 1) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):  # its own serialisers run; the rules above then apply
+        return _plain(value.model_dump(), depth + 1)
 
     def number_or_refuse(obj: Any) -> Any:  # for what pydantic does not know (UUIDs it does)
         number = _number_like(obj)
