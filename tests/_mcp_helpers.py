@@ -61,10 +61,17 @@ class HttpServer:
     """The demo server in its own process over streamable HTTP (or SSE) on 127.0.0.1."""
 
     def __init__(
-        self, name: str = "web", *, sse: bool = False, port: int | None = None, extra: tuple[str, ...] = ()
+        self,
+        name: str = "web",
+        *,
+        sse: bool = False,
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
+        script: str | None = None,
     ) -> None:
         self.name, self.sse, self.extra = name, sse, extra
         self.port = port or free_port()
+        self.script = script  # another server in tests/mcp_servers, run with `--http PORT`
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -73,16 +80,9 @@ class HttpServer:
 
     def start(self) -> HttpServer:
         flag = "--sse" if self.sse else "--http"
+        argv = [str(SERVERS / self.script)] if self.script else [DEMO, "--name", self.name]
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                DEMO,
-                "--name",
-                self.name,
-                flag,
-                str(self.port),
-                *(a for t in self.extra for a in ("--extra", t)),
-            ],
+            [sys.executable, *argv, flag, str(self.port), *(a for t in self.extra for a in ("--extra", t))],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

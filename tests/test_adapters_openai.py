@@ -10,9 +10,10 @@ import pytest
 from _serve_helpers import make_router
 from _serve_tools import MARKER_ENV
 from openai.types.chat import ChatCompletion, ChatCompletionFunctionTool, ChatCompletionToolMessageParam
-from openai.types.responses import FunctionTool, Response, ResponseInputParam
-from pydantic import TypeAdapter
+from openai.types.responses import FunctionTool, FunctionToolParam, Response, ResponseInputParam
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from toolroute import ToolRouter, function_tool
 from toolroute.adapters.openai import OpenAITools
 
 
@@ -85,7 +86,7 @@ def test_responses_tools_are_valid_flat_function_tools(tools: OpenAITools) -> No
     assert [(p.type, p.name, p.strict) for p in parsed] == [
         ("function", "echo", False),
         ("function", "add", False),
-        ("function", "notes_shout", False),
+        ("function", "notes_shout", True),  # its one field is required and nothing else allowed
     ]
     assert parsed[0].description == "Repeat a text."
 
@@ -144,3 +145,29 @@ def test_function_call_outputs_for_the_responses_api(tools: OpenAITools, tmp_pat
     ]
     assert anyio.run(tools.afunction_call_outputs, response) == outputs
     assert not (tmp_path / "ran").exists()
+
+
+class Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    city: str
+    days: int
+
+
+def test_responses_tools_carry_strict_as_function_tool_param_requires() -> None:
+    @function_tool
+    def forecast(request: Closed) -> str:
+        """Every field required, nothing else allowed: strict mode takes it as it is."""
+        return request.city
+
+    @function_tool
+    def search(query: str, limit: int = 10) -> str:
+        """An optional field: strict would make it required, so strict is false."""
+        return query
+
+    router = ToolRouter(builtins={})
+    router.register(forecast)
+    router.register(search)
+    shaped = OpenAITools(router, functions=["forecast", "search"]).responses_tools()
+    checked = [TypeAdapter(FunctionToolParam).validate_python(t) for t in shaped]  # `strict` is Required there
+    assert [(t["name"], t["strict"]) for t in checked] == [("forecast", True), ("search", False)]
+    assert [FunctionTool.model_validate(t).strict for t in shaped] == [True, False]

@@ -179,3 +179,123 @@ def test_schema_shows_the_names_validation_accepts():
     assert router.invoke("aliased", {"request": {"type": "py"}}) == "py"
     grep = ToolRouter().get_all_function_tools(["grep"])[0]["function"]["parameters"]["properties"]
     assert "type" in grep and "file_type" not in grep
+
+
+# ---- strict mode for the Responses API (issue 14 item 14) -----------------------------------
+
+
+def _closed(properties: dict[str, object], **extra: object) -> dict[str, object]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("parameters", "strict"),
+    [
+        (_closed({"a": {"type": "string"}}), True),
+        (_closed({"a": _closed({"b": {"type": "integer"}})}), True),
+        (_closed({"a": {"type": "array", "items": _closed({"b": {"type": "number"}})}}), True),
+        (_closed({"a": {"$ref": "#/$defs/B"}}, **{"$defs": {"B": _closed({"c": {"type": "string"}})}}), True),
+        (_closed({"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}), True),
+        ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, False),  # open
+        ({**_closed({"a": {"type": "string"}}), "required": []}, False),  # an optional field
+        (_closed({"a": {"type": "object", "properties": {}}}), False),  # a nested open object
+        (_closed({"a": {"type": "string", "default": "x"}}), False),  # a keyword strict does not take
+        (_closed({"a": {"type": "array", "items": {"type": "object", "properties": {}}}}), False),
+        (_closed({"a": {"$ref": "#/$defs/B"}}, **{"$defs": {"B": {"type": "object", "properties": {}}}}), False),
+    ],
+)
+def test_strict_only_where_the_schema_qualifies(parameters: dict[str, object], strict: bool) -> None:
+    from openai.types.responses import FunctionToolParam
+
+    tool = {"type": "function", "function": {"name": "t", "description": "", "parameters": parameters}}
+    (shaped,) = to_responses([tool])
+    assert shaped["strict"] is strict
+    TypeAdapter(FunctionToolParam).validate_python(shaped)
+
+
+def test_a_definitions_own_strict_is_kept() -> None:
+    tool = {"type": "function", "function": {"name": "t", "parameters": {"type": "object"}, "strict": True}}
+    assert to_responses([tool])[0]["strict"] is True
+
+
+# ---- $ref inlining within a budget (issue 11, repro 2) --------------------------------------
+
+
+def _exponential(levels: int) -> dict[str, object]:
+    defs: dict[str, object] = {"L0": {"type": "string"}}
+    for i in range(1, levels + 1):
+        prev = {"$ref": f"#/$defs/L{i - 1}"}
+        defs[f"L{i}"] = {"type": "object", "properties": {"a": prev, "b": prev}, "required": ["a"]}
+    return {"type": "object", "properties": {"root": {"$ref": f"#/$defs/L{levels}"}}, "$defs": defs}
+
+
+def _nodes(node: object) -> int:
+    if isinstance(node, dict):
+        return 1 + sum(_nodes(v) for v in node.values())
+    if isinstance(node, list):
+        return 1 + sum(_nodes(v) for v in node)
+    return 1
+
+
+def test_exponential_defs_are_kept_compact_and_mean_the_same() -> None:
+    schema = _exponential(40)  # 2**40 nodes if inlined
+    out = inline_refs(schema, max_nodes=10_000)
+    assert out["properties"]["root"] == {"$ref": "#/$defs/L40"}
+    assert _nodes(out) <= _nodes(schema)
+    bad = {"root": {"a": {"a": 5}}}
+    for s in (schema, out):
+        jsonschema.validate({}, s)
+        for wrong in ({"root": {"b": {}}}, {"root": "x"}, bad):  # `a` is required at every level
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(wrong, s)
+    small = _exponential(3)  # 2**3 copies fit the budget: inlined, no $defs left
+    inlined = inline_refs(small)
+    assert "$defs" not in inlined and _all_refs(inlined) == []
+    for s in (small, inlined):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, s)
+
+
+def test_budget_counts_output_not_input() -> None:
+    schema = _exponential(6)  # about 2**7 nodes inlined, a few dozen written
+    assert "$defs" not in inline_refs(schema, max_nodes=1_000)
+    assert inline_refs(schema, max_nodes=100)["$defs"].keys() == {f"L{i}" for i in range(7)}
+
+
+def test_a_schema_past_the_budget_even_compact_is_refused() -> None:
+    from toolroute.schema import SchemaBudgetError
+
+    deep: dict[str, object] = {"type": "string"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"x": deep}}
+    with pytest.raises(SchemaBudgetError, match="nested deeper than 64 levels"):
+        inline_refs({"type": "object", "properties": {"d": deep}})
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(6_000)}}
+    with pytest.raises(SchemaBudgetError, match="more than 10000 JSON values"):
+        inline_refs(wide)
+    very_deep: dict[str, object] = {}
+    for _ in range(100_000):  # far past Python's recursion limit: still a clean refusal
+        very_deep = {"not": very_deep}
+    with pytest.raises(SchemaBudgetError):
+        inline_refs(very_deep)
+
+
+def test_definitions_and_defs_of_the_same_name_stay_apart() -> None:
+    body = {"type": "string", "enum": [f"v{i}" for i in range(10)]}
+    refs = {f"a{i}": {"$ref": "#/$defs/X"} for i in range(3)} | {f"b{i}": {"$ref": "#/definitions/X"} for i in range(3)}
+    schema = {
+        "type": "object",
+        "properties": refs,
+        "$defs": {"X": body},
+        "definitions": {"X": {**body, "type": "integer"}},
+    }
+    out = inline_refs(schema, max_nodes=_nodes(schema))  # inlined it would be larger: kept compact
+    assert out["$defs"] == {"X": body, "definitions.X": {**body, "type": "integer"}}
+    assert out["properties"]["a0"] == {"$ref": "#/$defs/X"}
+    assert out["properties"]["b2"] == {"$ref": "#/$defs/definitions.X"}

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.fields import FieldInfo
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
+from toolroute.resulttext import return_type_problem
 from toolroute.schema import function_definition, model_parameters
 from toolroute.types import LocalTool, ToolDefinition, ToolHost, ToolKind, ToolTraits, fresh, validate_request
 
@@ -174,9 +175,25 @@ def _request_model_of_class(cls: type) -> type[BaseModel]:
     return candidate
 
 
+def _check_return_type(fn: Callable[..., Any], name: str) -> None:
+    """Refuse, before any call, a tool whose declared return type cannot become a result."""
+    try:
+        declared = get_type_hints(fn).get("return")
+    except Exception:  # unresolvable names: the result is checked when the tool returns
+        return
+    if isinstance(declared, type) and declared.__name__ == "ToolOutput":
+        return  # passed through as is
+    problem = return_type_problem(declared)
+    if problem is not None:
+        raise ToolRegistrationError(f"function tool {name!r} cannot be registered: {problem}")
+
+
 def _build_function_spec(
     target: Any, name: str | None, description: str | None, traits: ToolTraits
 ) -> FunctionToolSpec:
+    runs: Any = getattr(target, "apply", None) if inspect.isclass(target) else target
+    if callable(runs):
+        _check_return_type(runs, str(name or getattr(target, "__name__", "?")))
     if inspect.isclass(target):
         model = _request_model_of_class(target)
         instance: Any = target()

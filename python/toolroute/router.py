@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-import pydantic_core
-
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
 from toolroute.builtins import BuiltinTool, builtin_tools
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
@@ -41,6 +39,7 @@ from toolroute.registration import (
     FunctionToolSpec,
     McpServiceSpec,
 )
+from toolroute.resulttext import result_text
 from toolroute.types import (
     Tool,
     ToolDefinition,
@@ -86,13 +85,6 @@ def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolArgumentError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
-
-
-def result_text(result: Any) -> str:
-    """Spec 7: results become JSON text; a `str` passes through unquoted."""
-    if isinstance(result, str):
-        return result
-    return pydantic_core.to_json(result, fallback=repr).decode()
 
 
 def _as_output(result: Any) -> ToolOutput:

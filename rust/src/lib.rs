@@ -12,6 +12,7 @@ pub mod search;
 pub mod text_style;
 pub mod txn;
 pub mod write;
+pub mod textsafety;
 
 mod py;
 

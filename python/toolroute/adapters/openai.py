@@ -58,8 +58,9 @@ class OpenAITools(ExposedTools):
         return [{"type": "function", "function": dict(fn)} for fn in self.definitions.values()]  # type: ignore[typeddict-item]
 
     def responses_tools(self) -> list[FunctionToolParam]:
-        """`tools=` for `responses.create`: the flat function tool shape."""
-        return [{**tool, "strict": False} for tool in to_responses(self.tool_definitions)]  # type: ignore[typeddict-item]
+        """`tools=` for `responses.create`: the flat function tool shape, `strict` true only for
+        schemas strict mode takes as they are (see `toolroute.formats.strict_eligible`)."""
+        return to_responses(self.tool_definitions)  # type: ignore[return-value]
 
     # ---- Chat Completions ---------------------------------------------------------------
 

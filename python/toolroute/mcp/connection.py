@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
+from toolroute.textsafety import neutralize
 
 log = logging.getLogger("toolroute.mcp")
 
@@ -171,7 +172,7 @@ class Connection:
         except (OSError, ValueError):
             return ""
         lines = [ln for ln in text.splitlines() if ln.strip()][-10:]
-        return "\n".join(lines)
+        return neutralize("\n".join(lines))  # the server's own output, shown in error messages
 
     def _with_stderr(self, message: str) -> str:
         tail = self.stderr_tail()

@@ -9,6 +9,7 @@ from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from toolroute.textsafety import neutralize
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -46,10 +47,11 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
+    """One line for an error; the server's own words reach a model, so controls are made visible."""
     exc = leaf(exc)
     if isinstance(exc, MCPError):
-        return f"MCP error {exc.error.code}: {exc.error.message}"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return neutralize(f"MCP error {exc.error.code}: {exc.error.message}")
+    return neutralize(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
 def translate(exc: BaseException, message: str, *, tool: str | None = None) -> ToolError:

@@ -31,7 +31,7 @@ from toolroute.mcp.connection import Connection
 from toolroute.mcp.exposure import Listed, McpExposure, McpTarget
 from toolroute.mcp.loop import LoopThread
 from toolroute.mcp.projection import tool_definition
-from toolroute.mcp.results import to_output
+from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
@@ -102,9 +102,13 @@ class McpGateway:
         call_timeout: float = 60.0,
         connect_timeout: float = 30.0,
         eager: bool = False,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         if call_timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if max_result_chars <= 0:
+            raise ValueError("max_result_chars must be positive")
+        self.max_result_chars = max_result_chars
         self.call_timeout = call_timeout
         self.connect_timeout = connect_timeout
         self.eager = eager
@@ -379,7 +383,9 @@ class McpGateway:
             with self._lock:
                 service.error, service.failed_at = exc, time.monotonic()
             raise
-        definitions, skipped = _project(tools)
+        # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
+        # on the loop that carries every server's calls.
+        definitions, skipped = await asyncio.to_thread(_project, tools)
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
@@ -441,7 +447,13 @@ class McpGateway:
         result = await service.connection.call_tool(target.tool, arguments, timeout, exposed=target.exposed_name)
         if service.connection.connects != service.listed_on and not service.stale:
             self._tools_changed(service.connection)  # a restarted server may offer other tools now
-        return to_output(result, service=service.key, tool=target.tool, exposed_name=target.exposed_name)
+        return to_output(
+            result,
+            service=service.key,
+            tool=target.tool,
+            exposed_name=target.exposed_name,
+            max_chars=self.max_result_chars,
+        )
 
     async def _call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         target = self.target(name)

@@ -1,25 +1,67 @@
-"""An MCP `Tool` -> the router's tool definition (OpenAI Chat Completions format)."""
+"""An MCP `Tool` -> the router's tool definition (OpenAI Chat Completions format).
+
+Everything here comes from an upstream server, so it is treated as hostile: the schema is
+inlined within a size and depth budget (`toolroute.schema`), and every string a model will read
+(description, property names, enum values, titles) has its control characters made visible.
+Projection runs once per listing, off the gateway's loop thread and outside its lock.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
+from toolroute.errors import ToolRegistrationError
 from toolroute.gateway import ToolDefinition
-from toolroute.schema import as_parameters, function_definition
+from toolroute.schema import JsonSchema, as_parameters, function_definition
+from toolroute.textsafety import neutralize, neutralize_json
+
+
+@dataclass(frozen=True)
+class ProjectedTool:
+    """A server's tool made presentable to a model, or the reason it cannot be."""
+
+    description: str
+    parameters: JsonSchema | None
+    refused: str | None = None  # why the tool is left out; None when `parameters` is set
 
 
 def input_parameters(input_schema: dict[str, Any] | None) -> dict[str, Any]:
-    """Self-contained object parameters (refs inlined, no `$schema`). Servers that list
-    `properties` but forget the root `type` are common; MCP requires `object` there anyway."""
+    """Self-contained object parameters (refs inlined within the budget, no `$schema`). Servers
+    that list `properties` but forget the root `type` are common; MCP requires `object` there."""
     schema = dict(input_schema or {})
     if "type" not in schema and "properties" in schema:
         schema["type"] = "object"
     return as_parameters(schema)
 
 
+def project(tool: types.Tool) -> ProjectedTool:
+    """One tool; a schema that cannot be parameters (or is past the budget) refuses this tool only."""
+    description = neutralize(tool.description or tool.title or "")
+    try:
+        parameters = neutralize_json(input_parameters(tool.input_schema))
+    except ToolRegistrationError as exc:
+        return ProjectedTool(description, None, str(exc))
+    except RecursionError:  # defence in depth: the budget's depth check should stop this first
+        return ProjectedTool(description, None, "input schema is nested too deeply")
+    return ProjectedTool(description, parameters)
+
+
+def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:
+    """Every tool of one listing, by the server's own tool name."""
+    return {tool.name: project(tool) for tool in tools}
+
+
+def projected_definition(exposed_name: str, projected: ProjectedTool) -> ToolDefinition:
+    """Raises `ToolRegistrationError` (with the reason) for a refused tool."""
+    if projected.parameters is None:
+        raise ToolRegistrationError(projected.refused or "input schema refused")
+    return function_definition(exposed_name, projected.description, projected.parameters)
+
+
 def tool_definition(exposed_name: str, tool: types.Tool) -> ToolDefinition:
-    """Raises `ToolRegistrationError` for a schema that cannot be function parameters."""
-    description = tool.description or tool.title or ""
-    return function_definition(exposed_name, description, input_parameters(tool.input_schema))
+    """`project` then `projected_definition`, for one tool at a time."""
+    return projected_definition(exposed_name, project(tool))

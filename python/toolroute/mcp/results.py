@@ -1,50 +1,119 @@
-"""MCP `CallToolResult` -> `ToolOutput`: one string for the model, the rest in the trace."""
+"""MCP `CallToolResult` -> `ToolOutput`: one string for the model, the rest in the trace.
+
+The string is bounded and safe: at most `max_chars` characters of the server's content (cut
+block by block, before anything is joined, so a 50 MB result is never copied whole), control
+characters made visible (`toolroute.textsafety`), then one notice saying what was cut.
+"""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 import mcp_types as types
 
 from toolroute.errors import ToolExecutionError
+from toolroute.textsafety import cut_notice, neutralize
 from toolroute.types import ToolOutput
+
+# What a model receives from one upstream call at most. 100,000 characters is about 25,000
+# tokens, the default cap Claude Code puts on one MCP tool result (MAX_MCP_OUTPUT_TOKENS): enough
+# for any answer meant for a model, small beside its context window, far below what hurts memory.
+DEFAULT_MAX_RESULT_CHARS = 100_000
 
 
 def _decoded_size(data: str) -> int | None:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
+    """Bytes that base64 `data` decodes to, computed from its length (no decoded copy)."""
+    if not data.isascii():
         return None
+    n = len(data) - sum(data.count(c) for c in " \t\r\n")
+    if n % 4:
+        return None
+    return n // 4 * 3 - data.rstrip()[-2:].count("=")
 
 
 def _size_text(size: int | None) -> str:
     return f"{size} bytes" if size is not None else "unknown size"
 
 
-def block_text(block: Any) -> str:
-    """A text block as is; anything else summarised with its type and size (never base64)."""
+def _utf8_len(text: str) -> int:
+    """Bytes of `text` in UTF-8 without a copy in the common (ASCII) case; lone surrogates count."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _block_parts(block: Any) -> tuple[str, str]:
+    """(header, payload) of one block. The payload is a text block's or text resource's own
+    text, cut later without copying it whole; anything else is summarised with its type and
+    size in the header (never base64)."""
     if isinstance(block, types.TextContent):
-        return block.text
+        return "", block.text
     if isinstance(block, (types.ImageContent, types.AudioContent)):
-        return f"[{block.type}: {block.mime_type}, {_size_text(_decoded_size(block.data))}]"
+        return f"[{block.type}: {block.mime_type}, {_size_text(_decoded_size(block.data))}]", ""
     if isinstance(block, types.EmbeddedResource):
         res = block.resource
         mime = res.mime_type or "unknown type"
         if isinstance(res, types.TextResourceContents):
-            return f"[resource {res.uri} ({mime}, {len(res.text.encode())} bytes)]\n{res.text}"
-        return f"[resource {res.uri} ({mime}, {_size_text(_decoded_size(res.blob))})]"
+            return f"[resource {res.uri} ({mime}, {_utf8_len(res.text)} bytes)]\n", res.text
+        return f"[resource {res.uri} ({mime}, {_size_text(_decoded_size(res.blob))})]", ""
     if isinstance(block, types.ResourceLink):
         mime = block.mime_type or "unknown type"
         size = f", {block.size} bytes" if block.size is not None else ""
-        return f"[resource link {block.uri} ({block.name}, {mime}{size})]"
+        return f"[resource link {block.uri} ({block.name}, {mime}{size})]", ""
     kind = getattr(block, "type", type(block).__name__)
-    return f"[{kind} content]"
+    return f"[{kind} content]", ""
 
 
-def content_text(content: list[Any]) -> str:
-    return "\n".join(block_text(b) for b in content)
+def _visible_prefix(raw: str, budget: int) -> tuple[str, int]:
+    """Neutralised text of the longest prefix of `raw` that fits `budget` characters once
+    escaped: (text, raw characters used). Escapes never split; a CRLF is never cut in two."""
+
+    def prefix(n: int) -> tuple[str, int]:
+        if 0 < n < len(raw) and raw[n - 1] == "\r" and raw[n] == "\n":
+            n -= 1  # a lone CR would be escaped
+        return neutralize(raw[:n]), n
+
+    hi = min(len(raw), budget)
+    text, used = prefix(hi)
+    if len(text) <= budget:  # the common case: no escapes, or few enough
+        return text, used
+    lo = 0  # prefix(lo) fits, prefix(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if len(prefix(mid)[0]) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return prefix(lo)
+
+
+def _bounded(content: list[Any], max_chars: int) -> tuple[str, int, int]:
+    """The blocks joined by newlines in at most `max_chars` characters: (text, raw characters
+    shown, raw characters in all)."""
+    out: list[str] = []
+    budget, shown, total = max_chars, 0, 0
+    for i, block in enumerate(content):
+        for raw in ("\n" if i else "", *_block_parts(block)):
+            total += len(raw)
+            if budget > 0 and raw:
+                text, used = _visible_prefix(raw, budget)
+                out.append(text)
+                budget -= len(text)
+                shown += used
+    return "".join(out), shown, total
+
+
+def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | None]:
+    """The text and, when it was cut, a notice after it and the sizes for the trace."""
+    text, shown, total = _bounded(content, max_chars)
+    if shown == total:
+        return text, None
+    notice = cut_notice(
+        total - shown,
+        total,
+        "characters",
+        f"this gateway passes at most {max_chars} characters of one MCP result; "
+        "ask the tool for less (a narrower query, a page or a range) to see the rest",
+    )
+    return f"{text}\n{notice}", {"shown_chars": shown, "total_chars": total, "max_chars": max_chars}
 
 
 def content_meta(block: Any) -> dict[str, Any]:
@@ -56,25 +125,41 @@ def content_meta(block: Any) -> dict[str, Any]:
         meta.update(mime_type=block.mime_type, bytes=_decoded_size(block.data))
     elif isinstance(block, types.EmbeddedResource):
         res = block.resource
-        size = len(res.text.encode()) if isinstance(res, types.TextResourceContents) else _decoded_size(res.blob)
+        size = _utf8_len(res.text) if isinstance(res, types.TextResourceContents) else _decoded_size(res.blob)
         meta.update(uri=str(res.uri), mime_type=res.mime_type, bytes=size)
     elif isinstance(block, types.ResourceLink):
         meta.update(uri=str(block.uri), name=block.name, mime_type=block.mime_type, bytes=block.size)
     return meta
 
 
-def to_output(result: types.CallToolResult, *, service: str, tool: str, exposed_name: str) -> ToolOutput:
-    """The model-facing text; `is_error` raises with the server's own message."""
-    text = content_text(result.content)
+def content_text(content: list[Any], max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> str:
+    """What the model reads for `content`: the capped, neutralised text and any cut notice."""
+    return _capped(content, max_chars)[0]
+
+
+def to_output(
+    result: types.CallToolResult,
+    *,
+    service: str,
+    tool: str,
+    exposed_name: str,
+    max_chars: int = DEFAULT_MAX_RESULT_CHARS,
+) -> ToolOutput:
+    """The model-facing text (capped, controls visible); `is_error` raises with the server's own
+    message, capped and neutralised the same way."""
+    text, cut = _capped(result.content, max_chars)
     if result.is_error:
         raise ToolExecutionError(
             f"MCP tool {tool!r} on server {service!r} reported an error: {text or '(no message)'}",
             tool=exposed_name,
         )
-    trace = {
+    trace: dict[str, Any] = {
         "mcp": {"service": service, "tool": tool},
-        "structured_content": result.structured_content,
+        # A cut result's structured copy is as large as what was cut: not kept alive in the trace.
+        "structured_content": result.structured_content if cut is None else None,
         "content": [content_meta(b) for b in result.content],
         "meta": result.meta,
     }
+    if cut is not None:
+        trace["truncated"] = cut
     return ToolOutput(text, trace)

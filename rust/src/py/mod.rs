@@ -5,6 +5,7 @@ mod files;
 mod naming;
 mod routing;
 mod search;
+mod textsafety;
 
 use pyo3::prelude::*;
 
@@ -13,5 +14,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     routing::register(m)?;
     files::register(m)?;
     search::register(m)?;
+    textsafety::register(m)?;
     Ok(())
 }

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from toolroute.textsafety import cut_notice
+
 
 def utf8_end(data: bytes | bytearray, end: int) -> int:
     """`end`, moved back so that data[:end] does not stop inside a UTF-8 sequence."""
@@ -184,7 +186,7 @@ class HeadTail:
         _, tail = self._tail.tail(budget - budget // 2)
         tail = tail[utf8_start(tail, 0) :]
         omitted = total - len(head) - len(tail)
-        marker = f"\n[... {omitted} bytes omitted of {total}; only the head and tail are shown ...]\n"
+        marker = f"\n{cut_notice(omitted, total, 'bytes', 'only the head and tail are shown')}\n"
         return head.decode("utf-8", "replace") + marker + tail.decode("utf-8", "replace"), omitted
 
 
