@@ -10,9 +10,9 @@ pub mod patch;
 pub mod routing;
 pub mod search;
 pub mod text_style;
+pub mod textsafety;
 pub mod txn;
 pub mod write;
-pub mod textsafety;
 
 mod py;
 
