@@ -183,8 +183,29 @@ def test_ainvoke_sync_tool() -> None:
             compare(
                 f"core: ainvoke of a sync tool ({name}, x{calls}) vs invoke",
                 ("toolroute ainvoke", ainvoke_all(name, calls)),
-                {"toolroute invoke": invoke_all(name, calls)},
+                {"toolroute invoke": invoke_all(name, calls), **_openai_agents_side(loop, calls)},
                 30,
             )
     finally:
         loop.close()
+
+
+def _openai_agents_side(loop: Any, calls: int) -> dict[str, Callable[[], list[str]]]:
+    """openai-agents' `on_invoke_tool` for the same sync function (it runs it with
+    `asyncio.to_thread`), when the package is installed."""
+    try:
+        from agents import function_tool as agents_function_tool
+        from agents.tool_context import ToolContext
+    except ImportError:
+        return {}
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    tool = agents_function_tool(add)
+    ctx = ToolContext(None, tool_name="add", tool_call_id="c1", tool_arguments=ARGS)
+
+    async def many() -> list[str]:
+        return [str(await tool.on_invoke_tool(ctx, ARGS)) for _ in range(calls)]
+
+    return {"openai-agents on_invoke_tool": lambda: loop.run_until_complete(many())}
