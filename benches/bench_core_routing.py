@@ -14,7 +14,7 @@ from _py_router import PyRouter, py_generate_api_function_name
 from pydantic import BaseModel
 
 from toolroute import ToolRouter, function_tool
-from toolroute._core import RouteTable, encode_user_tool, generate_api_function_names
+from toolroute._core import RouteTable, ToolKind, encode_user_tool, generate_api_function_names
 
 random.seed(7)
 LEVEL_NAMES = {k: [f"{k}_tool_{i}" for i in range(200)] for k in ("builtin", "local", "function", "global")}
@@ -24,10 +24,10 @@ USERS = [f"u{i}" for i in range(50)]
 def _tables() -> tuple[RouteTable, PyRouter]:
     rust, py = RouteTable(), PyRouter()
     levels = (
-        (0, "builtin", py.builtin),
-        (2, "local", py.local_mcp),
-        (3, "function", py.function),
-        (4, "global", py.global_mcp),
+        (ToolKind.BUILTIN, "builtin", py.builtin),
+        (ToolKind.LOCAL_MCP, "local", py.local_mcp),
+        (ToolKind.FUNCTION, "function", py.function),
+        (ToolKind.GLOBAL_MCP, "global", py.global_mcp),
     )
     for kind, key, py_level in levels:
         for name in LEVEL_NAMES[key]:
@@ -66,12 +66,12 @@ def test_resolution_results_agree():
         rust, py = RUST_TABLE.resolve(name, uid), PY_TABLE.resolve(name, uid)
         assert (rust is None) == (py is None), name
         if rust is not None and py is not None:
-            assert (rust[0], rust[1]) == (py[0], py[1]), name
+            assert (rust[0].value, rust[1]) == (py[0], py[1]), name
 
 
 def _resolved(resolve: Callable[[str, str | None], Any]) -> Callable[[], list[Any]]:
-    """(kind, target) per call, or None: the same shape from both tables."""
-    return lambda: [hit and (hit[0], hit[1]) for hit in (resolve(n, u) for n, u in WORKLOAD)]
+    """(kind number, target) per call, or None: the same shape from both tables."""
+    return lambda: [hit and (getattr(hit[0], "value", hit[0]), hit[1]) for hit in (resolve(n, u) for n, u in WORKLOAD)]
 
 
 def test_resolve() -> None:
@@ -123,12 +123,89 @@ def test_invoke() -> None:
     def direct() -> str:
         return pydantic_core.to_json(tool.apply(AddRequest.model_validate_json(ARGS))).decode()
 
-    def thousand(fn: Callable[[], str]) -> Callable[[], list[str]]:
-        return lambda: [fn() for _ in range(1000)]  # one call is too short to time alone
-
     compare(
         "core: invoke a trivial function tool (x1000)",
         ("toolroute", thousand(partial(ROUTER.invoke, "Add", ARGS))),
         {"pydantic validation + JSON alone": thousand(direct)},
         30,
     )
+
+
+def thousand(fn: Callable[[], Any]) -> Callable[[], list[Any]]:
+    return lambda: [fn() for _ in range(1000)]  # one call is too short to time alone
+
+
+def test_get_all_tools_builtins() -> None:
+    """Issue 16 target: the eight built-ins listed in under 50 us. The floor: copies of stored
+    definitions (what openai-agents does), against toolroute resolving, checking and copying them."""
+    from toolroute.builtins import BUILTIN_TOOL_NAMES
+    from toolroute.types import fresh
+
+    router = ToolRouter()
+    names = list(BUILTIN_TOOL_NAMES)
+    stored = router.get_all_tools(names)
+    compare(
+        "core: get_all_tools, the eight built-ins (x1000)",
+        ("toolroute", thousand(partial(router.get_all_tools, names))),
+        {"stored definitions, copied": thousand(lambda: [fresh(d) for d in stored])},
+        30,
+    )
+
+
+@function_tool(quick=True)
+class AddQuick:
+    def apply(self, request: AddRequest) -> int:
+        return request.a + request.b
+
+
+ROUTER.register(AddQuick)
+
+
+def test_ainvoke_sync_tool() -> None:
+    """Issue 16 target: ainvoke of a sync tool within 2x of invoke (ratio here: invoke time /
+    ainvoke time, so at least 0.5). A sync tool not declared quick runs on a worker thread (it
+    may block); one declared `quick=True` runs inline."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+
+    def ainvoke_all(name: str, calls: int) -> Callable[[], list[str]]:
+        async def many() -> list[str]:
+            return [await ROUTER.ainvoke(name, ARGS) for _ in range(calls)]
+
+        return lambda: loop.run_until_complete(many())
+
+    def invoke_all(name: str, calls: int) -> Callable[[], list[str]]:
+        return lambda: [ROUTER.invoke(name, ARGS) for _ in range(calls)]
+
+    try:
+        for name, calls in (("AddQuick", 1000), ("Add", 100)):
+            compare(
+                f"core: ainvoke of a sync tool ({name}, x{calls}) vs invoke",
+                ("toolroute ainvoke", ainvoke_all(name, calls)),
+                {"toolroute invoke": invoke_all(name, calls), **_openai_agents_side(loop, calls)},
+                30,
+            )
+    finally:
+        loop.close()
+
+
+def _openai_agents_side(loop: Any, calls: int) -> dict[str, Callable[[], list[str]]]:
+    """openai-agents' `on_invoke_tool` for the same sync function (it runs it with
+    `asyncio.to_thread`), when the package is installed."""
+    try:
+        from agents import function_tool as agents_function_tool
+        from agents.tool_context import ToolContext
+    except ImportError:
+        return {}
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    tool = agents_function_tool(add)
+    ctx = ToolContext(None, tool_name="add", tool_call_id="c1", tool_arguments=ARGS)
+
+    async def many() -> list[str]:
+        return [str(await tool.on_invoke_tool(ctx, ARGS)) for _ in range(calls)]
+
+    return {"openai-agents on_invoke_tool": lambda: loop.run_until_complete(many())}

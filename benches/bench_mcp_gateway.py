@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import statistics
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,30 @@ class DirectSessions:
         self.loop.close()
 
 
+class HoppedSessions(DirectSessions):
+    """The SDK's sessions on an event loop of their own thread, each call sent there and waited
+    for: the gateway's architecture without any of its code (what the thread hop alone costs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        async def awaited() -> Any:
+            return await coro
+
+        return asyncio.run_coroutine_threadsafe(awaited(), self.loop).result()
+
+    def close(self) -> None:
+        for _, stop in self.holders:
+            self.loop.call_soon_threadsafe(stop.set)
+        self.run(asyncio.gather(*(task for task, _ in self.holders), return_exceptions=True))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
 @pytest.fixture(scope="module")
 def direct() -> Iterator[DirectSessions]:
     d = DirectSessions()
@@ -212,6 +237,29 @@ def test_stdio_paired(benchmark: Any, direct: DirectSessions, gateway: McpGatewa
     _paired(
         benchmark, lambda: direct.run(session.call_tool("add", ARGS)), lambda: gateway.call_tool("s_add", ARGS), "stdio"
     )
+
+
+def test_stdio_sync_facade_interleaved(direct: DirectSessions, gateway: McpGateway) -> None:
+    """Issue 16 target: the sync facade within 10% of a bare `ClientSession.call_tool` on the same
+    server, each run from synchronous code (the SDK on its own loop: `run_until_complete`), rounds
+    interleaved in rotated order by benches/_interleave.py, 20 calls per side per round."""
+    from _interleave import compare
+
+    hopped = HoppedSessions()
+    try:
+        bare, via_thread = direct.open_stdio("interleaved"), hopped.open_stdio("hopped")
+
+        def calls(sessions: DirectSessions, session: ClientSession) -> Callable[[], list[str]]:
+            return lambda: [sessions.run(session.call_tool("add", ARGS)).content[0].text for _ in range(20)]
+
+        compare(
+            "mcp: stdio call_tool from sync code (x20)",
+            ("toolroute gateway", lambda: [gateway.call_tool("s_add", ARGS).text for _ in range(20)]),
+            {"bare SDK session": calls(direct, bare), "bare SDK session on a loop thread": calls(hopped, via_thread)},
+            30,
+        )
+    finally:
+        hopped.close()
 
 
 @pytest.mark.benchmark(group="http-paired")

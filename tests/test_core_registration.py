@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from toolroute import ToolNotFoundError, ToolRegistrationError, ToolRouter, mcp_service, mcp_tool
+from toolroute import ToolNotFoundError, ToolRegistrationError, ToolRouter, function_tool, mcp_service, mcp_tool
+from toolroute.builtins import BUILTIN_TOOL_NAMES
 
 
 def make_package(root: Path, files: dict[str, str]) -> str:
@@ -123,3 +124,31 @@ def test_entry_points_overlapping_a_module_scan_do_not_break_invoke(root: Path) 
     router = ToolRouter(entry_points=True)
     assert router.invoke("plugged") == "plugged"
     assert router.get_all_tools(["read_file"])  # built-ins still there
+
+
+def test_definitions_are_cached_and_registration_shows_at_once() -> None:
+    """get_all_tools reuses each tool's definition (a copy a caller may change), and a tool
+    registered or replaced later is listed with its own definition on the next call."""
+    router = ToolRouter()
+    names = list(BUILTIN_TOOL_NAMES)
+    first = router.get_all_tools(names)
+    first[0]["function"]["description"] = "changed by a caller"
+    assert router.get_all_tools(names) == ToolRouter().get_all_tools(names)
+
+    @function_tool(name="lookup", description="the first")
+    def lookup(key: str) -> str:
+        return key
+
+    router.register(lookup)
+    listed = router.get_all_tools([*names, "lookup"])
+    assert [d["function"]["name"] for d in listed] == [*names, "lookup"]
+    assert listed[-1]["function"]["description"] == "the first"
+
+    @function_tool(name="lookup", description="the second")
+    def lookup_again(key: str, default: str = "") -> str:
+        return key or default
+
+    router.register(lookup_again, replace=True)
+    again = router.get_all_tools(["lookup"])[0]["function"]
+    assert again["description"] == "the second"
+    assert set(again["parameters"]["properties"]) == {"key", "default"}

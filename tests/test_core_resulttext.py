@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from toolroute import ToolRouter, function_tool
 from toolroute.errors import ToolExecutionError
-from toolroute.resulttext import UnserializableResult, result_text
+from toolroute.resulttext import UnserializableResult, _plain, result_text
 
 
 class Mpf:
@@ -151,6 +151,19 @@ def test_any_nested_value_gives_valid_json(value: Any) -> None:
     text = result_text(value)
     if not isinstance(value, str):
         json.loads(text, parse_constant=_no_constants)
+
+
+@given(_values)
+def test_the_text_reads_back_as_json_dumps_writes_it(value: Any) -> None:
+    """pydantic-core writes the text (faster); it must say what `json.dumps` would."""
+    text = result_text(value)
+    if not isinstance(value, str):
+        plain = json.loads(json.dumps(_plain(value, 0), ensure_ascii=False, allow_nan=False))
+        assert json.loads(text) == plain
+
+
+def test_a_lone_surrogate_is_written_as_json_dumps_writes_it() -> None:
+    assert result_text(["\ud800", 1]) == '["\ud800",1]'
 
 
 class Opaque:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from toolroute import (
     mcp_tool,
 )
 from toolroute.naming import encode_user_tool
+from toolroute.router import parse_arguments
 
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -175,6 +177,24 @@ def test_not_found_suggests_close_names_but_never_other_tenants():
     with pytest.raises(ToolNotFoundError) as exc:
         r.invoke("user_456_tool_create_issu", user_id="123")
     assert all("456" not in s for s in exc.value.suggestions)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    )
+)
+def test_arguments_parse_as_json_loads_parses_them(value):
+    text = json.dumps({"v": value})
+    assert parse_arguments(text) == json.loads(text)
+    escaped = json.dumps({"v": value}, ensure_ascii=True)
+    assert parse_arguments(escaped) == json.loads(escaped)
+
+
+def test_arguments_json_loads_takes_that_the_fast_parser_refuses():
+    assert parse_arguments('{"v": "\\ud800"}') == {"v": "\ud800"}  # a lone surrogate escape
 
 
 def test_errors_are_typed_and_actionable():

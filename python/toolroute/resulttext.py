@@ -134,10 +134,18 @@ def _plain(value: Any, depth: int) -> Any:
 
 
 def result_text(result: Any) -> str:
-    """The model's text for a tool's return value: a `str` unchanged, anything else JSON."""
+    """The model's text for a tool's return value: a `str` unchanged, anything else JSON.
+
+    pydantic-core writes the JSON (3 to 10x faster than `json.dumps`; floats in their shortest
+    round-trip form, e.g. `0.00001` for `1e-05`); text it cannot encode as UTF-8 (a lone
+    surrogate) is left to `json.dumps`, as before."""
     if isinstance(result, str):
         return result
-    return json.dumps(_plain(result, 0), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    plain = _plain(result, 0)
+    try:
+        return pydantic_core.to_json(plain).decode()
+    except pydantic_core.PydanticSerializationError:
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 _JSON_ABLE = (str, int, float, bool, bytes, bytearray, memoryview, Decimal, Fraction, Mapping)
