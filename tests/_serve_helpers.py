@@ -57,6 +57,20 @@ def make_router(workspace: Path) -> ToolRouter:
     return ToolRouter(packages=[TOOLS_MODULE], context=BuiltInToolContext(workspace))
 
 
+def processes_with(marker: str) -> list[int]:
+    """Host pids of the processes whose command line contains `marker` (sandboxed ones included:
+    a pid a command reports from inside bubblewrap's PID namespace means nothing out here)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 @contextmanager
 def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
     """Start `toolroute serve --transport http --port 0 ...`; yields the URL it reports."""

@@ -22,7 +22,7 @@ import httpx2
 import jwt
 import pytest
 from _mcp_helpers import demo_stdio
-from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, run_cli
+from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, processes_with, run_cli
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -316,18 +316,6 @@ def test_a_name_shown_as_the_hosts_function_runs_that_function_for_every_user(se
     assert not result.is_error and result.content[0].text == "host"
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_sigterm_ends_a_running_command_and_stops_the_server_within_a_bound(tmp_path: Path) -> None:
     marker = f"toolroute-sigterm-{time.monotonic_ns()}"
     args = ["--functions", "bash", "--workspace", str(tmp_path)]
@@ -344,12 +332,12 @@ def test_sigterm_ends_a_running_command_and_stops_the_server_within_a_bound(tmp_
         caller = threading.Thread(target=run, daemon=True)
         caller.start()
         deadline = time.monotonic() + 60
-        while not _processes_with(marker):
+        while not processes_with(marker):
             assert time.monotonic() < deadline, "the command never started"
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) is not None  # stopped within the bound, call or not
     deadline = time.monotonic() + 15
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
