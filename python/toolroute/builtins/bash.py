@@ -22,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 from toolroute.builtins._process import (
     BackgroundProcess,
     CommandSpec,
+    LostProcess,
     Owner,
     ProcessTable,
     SpawnError,
@@ -254,6 +255,13 @@ def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess
     process_id = _require(request.process_id, "process_id", request.action)
     try:
         return process_table().get(owner_of(ctx), process_id)
+    except LostProcess as exc:
+        raise ToolExecutionError(
+            f"process {process_id!r} is lost: it was started on another server instance ({exc.instance}), "
+            "which is no longer serving you (it stopped, restarted or was replaced behind the load balancer); "
+            "its process, output and status cannot be reached from here. Start the command again if needed.",
+            tool=NAME,
+        ) from None
     except UnknownProcess:
         raise ToolArgumentError(
             f"unknown process_id {process_id!r}: no process of that id was started in this workspace "
