@@ -248,6 +248,8 @@ def test_the_audit_log_has_a_line_per_call_and_no_argument_values(served: Served
     async def calls(client: Client) -> None:
         await client.call_tool("echo", {"text": secret})
         await client.call_tool("bash", {"command": "id"})  # not served: refused, still audited
+        (own,) = [n for n in await _names(client) if n.startswith("user_alice_tool_") and n.endswith("_add")]
+        await client.call_tool(own, {"a": 1, "b": 2})
 
     anyio.run(_session, served.url, token("alice"), calls)
     text = served.audit.read_text()
@@ -256,7 +258,10 @@ def test_the_audit_log_has_a_line_per_call_and_no_argument_values(served: Served
     echo = [r for r in records if r["tool"] == "echo" and r["user"] == "alice" and r["outcome"] == "ok"]
     assert echo and echo[-1]["argument_names"] == ["text"] and echo[-1]["level"] == "function"
     assert echo[-1]["result_chars"] == len(secret)
-    assert any(r["tool"] == "bash" and r["outcome"] == "refused" for r in records)
+    assert any(r["tool"] == "bash" and r["outcome"] == "refused" and r["level"] is None for r in records)
+    own = [r for r in records if r["tool"].startswith("user_alice_tool_") and r["outcome"] == "ok"]
+    assert own and (own[-1]["level"], own[-1]["server"]) == ("user_mcp", "notes")
+    assert echo[-1]["server"] is None
 
 
 def test_http_without_auth_refuses_a_non_loopback_address() -> None:
