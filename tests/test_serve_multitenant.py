@@ -123,6 +123,16 @@ def test_a_revoked_api_key_gets_401(served: Served) -> None:
     assert _post(served.url, served.bob_key).status_code == 200
 
 
+def test_revoking_a_key_while_the_server_runs_applies_to_the_next_request(served: Served) -> None:
+    """Users' doors are cached for a few seconds; authentication is not: revocation is at once."""
+    with UserStore(served.store_url) as store:
+        key = store.add_key("carol")
+        assert _post(served.url, key).status_code == 200
+        assert _post(served.url, key).status_code == 200  # carol's door is now cached
+        store.revoke_key(store.keys("carol")[-1].key_id)
+    assert _post(served.url, key).status_code == 401
+
+
 def test_a_token_without_the_required_scope_gets_403(served: Served) -> None:
     response = _post(served.url, token(scope="other"))
     assert response.status_code == 403
