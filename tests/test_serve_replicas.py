@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,7 +23,7 @@ import httpx2
 import jwt
 import pytest
 from _postgres import postgres_server
-from _serve_helpers import TOOLS_MODULE, http_server_process, processes_with
+from _serve_helpers import TOOLS_MODULE, free_port, http_server_process, processes_with, stop_process
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -61,18 +60,12 @@ backend toolroute
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def haproxy(backends: list[str]) -> Iterator[str]:
     exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
     if not Path(exe).is_file():
         pytest.skip("HAProxy (Debian package haproxy) is not installed")
-    port = _free_port()
+    port = free_port()
     servers = "\n".join(
         f"    server r{i} {url.split('//')[1].split('/')[0]}" for i, url in enumerate(backends, start=1)
     )
@@ -93,12 +86,7 @@ def haproxy(backends: list[str]) -> Iterator[str]:
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         shutil.rmtree(folder, ignore_errors=True)
 
 
