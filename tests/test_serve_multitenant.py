@@ -318,7 +318,16 @@ def test_users_command_manages_the_registry_without_printing_secrets(tmp_path: P
         assert s.user_for_key(key) is None
     bad = run_cli("users", *store, "add", "no/slashes")
     assert bad.returncode == 2 and bad.stderr.startswith("toolroute: error:")
-    assert run_cli("users", *store, "list").stdout.startswith("dora\t")
+    assert run_cli("users", *store, "list").stdout == "dora\tkeys=0\tservers=notes\n"
+    second = run_cli("users", *store, "keys", "add", "dora")
+    assert second.returncode == 0 and second.stdout.startswith("trk_")
+    not_json = run_cli("users", *store, "servers", "add", "dora", "more", "{nope")
+    assert not_json.returncode == 2 and "not valid JSON" in not_json.stderr
+    removed = run_cli("users", *store, "servers", "remove", "dora", "notes")
+    assert (removed.returncode, removed.stdout) == (0, "removed server notes of user dora\n")
+    assert run_cli("users", *store, "servers", "remove", "dora", "notes").returncode == 2
+    assert run_cli("users", *store, "remove", "dora").stdout == "removed user dora\n"
+    assert run_cli("users", *store, "list").stdout == ""
 
 
 def test_a_name_shown_as_the_hosts_function_runs_that_function_for_every_user(served: Served) -> None:
