@@ -64,3 +64,15 @@ def test_a_change_made_elsewhere_is_seen_within_the_ttl(store: CountingStore, te
     time.sleep(TTL + 0.1)
     assert tenancy.door("alice") is door  # re-read; the user's servers did not change
     assert store.reads == 2
+
+
+def test_fresh_door_answers_only_what_the_cache_may_serve(store: CountingStore, tenancy: Tenancy) -> None:
+    assert tenancy.fresh_door("alice") is None  # never read: the caller must go to the registry
+    door = tenancy.door("alice")
+    assert tenancy.fresh_door("alice") is door
+    store.add_user("dave")
+    assert tenancy.fresh_door("alice") is None  # a change through the store: stale at once
+    tenancy.door("alice")
+    time.sleep(TTL + 0.1)
+    assert tenancy.fresh_door("alice") is None  # past the TTL
+    assert store.reads == 2

@@ -173,7 +173,7 @@ class TenantDoors:
             user = self._user(ctx)
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
-        door = await anyio.to_thread.run_sync(self.tenancy.door, user)
+        door = await self._door(user)
         return door.mcp_tools()
 
     async def call_tool(
@@ -203,7 +203,7 @@ class TenantDoors:
         self, user: str | None, name: str, arguments: Mapping[str, Any] | None
     ) -> tuple[types.CallToolResult, str, Tool | None]:
         """The result, the audit outcome, and the tool that ran (None when refused)."""
-        door = await anyio.to_thread.run_sync(self.tenancy.door, user)
+        door = await self._door(user)
         tool = door.exposure.get(name)  # the very tool this user was shown under `name`
         if tool is None:
             return door.call_refusal(name), "refused", None
@@ -220,6 +220,11 @@ class TenantDoors:
         except ToolError as exc:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
+
+    async def _door(self, user: str | None) -> ServedTools:
+        # A fresh cached door is served on the loop; reading the registry goes to a thread.
+        door = self.tenancy.fresh_door(user)
+        return door if door is not None else await anyio.to_thread.run_sync(self.tenancy.door, user)
 
     def _slot(self, user: str | None) -> Any:
         import contextlib

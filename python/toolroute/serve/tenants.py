@@ -128,6 +128,17 @@ class Tenancy:
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
             return served
 
+    def fresh_door(self, user_id: str | None) -> ServedTools | None:
+        """The user's cached door if it may be served as is; None when `door` must read the
+        registry. Never blocks (safe on the event loop): a busy lock also answers None."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            door = self._doors.get(user_id)
+            return door.served if door is not None and self._fresh(door) else None
+        finally:
+            self._lock.release()
+
     def _generation(self) -> int:
         return 0 if self.store is None else self.store.generation
 
