@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from _serve_helpers import free_port
 
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
@@ -22,12 +22,6 @@ def _binary(name: str) -> str | None:
         if (folder / name).is_file():
             return str(folder / name)
     return shutil.which(name)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_server_user(cmd: list[str]) -> list[str]:
@@ -47,7 +41,7 @@ def postgres_server() -> Iterator[str]:
         pytest.skip("PostgreSQL server binaries (Debian package postgresql) are not installed")
     base = Path(tempfile.mkdtemp(prefix="toolroute-pg-"))
     data = base / "data"
-    port = _free_port()
+    port = free_port()
     if os.geteuid() == 0:
         try:
             shutil.chown(base, "postgres", "postgres")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +59,40 @@ def make_router(workspace: Path) -> ToolRouter:
     return ToolRouter(packages=[TOOLS_MODULE], context=BuiltInToolContext(workspace))
 
 
+STOP_GRACE = 15.0  # seconds a stopped helper process has to exit on SIGTERM before SIGKILL
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, then SIGKILL after STOP_GRACE; the process is reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for servers that cannot report the one they got)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids of the processes whose command line contains `marker` (sandboxed ones included:
+    a pid a command reports from inside bubblewrap's PID namespace means nothing out here)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 @contextmanager
 def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Iterator[str]:
     """Start `toolroute serve --transport http --port 0 ...`; yields the URL it reports."""
@@ -97,9 +133,4 @@ def http_server_process(
                 yield proc, line.rsplit(" on ", 1)[1].strip()
                 break
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from _bash_helpers import call
 
+from toolroute.builtins._process.table import INSTANCE, instance_of
 from toolroute.builtins.bash import TOOL
 from toolroute.errors import PathDeniedError, ToolArgumentError, ToolExecutionError
 from toolroute.router import ToolRouter
@@ -67,6 +68,22 @@ def test_cwd_that_is_not_a_directory(bash: ToolRouter, ws: Path) -> None:
 def test_unknown_process_id(bash: ToolRouter, action: str) -> None:
     with pytest.raises(ToolArgumentError, match=r"unknown process_id 'proc_nope'.*action=list"):
         call(bash, action=action, process_id="proc_nope", input="x")
+
+
+@pytest.mark.parametrize("action", ["status", "logs", "write", "stop"])
+def test_a_process_id_of_another_server_instance_is_reported_lost(bash: ToolRouter, action: str) -> None:
+    other = "0" * 8 if INSTANCE != "0" * 8 else "1" * 8
+    lost = f"proc_{other}_{'a' * 32}"
+    with pytest.raises(ToolExecutionError, match=r"is lost: it was started on another server instance"):
+        call(bash, action=action, process_id=lost, input="x")
+    # This instance's own tag on an id it never handed out is merely unknown, not lost.
+    with pytest.raises(ToolArgumentError, match="unknown process_id"):
+        call(bash, action=action, process_id=f"proc_{INSTANCE}_{'a' * 32}", input="x")
+
+
+def test_process_ids_carry_this_instances_tag(bash: ToolRouter) -> None:
+    started = call(bash, action="start", command="true")
+    assert instance_of(started["processId"]) == INSTANCE
 
 
 @pytest.mark.parametrize("action", ["status", "logs", "write", "stop"])

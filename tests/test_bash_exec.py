@@ -350,3 +350,27 @@ def test_parallel_execs_from_many_threads_stay_separate(bash: ToolRouter) -> Non
         results = list(pool.map(run, range(8)))
     assert results == [[f"{i}-{j}\n" for j in range(5)] for i in range(8)]
     assert our_zombies() == []
+
+
+def test_cancelling_an_async_exec_ends_its_process_group(bash: ToolRouter, ws: Path) -> None:
+    """`router.arun` runs bash on a worker thread; cancelling the caller must reach the command.
+    Bounded without the fix too: the command's own timeout (30 s) ends it late, and that fails."""
+    import time
+
+    import anyio
+
+    pid_file = ws / "child.pid"
+    command = f"sleep 600 & echo $! > {pid_file}; wait"
+    cancelled_at: list[float] = []
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bash.arun, bash.resolve("bash"), {"command": command, "timeout": 30})
+            await anyio.to_thread.run_sync(wait_for_file, pid_file)
+            cancelled_at.append(time.monotonic())
+            tg.cancel_scope.cancel()
+
+    anyio.run(go)
+    assert time.monotonic() - cancelled_at[0] < 10, "the cancelled call waited for its command"
+    child = int(pid_file.read_text())
+    wait_until(lambda: not is_alive(child), "the cancelled command's child to end", timeout=10)

@@ -56,6 +56,8 @@ def test_configuration_errors_are_clear() -> None:
         JwtVerifier(issuer="", audience="a", public_key=PEM.decode())
     with pytest.raises(AuthConfigError, match="cannot read the JWKS"):
         JwtVerifier(issuer="https://i", audience="a", jwks="/nonexistent/jwks.json")
+    with pytest.raises(AuthConfigError, match="not a PEM public key"):  # at configuration, not per call
+        JwtVerifier(issuer="https://i", audience="a", public_key="-----BEGIN PUBLIC KEY-----\nnope\n")
 
 
 def test_limits_count_per_user_and_release_slots() -> None:

@@ -22,7 +22,7 @@ import httpx2
 import jwt
 import pytest
 from _mcp_helpers import demo_stdio
-from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, run_cli
+from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, processes_with, run_cli
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -121,6 +121,16 @@ def test_bad_bearers_get_401_with_a_www_authenticate_challenge(served: Served, c
 def test_a_revoked_api_key_gets_401(served: Served) -> None:
     assert _post(served.url, served.revoked_key).status_code == 401
     assert _post(served.url, served.bob_key).status_code == 200
+
+
+def test_revoking_a_key_while_the_server_runs_applies_to_the_next_request(served: Served) -> None:
+    """Users' doors are cached for a few seconds; authentication is not: revocation is at once."""
+    with UserStore(served.store_url) as store:
+        key = store.add_key("carol")
+        assert _post(served.url, key).status_code == 200
+        assert _post(served.url, key).status_code == 200  # carol's door is now cached
+        store.revoke_key(store.keys("carol")[-1].key_id)
+    assert _post(served.url, key).status_code == 401
 
 
 def test_a_token_without_the_required_scope_gets_403(served: Served) -> None:
@@ -248,6 +258,8 @@ def test_the_audit_log_has_a_line_per_call_and_no_argument_values(served: Served
     async def calls(client: Client) -> None:
         await client.call_tool("echo", {"text": secret})
         await client.call_tool("bash", {"command": "id"})  # not served: refused, still audited
+        (own,) = [n for n in await _names(client) if n.startswith("user_alice_tool_") and n.endswith("_add")]
+        await client.call_tool(own, {"a": 1, "b": 2})
 
     anyio.run(_session, served.url, token("alice"), calls)
     text = served.audit.read_text()
@@ -256,7 +268,10 @@ def test_the_audit_log_has_a_line_per_call_and_no_argument_values(served: Served
     echo = [r for r in records if r["tool"] == "echo" and r["user"] == "alice" and r["outcome"] == "ok"]
     assert echo and echo[-1]["argument_names"] == ["text"] and echo[-1]["level"] == "function"
     assert echo[-1]["result_chars"] == len(secret)
-    assert any(r["tool"] == "bash" and r["outcome"] == "refused" for r in records)
+    assert any(r["tool"] == "bash" and r["outcome"] == "refused" and r["level"] is None for r in records)
+    own = [r for r in records if r["tool"].startswith("user_alice_tool_") and r["outcome"] == "ok"]
+    assert own and (own[-1]["level"], own[-1]["server"]) == ("user_mcp", "notes")
+    assert echo[-1]["server"] is None
 
 
 def test_http_without_auth_refuses_a_non_loopback_address() -> None:
@@ -303,7 +318,16 @@ def test_users_command_manages_the_registry_without_printing_secrets(tmp_path: P
         assert s.user_for_key(key) is None
     bad = run_cli("users", *store, "add", "no/slashes")
     assert bad.returncode == 2 and bad.stderr.startswith("toolroute: error:")
-    assert run_cli("users", *store, "list").stdout.startswith("dora\t")
+    assert run_cli("users", *store, "list").stdout == "dora\tkeys=0\tservers=notes\n"
+    second = run_cli("users", *store, "keys", "add", "dora")
+    assert second.returncode == 0 and second.stdout.startswith("trk_")
+    not_json = run_cli("users", *store, "servers", "add", "dora", "more", "{nope")
+    assert not_json.returncode == 2 and "not valid JSON" in not_json.stderr
+    removed = run_cli("users", *store, "servers", "remove", "dora", "notes")
+    assert (removed.returncode, removed.stdout) == (0, "removed server notes of user dora\n")
+    assert run_cli("users", *store, "servers", "remove", "dora", "notes").returncode == 2
+    assert run_cli("users", *store, "remove", "dora").stdout == "removed user dora\n"
+    assert run_cli("users", *store, "list").stdout == ""
 
 
 def test_a_name_shown_as_the_hosts_function_runs_that_function_for_every_user(served: Served) -> None:
@@ -314,18 +338,6 @@ def test_a_name_shown_as_the_hosts_function_runs_that_function_for_every_user(se
 
     result = anyio.run(_session, served.url, served.bob_key, echo)
     assert not result.is_error and result.content[0].text == "host"
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_sigterm_ends_a_running_command_and_stops_the_server_within_a_bound(tmp_path: Path) -> None:
@@ -344,12 +356,12 @@ def test_sigterm_ends_a_running_command_and_stops_the_server_within_a_bound(tmp_
         caller = threading.Thread(target=run, daemon=True)
         caller.start()
         deadline = time.monotonic() + 60
-        while not _processes_with(marker):
+        while not processes_with(marker):
             assert time.monotonic() < deadline, "the command never started"
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) is not None  # stopped within the bound, call or not
     deadline = time.monotonic() + 15
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []

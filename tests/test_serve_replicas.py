@@ -5,10 +5,11 @@ is SIGKILLed mid-run; every later call still succeeds and no call reaches anothe
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,7 +23,7 @@ import httpx2
 import jwt
 import pytest
 from _postgres import postgres_server
-from _serve_helpers import TOOLS_MODULE, http_server_process
+from _serve_helpers import TOOLS_MODULE, free_port, http_server_process, processes_with, stop_process
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -59,18 +60,12 @@ backend toolroute
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def haproxy(backends: list[str]) -> Iterator[str]:
     exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
     if not Path(exe).is_file():
         pytest.skip("HAProxy (Debian package haproxy) is not installed")
-    port = _free_port()
+    port = free_port()
     servers = "\n".join(
         f"    server r{i} {url.split('//')[1].split('/')[0]}" for i, url in enumerate(backends, start=1)
     )
@@ -91,12 +86,7 @@ def haproxy(backends: list[str]) -> Iterator[str]:
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -119,10 +109,36 @@ def _messages(exc: BaseException) -> str:
     return " | ".join([str(exc), *(_messages(e) for e in inner)])
 
 
-def _replica_users(audit: Path) -> list[str]:
+def _records(audit: Path) -> list[dict[str, Any]]:
     if not audit.exists():
         return []
-    return [json.loads(line)["user"] for line in audit.read_text().splitlines()]
+    return [json.loads(line) for line in audit.read_text().splitlines()]
+
+
+def _replica_users(audit: Path) -> list[str]:
+    return [r["user"] for r in _records(audit)]
+
+
+def _replica_tools(audit: Path, user: str) -> list[str]:
+    return [r["tool"] for r in _records(audit) if r["user"] == user]
+
+
+def _start(marker: str) -> dict[str, Any]:
+    return {"action": "start", "command": f"sleep 600; echo {marker}"}
+
+
+def _poll(process_id: str, action: str = "status") -> dict[str, Any]:
+    return {"action": action, "process_id": process_id}
+
+
+def _reap(marker: str) -> None:
+    """The killed replica's command dies with it (its death watch); never leave one behind."""
+    deadline = time.monotonic() + 15
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in processes_with(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path) -> None:
@@ -142,7 +158,7 @@ def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path) -> Non
         replicas = []
         for i in range(3):
             args = [
-                *("--modules", TOOLS_MODULE, "--functions", "echo,write_file,read_file"),
+                *("--modules", TOOLS_MODULE, "--functions", "echo,write_file,read_file,bash"),
                 *("--auth-public-key", str(pem), "--auth-issuer", ISSUER, "--auth-audience", AUDIENCE),
                 *("--api-keys", "--store", dsn, "--workspace-template", str(tmp_path / "ws" / "{user}")),
                 *("--audit-log", str(tmp_path / f"audit-{i}.jsonl")),
@@ -156,14 +172,29 @@ def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path) -> Non
             anyio.run(_call, front, bearers["alice"], "bob", "echo", {"text": "x"})
         assert "does not name the authenticated user" in _messages(refused.value)
 
+        # alice starts a background process: it lives on the replica her calls land on.
+        marker = f"toolroute-replica-{time.monotonic_ns()}"
+        _, started = anyio.run(_call, front, bearers["alice"], "alice", "bash", _start(marker))
+        assert not started.is_error, started.content[0].text
+        process_id = json.loads(started.content[0].text)["processId"]
+        stack.callback(_reap, marker)
+
         killed = None
         for round_ in range(ROUNDS):
             if round_ == KILL_AFTER:
+                _, status = anyio.run(_call, front, bearers["alice"], "alice", "bash", _poll(process_id))
+                assert json.loads(status.content[0].text)["status"] == "RUNNING", status.content[0].text
                 # SIGKILL the replica alice's calls have been landing on.
                 victim = max(range(len(audits)), key=lambda i: _replica_users(audits[i]).count("alice"))
+                assert "bash" in _replica_tools(audits[victim], "alice")  # where her process runs
                 replicas[victim][0].send_signal(signal.SIGKILL)
                 replicas[victim][0].wait(timeout=30)
                 killed = victim
+                # The replica that took alice over knows nothing of the id: it says it is lost.
+                for action in ("status", "stop"):
+                    _, lost = anyio.run(_call, front, bearers["alice"], "alice", "bash", _poll(process_id, action))
+                    text = lost.content[0].text
+                    assert lost.is_error and "is lost: it was started on another server instance" in text, text
             for user in ("alice", "bob"):
                 text = f"{user}-{round_}"
                 names, result = anyio.run(_call, front, bearers[user], user, "echo", {"text": text})

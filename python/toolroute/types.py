@@ -15,11 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
 from toolroute._core import ToolKind
 from toolroute._sync import run_coroutine_sync
+from toolroute.cancellation import run_sync_cancellable
 from toolroute.errors import ToolArgumentError
 
 if TYPE_CHECKING:
@@ -169,7 +169,9 @@ class LocalTool:
             return await thunk()
         if self.traits.quick:
             return thunk()
-        return await anyio.to_thread.run_sync(thunk)  # anyio carries the context variables over
+        # On a worker thread (context variables carried over); cancelling the awaiting task
+        # fires the call's CancelToken, which stoppable tools (bash) listen to.
+        return await run_sync_cancellable(thunk)
 
     def blocking(self) -> bool:
         return not self.is_async and not self.traits.quick

@@ -9,9 +9,10 @@ The text returned never exceeds `max_output_chars`. See docs/bash.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 from toolroute.builtins._process import (
     BackgroundProcess,
     CommandSpec,
+    LostProcess,
     Owner,
     ProcessTable,
     SpawnError,
@@ -31,6 +33,7 @@ from toolroute.builtins._process import (
     run_command,
 )
 from toolroute.builtins._process.command import CommandResult
+from toolroute.builtins._process.pump import Pump
 from toolroute.builtins._process.sandbox import (
     SandboxPlan,
     SandboxUnavailable,
@@ -39,6 +42,7 @@ from toolroute.builtins._process.sandbox import (
     sandbox_environment,
 )
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.cancellation import current_cancel_token, stop_on_cancel
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
 from toolroute.types import current_resources
@@ -251,6 +255,13 @@ def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess
     process_id = _require(request.process_id, "process_id", request.action)
     try:
         return process_table().get(owner_of(ctx), process_id)
+    except LostProcess as exc:
+        raise ToolExecutionError(
+            f"process {process_id!r} is lost: it was started on another server instance ({exc.instance}), "
+            "which is no longer serving you (it stopped, restarted or was replaced behind the load balancer); "
+            "its process, output and status cannot be reached from here. Start the command again if needed.",
+            tool=NAME,
+        ) from None
     except UnknownProcess:
         raise ToolArgumentError(
             f"unknown process_id {process_id!r}: no process of that id was started in this workspace "
@@ -259,6 +270,19 @@ def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess
 
 
 # ---- actions ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _tracked(pump: Pump) -> Iterator[None]:
+    """While an exec runs, closing the router or cancelling the call (the MCP client went away)
+    ends its process group."""
+    with process_table().foreground(pump), stop_on_cancel(pump.request_stop):
+        yield
+
+
+def cancelled() -> bool:
+    token = current_cancel_token()
+    return token is not None and token.cancelled
 
 
 def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
@@ -271,13 +295,15 @@ def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
             timeout=timeout,
             output_limit=ctx.limits.max_output_chars,
             stdin=stdin,
-            track=process_table().foreground,
+            track=_tracked,
         )
     except SpawnError as exc:
         raise ToolExecutionError(str(exc), tool=NAME) from None
     outcome = result.outcome
     notes = [n for n in (timeout_note, TIMEOUT_HINT if outcome.timed_out else None) if n]
-    if outcome.stopped:
+    if outcome.stopped and cancelled():
+        notes.append("The call was cancelled (its client went away or cancelled it), so the command was ended.")
+    elif outcome.stopped:
         notes.append("The command was ended because its router was closed or the host is shutting down.")
     if outcome.leftovers:
         notes.append(LEFTOVER_NOTE)

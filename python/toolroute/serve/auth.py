@@ -75,6 +75,7 @@ class JwtVerifier:
     cache_size: int = 4096  # verified tokens remembered until they expire (0: verify every call)
     _jwk_client: jwt.PyJWKClient | None = field(default=None, init=False, repr=False)
     _jwk_set: jwt.PyJWKSet | None = field(default=None, init=False, repr=False)
+    _public_key: Any = field(default=None, init=False, repr=False)  # parsed once: PyJWT re-parses PEM text per call
     _verified: OrderedDict[str, AccessToken] = field(default_factory=OrderedDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -83,6 +84,13 @@ class JwtVerifier:
             raise AuthConfigError("JWT authentication needs exactly one of a JWKS (file or URL) and a public key")
         if not self.issuer or not self.audience:
             raise AuthConfigError("JWT authentication needs both an issuer and an audience")
+        if self.public_key is not None:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+            try:
+                self._public_key = load_pem_public_key(self.public_key.encode())
+            except (ValueError, TypeError) as exc:
+                raise AuthConfigError(f"the public key is not a PEM public key: {exc}") from None
         if self.jwks is not None:
             if self.jwks.startswith(("https://", "http://")):
                 self._jwk_client = jwt.PyJWKClient(self.jwks, cache_keys=True, lifespan=300, timeout=10)
@@ -93,8 +101,8 @@ class JwtVerifier:
                     raise AuthConfigError(f"cannot read the JWKS file {self.jwks}: {exc}") from None
 
     def _key(self, token: str) -> Any:
-        if self.public_key is not None:
-            return self.public_key
+        if self._public_key is not None:
+            return self._public_key
         if self._jwk_client is not None:
             return self._jwk_client.get_signing_key_from_jwt(token).key
         assert self._jwk_set is not None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.limits import LimitBook
     from toolroute.serve.tenants import Tenancy
+    from toolroute.types import Tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
 
@@ -172,7 +173,7 @@ class TenantDoors:
             user = self._user(ctx)
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
-        door = await anyio.to_thread.run_sync(self.tenancy.door, user)
+        door = await self._door(user)
         return door.mcp_tools()
 
     async def call_tool(
@@ -183,10 +184,9 @@ class TenantDoors:
             user = self._user(ctx)
         except ToolError as exc:
             return _error(str(exc))
-        result, outcome = await self._call(user, name, arguments)
+        result, outcome, tool = await self._call(user, name, arguments)
         if self.audit is not None:
             text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
-            level, server = route_facts(self.tenancy, name, user) if outcome != "refused" else (None, None)
             self.audit.record(
                 user=user,
                 tool=name,
@@ -194,17 +194,19 @@ class TenantDoors:
                 outcome=outcome,
                 result_chars=len(text),
                 arguments=arguments,
-                level=level,
-                server=server,
+                level=None if tool is None else routing_level(tool),
+                server=None if tool is None else getattr(tool, "service_id", None),
             )
         return result
 
     async def _call(
         self, user: str | None, name: str, arguments: Mapping[str, Any] | None
-    ) -> tuple[types.CallToolResult, str]:
-        door = await anyio.to_thread.run_sync(self.tenancy.door, user)
-        if name not in door:
-            return door.call_refusal(name), "refused"
+    ) -> tuple[types.CallToolResult, str, Tool | None]:
+        """The result, the audit outcome, and the tool that ran (None when refused)."""
+        door = await self._door(user)
+        tool = door.exposure.get(name)  # the very tool this user was shown under `name`
+        if tool is None:
+            return door.call_refusal(name), "refused", None
         try:
             if self.limits is not None:
                 self.limits.check_arguments(arguments)
@@ -216,8 +218,13 @@ class TenantDoors:
                     with builtin_tool_context(context):
                         result = await door.call(name, arguments)
         except ToolError as exc:
-            return _error(str(exc)), "refused"
-        return result, "error" if result.is_error else "ok"
+            return _error(str(exc)), "refused", None
+        return result, "error" if result.is_error else "ok", tool
+
+    async def _door(self, user: str | None) -> ServedTools:
+        # A fresh cached door is served on the loop; reading the registry goes to a thread.
+        door = self.tenancy.fresh_door(user)
+        return door if door is not None else await anyio.to_thread.run_sync(self.tenancy.door, user)
 
     def _slot(self, user: str | None) -> Any:
         import contextlib
@@ -232,19 +239,10 @@ class TenantDoors:
         return None
 
 
-LEVELS = {0: "builtin", 1: "user_mcp", 2: "local_mcp", 3: "function", 4: "global_mcp"}
-
-
-def route_facts(tenancy: Tenancy, name: str, user: str | None) -> tuple[str | None, str | None]:
-    """(routing level, upstream server) of an exposed name, for the audit log."""
-    try:
-        hit = tenancy.router.table.resolve(name, user)
-    except Exception:
-        return None, None
-    if hit is None:
-        return None, None
-    kind, target = hit
-    return LEVELS.get(int(kind)), getattr(target, "service_id", None)
+def routing_level(tool: Tool) -> str:
+    """The audit's routing level of a tool: its kind's name (`builtin`, `user_mcp`, `local_mcp`,
+    `function`, `global_mcp`), from the one definition of kinds (the Rust `ToolKind`)."""
+    return tool.kind.name.lower()
 
 
 def build_server(served: ServedTools | ServedRequests, name: str = "toolroute") -> Server[Any]:

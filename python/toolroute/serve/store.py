@@ -128,6 +128,9 @@ class UserStore:
         self.url = url
         self._backend = _backend(url)
         self._lock = threading.Lock()
+        # Bumped by every change made through this object, so caches over it (Tenancy's doors)
+        # see this process's own changes at once; other processes' changes need their TTL.
+        self.generation = 0
         self._conn = self._backend.connect()
         self._migrate()
 
@@ -147,6 +150,7 @@ class UserStore:
                 cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
+            self.generation += 1
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,19 @@ def workspace_for(template: str, user_id: str) -> Path:
     return root
 
 
+# How long a user's door is served without asking the registry again. Bounds how late a change
+# made elsewhere (`toolroute users servers add` on another machine) reaches this replica; changes
+# through this process's own store apply at once. API keys are not cached here at all: the
+# verifier checks each request's key against the registry, so a revocation applies at once.
+REGISTRY_TTL = 5.0
+
+
 @dataclass
 class _Door:
     served: ServedTools
     servers_fingerprint: str
+    read_at: float  # monotonic time of the registry read this door reflects
+    generation: int  # the store's generation at that read
 
 
 class Tenancy:
@@ -57,6 +67,7 @@ class Tenancy:
         store: UserStore | None = None,
         workspace_template: str | None = None,
         base_context: BuiltInToolContext | None = None,
+        registry_ttl: float = REGISTRY_TTL,
     ) -> None:
         if workspace_template is not None and USER_PLACEHOLDER not in workspace_template:
             raise ToolArgumentError(f"the workspace template {workspace_template!r} must contain {USER_PLACEHOLDER}")
@@ -66,6 +77,7 @@ class Tenancy:
         self.store = store
         self.workspace_template = workspace_template
         self.base_context = base_context
+        self.registry_ttl = registry_ttl
         self._lock = threading.Lock()
         self._doors: dict[str | None, _Door] = {}
         self._contexts: dict[str, BuiltInToolContext] = {}
@@ -99,16 +111,42 @@ class Tenancy:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
         from toolroute.serve.server import ServedTools
 
+        with self._lock:
+            door = self._doors.get(user_id)
+            if door is not None and self._fresh(door):
+                return door.served
+        generation, read_at = self._generation(), time.monotonic()  # before the read: never newer
         servers = self._user_servers(user_id)
         fingerprint = json.dumps(servers, sort_keys=True)
         with self._lock:
             door = self._doors.get(user_id)
             if door is not None and door.servers_fingerprint == fingerprint:
+                door.read_at, door.generation = read_at, generation
                 return door.served
             own = self._register_servers(user_id, servers) if user_id is not None else []
             served = ServedTools(self.router, self.functions, [*self.mcp_servers, *own], user_id)
-            self._doors[user_id] = _Door(served, fingerprint)
+            self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
             return served
+
+    def fresh_door(self, user_id: str | None) -> ServedTools | None:
+        """The user's cached door if it may be served as is; None when `door` must read the
+        registry. Never blocks (safe on the event loop): a busy lock also answers None."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            door = self._doors.get(user_id)
+            return door.served if door is not None and self._fresh(door) else None
+        finally:
+            self._lock.release()
+
+    def _generation(self) -> int:
+        return 0 if self.store is None else self.store.generation
+
+    def _fresh(self, door: _Door) -> bool:
+        """Whether `door` may be served without reading the registry again."""
+        if self.store is None:
+            return True
+        return door.generation == self.store.generation and time.monotonic() - door.read_at < self.registry_ttl
 
     def context(self, user_id: str | None) -> BuiltInToolContext | None:
         """The built-ins' context for `user_id`: their own workspace when a template is set."""

@@ -12,6 +12,7 @@ from toolroute.builtins._process.pump import CommandSpec, Outcome, SpawnError
 from toolroute.builtins._process.sandbox import SandboxUnavailable, landlock_abi
 from toolroute.builtins._process.table import (
     BackgroundProcess,
+    LostProcess,
     Owner,
     ProcessTable,
     StdinUnavailable,
@@ -23,6 +24,7 @@ __all__ = [
     "BackgroundProcess",
     "CommandResult",
     "CommandSpec",
+    "LostProcess",
     "Outcome",
     "Owner",
     "ProcessTable",

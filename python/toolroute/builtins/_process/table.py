@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
+import secrets
 import select
 import signal
 import threading
@@ -42,8 +44,35 @@ STDIN_WAIT = 5.0  # how long `write` waits for a process that does not read its 
 RETAIN_FINISHED = 32  # ended processes kept per owner for status/logs, oldest dropped first
 
 
+# A random tag of this server process, embedded in every process id it hands out. Behind a
+# balancer a user's ids are only meaningful on the replica that started them; an id whose tag names
+# another instance was started by a server (or an earlier life of this one) that no longer serves
+# the caller, and its process is lost with it (see LostProcess).
+INSTANCE = secrets.token_hex(4)
+_ID = re.compile(r"proc_([0-9a-f]{8})_[0-9a-f]{32}")
+
+
+def new_process_id() -> str:
+    return f"proc_{INSTANCE}_{uuid.uuid4().hex}"
+
+
+def instance_of(process_id: str) -> str | None:
+    """The instance tag of a well-formed process id (None for anything else)."""
+    match = _ID.fullmatch(process_id)
+    return None if match is None else match.group(1)
+
+
 class UnknownProcess(LookupError):
     pass
+
+
+class LostProcess(UnknownProcess):
+    """The id names a process started by another server instance: not this one's to find."""
+
+    def __init__(self, process_id: str, instance: str) -> None:
+        super().__init__(process_id)
+        self.process_id = process_id
+        self.instance = instance
 
 
 class TooManyProcesses(RuntimeError):
@@ -265,7 +294,7 @@ class ProcessTable:
                     f"workspace ({ids}); stop one with action=stop before starting another"
                 )
             self._prune(owner)
-            proc = BackgroundProcess("proc_" + uuid.uuid4().hex, owner, spec, buffer_bytes)
+            proc = BackgroundProcess(new_process_id(), owner, spec, buffer_bytes)
             self._procs[proc.id] = proc
             return proc
 
@@ -275,9 +304,13 @@ class ProcessTable:
             del self._procs[proc.id]
 
     def get(self, owner: Owner, process_id: str) -> BackgroundProcess:
-        """The owner's process; another owner's id is as unknown as a made-up one."""
+        """The owner's process; another owner's id is as unknown as a made-up one. An id from
+        another server instance raises LostProcess (it cannot be anybody's process here)."""
         proc = self._procs.get(process_id)
         if proc is None or proc.owner != owner:
+            instance = instance_of(process_id)
+            if instance is not None and instance != INSTANCE:
+                raise LostProcess(process_id, instance)
             raise UnknownProcess(process_id)
         return proc
 
