@@ -122,7 +122,19 @@ def grep(
     text: bool = False,
     max_line_bytes: int = 8192,
     threads: int = 0,
+    index: bool = True,
 ) -> GrepResult: ...
+def search_index_warm(
+    confinement: Confinement,
+    path: str | None = None,
+    *,
+    timeout: float = 60.0,
+    hidden: bool = False,
+    no_ignore: bool = False,
+) -> bool: ...
+def search_index_stats(
+    confinement: Confinement, path: str | None = None, *, hidden: bool = False, no_ignore: bool = False
+) -> dict[str, Any]: ...
 def glob(
     confinement: Confinement,
     pattern: str,

@@ -77,6 +77,16 @@ pub struct Walker {
     filters: Filters,
     /// Rules of the start's ancestors (their ignore files and repository boundaries).
     rules: Rules,
+    /// Told what the walk lists and skips (the search index records it to replay it).
+    observer: Option<Arc<dyn Observer>>,
+}
+
+/// What a walk decided, for an index that replays it later (`search::index`).
+pub(crate) trait Observer: Send + Sync {
+    /// A directory about to be listed (root-relative): watched before it is read.
+    fn listing(&self, real: &Path);
+    /// An entry counted as hidden (else ignored); `rel` is below the start.
+    fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool);
 }
 
 /// The caller's glob and type filters, applied after the ignore rules.
@@ -358,6 +368,7 @@ impl Walker {
             opts,
             filters: Filters::new(filter, types),
             rules,
+            observer: None,
         })
     }
 
@@ -375,11 +386,43 @@ impl Walker {
     }
 
     /// How a path below the start is shown: the start as given, then the names walked.
-    fn shown(&self, rel: &Path) -> String {
+    pub(crate) fn shown(&self, rel: &Path) -> String {
         join_shown(&self.shown_start, rel)
     }
 
-    fn threads(&self) -> usize {
+    pub(crate) fn observe(&mut self, observer: Arc<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    pub(crate) fn options(&self) -> &WalkOptions {
+        &self.opts
+    }
+
+    /// The start relative to the root, and whether it is a directory.
+    pub(crate) fn start(&self) -> (&Path, bool) {
+        (&self.start_rel, self.start_is_dir)
+    }
+
+    /// Whether the caller's globs and types leave out `rel` (below the start).
+    pub(crate) fn rejected(&self, rel: &Path, is_dir: bool) -> bool {
+        !self.filters.is_empty() && {
+            let shown;
+            let glob_path = if self.glob_prefix.is_empty() {
+                rel
+            } else {
+                shown = join_shown(&self.glob_prefix, rel);
+                Path::new(&shown)
+            };
+            self.filters.rejects(glob_path, is_dir)
+        }
+    }
+
+    /// Whether a `!` glob could leave out a directory (else only files need checking).
+    pub(crate) fn rejects_dirs(&self) -> bool {
+        self.filters.excludes
+    }
+
+    pub(crate) fn threads(&self) -> usize {
         if self.opts.threads == 0 {
             default_threads()
         } else {
@@ -488,26 +531,23 @@ impl Walker {
         } else {
             rules.matched(&absolute(&self.start_abs, rel), is_dir)
         };
-        let rejected = !self.filters.is_empty() && {
-            let shown;
-            let glob_path = if self.glob_prefix.is_empty() {
-                rel
-            } else {
-                shown = join_shown(&self.glob_prefix, rel);
-                Path::new(&shown)
-            };
-            self.filters.rejects(glob_path, is_dir)
-        };
+        let rejected = self.rejected(rel, is_dir);
         // Hidden first (as counted before): a hidden entry is only worth a notice when the
         // caller's filters would have kept it. A `!` rule reveals it, as in ripgrep.
         if !self.opts.hidden && is_hidden(name) && verdict != Verdict::Whitelist {
             if !rejected {
                 stats.hidden += 1;
             }
+            if let Some(o) = &self.observer {
+                o.skipped(rel, is_dir, true);
+            }
             return false;
         }
         if verdict == Verdict::Ignore {
             stats.ignored += 1;
+            if let Some(o) = &self.observer {
+                o.skipped(rel, is_dir, false);
+            }
             return false;
         }
         !rejected
@@ -834,6 +874,9 @@ impl Engine<'_> {
             }
             None => None,
         };
+        if let Some(o) = &w.observer {
+            o.listing(real);
+        }
         let mut dir = match Dir::new(fd) {
             Ok(dir) => dir,
             Err(e) => return self.error(stats, rel, e),

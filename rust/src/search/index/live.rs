@@ -1,0 +1,380 @@
+//! One index: built in the background, kept fresh from the watcher's marks (applied before each
+//! query, after the barrier), with changed files folded back by a background thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use super::build::{self, Facts};
+use super::plan::Query;
+use super::postings::{matches, Bits, Postings};
+use super::tree::Tree;
+use super::trigram::Extractor;
+use super::watch::{Mark, Watch};
+use crate::confine::Roots;
+use crate::search::walker::{WalkOptions, Walker};
+
+/// What an index is keyed by: the canonical root and the walk settings that change the file set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub(crate) root: PathBuf,
+    pub(crate) hidden: bool,
+    pub(crate) no_ignore: bool,
+    pub(crate) require_git: bool,
+}
+
+impl Key {
+    pub(crate) fn walk_options(&self) -> WalkOptions {
+        build::walk_options(self.hidden, self.no_ignore, self.require_git)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Building,
+    Ready,
+    /// Cannot be trusted any more (rules changed, events lost): replaced on the next query.
+    Broken(String),
+    /// The tree holds what the index cannot reproduce (unreadable files, ...): scanned as today.
+    Unusable(String),
+}
+
+/// A file whose indexed trigrams are stale.
+enum Over {
+    /// Searched on every query until re-read (`seq` tells a later change from this one).
+    Dirty {
+        seq: u64,
+        path: PathBuf,
+    },
+    Folded {
+        grams: Box<[u32]>,
+        facts: Facts,
+    },
+}
+
+pub(crate) struct State {
+    pub(crate) phase: Phase,
+    tree: Tree,
+    postings: Postings,
+    facts: Vec<Facts>,
+    over: FxHashMap<u32, Over>,
+    seq: u64,
+    pub(crate) bytes: u64,
+    pub(crate) build_time: Option<Duration>,
+}
+
+pub(crate) struct Index {
+    pub(crate) key: Key,
+    roots: Roots,
+    pub(crate) state: Mutex<State>,
+    /// Marks from the watcher (and the tools' own writes), applied before each query.
+    pending: Arc<Mutex<Vec<Mark>>>,
+    watch: Mutex<Option<Arc<Watch>>>,
+    ids: AtomicU32,
+    pub(crate) last_used: Mutex<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A file a query would search: where it is and whether its content must be searched.
+pub(crate) struct Pick {
+    pub(crate) path: PathBuf,
+    pub(crate) candidate: bool,
+    pub(crate) has_nul: bool,
+}
+
+impl Index {
+    pub(crate) fn new(key: Key, roots: Roots) -> Arc<Self> {
+        Arc::new(Self {
+            key,
+            roots,
+            state: Mutex::new(State {
+                phase: Phase::Building,
+                tree: Tree::default(),
+                postings: Postings {
+                    shards: Vec::new(),
+                    len: 0,
+                },
+                facts: Vec::new(),
+                over: FxHashMap::default(),
+                seq: 0,
+                bytes: 0,
+                build_time: None,
+            }),
+            pending: Arc::new(Mutex::new(Vec::new())),
+            watch: Mutex::new(None),
+            ids: AtomicU32::new(0),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Folders watched (with the barrier's and `.git` rule folders).
+    pub(crate) fn watched(&self) -> usize {
+        lock(&self.watch).as_ref().map_or(0, |w| w.watched())
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        lock(&self.state).phase.clone()
+    }
+
+    /// Build on the calling (background) thread; the watch starts first so nothing that
+    /// changes during the walk goes unseen.
+    pub(crate) fn build(&self) {
+        let began = Instant::now();
+        let pending = Arc::clone(&self.pending);
+        let sink = Box::new(move |m: Mark| lock(&pending).push(m));
+        let watch = match Watch::start(&self.key.root, sink) {
+            Ok(w) => Arc::new(w),
+            Err(e) => return self.give_up(Phase::Unusable(format!("cannot watch: {e}"))),
+        };
+        *lock(&self.watch) = Some(Arc::clone(&watch));
+        let opts = self.key.walk_options();
+        let Some(built) = build::walk(&self.roots, &self.key.root, opts, &watch, &self.ids, true)
+        else {
+            return self.give_up(Phase::Unusable(
+                "the walk met errors or could not watch".into(),
+            ));
+        };
+        let len = self.ids.load(Ordering::Relaxed);
+        let mut facts = vec![Facts::default(); len as usize];
+        for (id, f) in built.facts {
+            facts[id as usize] = f;
+        }
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Building {
+            return;
+        }
+        state.tree.insert(Path::new(""), built.listing);
+        state.postings = Postings {
+            shards: built.shards,
+            len,
+        };
+        state.facts = facts;
+        state.bytes = built.bytes;
+        state.build_time = Some(began.elapsed());
+        state.phase = Phase::Ready;
+    }
+
+    fn give_up(&self, phase: Phase) {
+        lock(&self.state).phase = phase;
+        *lock(&self.watch) = None;
+    }
+
+    /// A path written by the tools themselves (absolute): searched fresh on the next query.
+    pub(crate) fn touched(&self, abs: &Path) {
+        let Ok(rel) = abs.strip_prefix(&self.key.root) else {
+            return;
+        };
+        // A new file needs its folder listed again; a known one only a fresh read.
+        let known = lock(&self.state).tree.id(rel).is_some();
+        let mut pending = lock(&self.pending);
+        match (known, rel.parent()) {
+            (false, Some(parent)) => pending.push(Mark::Relist(parent.to_path_buf())),
+            _ => pending.push(Mark::Dirty(rel.to_path_buf())),
+        }
+    }
+
+    /// Bring the index up to date with every change made before this call; the state, locked,
+    /// when it can answer.
+    pub(crate) fn fresh(&self) -> Option<MutexGuard<'_, State>> {
+        let watch = lock(&self.watch).clone()?;
+        if !watch.barrier() {
+            lock(&self.state).phase = Phase::Broken("the watch barrier timed out".into());
+            return None;
+        }
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Ready {
+            return None;
+        }
+        let marks = std::mem::take(&mut *lock(&self.pending));
+        if let Err(why) = self.apply(&mut state, marks, &watch) {
+            state.phase = Phase::Broken(why);
+            return None;
+        }
+        *lock(&self.last_used) = Instant::now();
+        Some(state)
+    }
+
+    fn apply(&self, state: &mut State, marks: Vec<Mark>, watch: &Arc<Watch>) -> Result<(), String> {
+        let mut relist: Vec<PathBuf> = Vec::new();
+        let mut dirty: Vec<PathBuf> = Vec::new();
+        for mark in marks {
+            match mark {
+                Mark::Broken(why) => return Err(why),
+                Mark::Relist(d) => relist.push(d),
+                Mark::Dirty(p) => dirty.push(p),
+            }
+        }
+        // Outermost first; a folder below one already re-listed is covered by it.
+        relist.sort();
+        relist.dedup();
+        let mut done: Vec<PathBuf> = Vec::new();
+        for dir in relist {
+            if done.iter().any(|d| dir.starts_with(d)) || !state.tree.dirs.contains_key(&dir) {
+                continue;
+            }
+            self.relist(state, &dir, watch)?;
+            done.push(dir);
+        }
+        for path in dirty {
+            if let Some(id) = state.tree.id(&path) {
+                state.seq += 1;
+                let seq = state.seq;
+                state.over.insert(id, Over::Dirty { seq, path });
+            }
+        }
+        Ok(())
+    }
+
+    /// List `dir` again (with the same rules): known files keep their id, new ones are dirty.
+    fn relist(&self, state: &mut State, dir: &Path, watch: &Arc<Watch>) -> Result<(), String> {
+        let abs = self.key.root.join(dir);
+        let opts = self.key.walk_options();
+        let built = build::walk(&self.roots, &abs, opts, watch, &self.ids, false)
+            .ok_or_else(|| format!("re-listing {dir:?} failed"))?;
+        let old = state.tree.remove(dir);
+        let mut listing = built.listing;
+        for (path, id) in listing.files.iter_mut() {
+            match old.get(path) {
+                Some(&known) => *id = known,
+                None => {
+                    state.seq += 1;
+                    let seq = state.seq;
+                    let path = path.clone();
+                    state.over.insert(*id, Over::Dirty { seq, path });
+                }
+            }
+        }
+        state.tree.insert(dir, listing);
+        Ok(())
+    }
+
+    /// Re-read some dirty files (off the lock) and fold their trigrams back in.
+    pub(crate) fn fold(&self, most: usize) -> usize {
+        let todo: Vec<(u32, u64, PathBuf)> = {
+            let state = lock(&self.state);
+            state
+                .over
+                .iter()
+                .filter_map(|(&id, o)| match o {
+                    Over::Dirty { seq, path } => Some((id, *seq, path.clone())),
+                    Over::Folded { .. } => None,
+                })
+                .take(most)
+                .collect()
+        };
+        if todo.is_empty() {
+            return 0;
+        }
+        let Ok(root) = rustix::fs::open(
+            &self.key.root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            return 0;
+        };
+        let mut extractor = Extractor::new();
+        let mut read = Vec::new();
+        for (id, seq, path) in todo {
+            let Ok(mut file) = Walker::reopen(&root, &path, false) else {
+                continue;
+            };
+            let Ok(grams) = extractor.read(&mut file) else {
+                continue;
+            };
+            let facts = Facts {
+                has_nul: grams.has_nul,
+                unsure: grams.unsure || grams.bytes >= 32 * 1024 * 1024,
+            };
+            read.push((id, seq, grams.grams.into_boxed_slice(), facts));
+        }
+        let mut state = lock(&self.state);
+        let n = read.len();
+        for (id, seq, grams, facts) in read {
+            if matches!(state.over.get(&id), Some(Over::Dirty { seq: s, .. }) if *s == seq) {
+                state.over.insert(id, Over::Folded { grams, facts });
+            }
+        }
+        n
+    }
+}
+
+impl State {
+    /// The files the walk of `w` would search, each with whether it can match `q`, plus the
+    /// hidden/ignored counts; `None` when the start is not covered.
+    pub(crate) fn select(
+        &self,
+        w: &Walker,
+        q: &Query,
+        multiline: bool,
+    ) -> Option<(Vec<Pick>, crate::search::SkipStats)> {
+        let bits = (*q != Query::All).then(|| self.postings.eval(q));
+        let mut picks = Vec::new();
+        let stats = self.tree.replay(w, |path, id| {
+            let (facts, indexed) = match self.over.get(&id) {
+                Some(Over::Dirty { .. }) => (None, true),
+                Some(Over::Folded { grams, facts }) => (Some(*facts), matches(q, grams)),
+                None => match self.facts.get(id as usize) {
+                    Some(f) => (Some(*f), bits.as_ref().is_none_or(|b: &Bits| b.has(id))),
+                    None => (None, true),
+                },
+            };
+            let candidate = match facts {
+                None => true,
+                // A multiline search reads the whole file and only looks for a NUL near the
+                // start: trigrams taken up to the first NUL do not cover it.
+                Some(f) => f.unsure || (multiline && f.has_nul) || indexed,
+            };
+            picks.push(Pick {
+                path: path.to_path_buf(),
+                candidate,
+                has_nul: facts.is_some_and(|f| f.has_nul),
+            });
+        })?;
+        Some((picks, stats))
+    }
+
+    pub(crate) fn files(&self) -> usize {
+        self.tree.file_count()
+    }
+
+    pub(crate) fn dirty(&self) -> usize {
+        self.over
+            .values()
+            .filter(|o| matches!(o, Over::Dirty { .. }))
+            .count()
+    }
+
+    /// Bytes held: postings, per-file facts, the file list and folded files.
+    pub(crate) fn memory(&self) -> usize {
+        let tree: usize = self
+            .tree
+            .dirs
+            .iter()
+            .map(|(k, n)| {
+                k.as_os_str().len()
+                    + 96
+                    + n.files.iter().map(|(f, _)| f.len() + 24).sum::<usize>()
+                    + n.dirs.iter().map(|d| d.len() + 16).sum::<usize>()
+                    + n.skipped
+                        .iter()
+                        .map(|(s, _, _)| s.len() + 24)
+                        .sum::<usize>()
+            })
+            .sum();
+        let over: usize = self
+            .over
+            .values()
+            .map(|o| match o {
+                Over::Dirty { path, .. } => path.as_os_str().len() + 48,
+                Over::Folded { grams, .. } => grams.len() * 4 + 48,
+            })
+            .sum();
+        self.postings.memory() + self.facts.capacity() * 2 + tree + over
+    }
+}

@@ -1,0 +1,113 @@
+//! A warm workspace index for grep (issue 16): trigrams of every file the default walk admits,
+//! kept fresh by an inotify watch, so a query reads only the files that can match. The answer
+//! is always the unindexed one: the real searcher runs on every candidate, and the walk's skip
+//! counts are replayed from what the index recorded. See docs/search.md.
+
+mod build;
+mod live;
+mod plan;
+mod postings;
+mod query;
+mod registry;
+mod tree;
+mod trigram;
+mod watch;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::confine::Roots;
+use crate::search::grep::{Grep, GrepOutcome};
+use crate::search::walker::Walker;
+
+fn key_of(walker: &Walker) -> Option<live::Key> {
+    let o = walker.options();
+    // Followed links can lead anywhere below the root: such walks are not indexed.
+    if o.follow_symlinks {
+        return None;
+    }
+    Some(live::Key {
+        root: walker.root_path().to_path_buf(),
+        hidden: o.hidden,
+        no_ignore: o.no_ignore,
+        require_git: o.require_git,
+    })
+}
+
+/// grep through the index when one is ready for this walk, else `None` (scan as today). The
+/// walker must be unused; it only provides the start, the filters and the display.
+pub fn grep(roots: &Roots, grep: &Grep, pattern: &str, walker: &Walker) -> Option<GrepOutcome> {
+    if !registry::enabled() {
+        return None;
+    }
+    let key = key_of(walker)?;
+    let index = registry::lookup(&key, roots)?;
+    query::grep(&index, grep, pattern, walker)
+}
+
+/// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready.
+pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
+    let Some(key) = key_of(walker) else {
+        return false;
+    };
+    let index = registry::ensure(&key, roots);
+    let until = Instant::now() + timeout;
+    loop {
+        match index.phase() {
+            live::Phase::Ready => return true,
+            live::Phase::Building if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// What the index for this walk's settings holds.
+#[derive(Debug, Default, Clone)]
+pub struct IndexStats {
+    pub state: String,
+    pub files: usize,
+    pub bytes: u64,
+    pub memory: usize,
+    pub dirty: usize,
+    pub watched: usize,
+    pub build_seconds: Option<f64>,
+}
+
+pub fn stats(walker: &Walker) -> IndexStats {
+    let Some(index) = key_of(walker).and_then(|k| registry::get(&k)) else {
+        return IndexStats {
+            state: "none".into(),
+            ..IndexStats::default()
+        };
+    };
+    let watched = index.watched();
+    let state = index.state.lock().unwrap_or_else(|e| e.into_inner());
+    let name = match &state.phase {
+        live::Phase::Building => "building".to_string(),
+        live::Phase::Ready => "ready".to_string(),
+        live::Phase::Broken(why) => format!("broken: {why}"),
+        live::Phase::Unusable(why) => format!("unusable: {why}"),
+    };
+    IndexStats {
+        state: name,
+        files: state.files(),
+        bytes: state.bytes,
+        memory: state.memory(),
+        dirty: state.dirty(),
+        watched,
+        build_seconds: state.build_time.map(|d| d.as_secs_f64()),
+    }
+}
+
+/// A file the tools wrote (absolute path): every index holding it reads it fresh next time,
+/// even before the watcher reports the change.
+pub fn note_written(path: &Path) {
+    registry::touched(path);
+}
+
+/// Whether any index is live in this process (else writes need not be reported).
+pub fn active() -> bool {
+    registry::active()
+}

@@ -1,0 +1,145 @@
+//! The indexed file list: per listed directory, the files and subdirectories the default walk
+//! admitted and the entries it counted as hidden or ignored. Replaying it with a query's start
+//! and filters reproduces that query's walk, skip counts included (see `Walker::admit`).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustc_hash::FxHashMap;
+
+use crate::search::walker::Walker;
+use crate::search::SkipStats;
+
+#[derive(Default, Clone)]
+pub(crate) struct DirNode {
+    pub(crate) files: Vec<(Box<[u8]>, u32)>,
+    pub(crate) dirs: Vec<Box<[u8]>>,
+    /// Name, is a directory, hidden (else ignored).
+    pub(crate) skipped: Vec<(Box<[u8]>, bool, bool)>,
+}
+
+/// Listed directories by root-relative path (the root is `""`).
+#[derive(Default)]
+pub(crate) struct Tree {
+    pub(crate) dirs: FxHashMap<PathBuf, DirNode>,
+}
+
+fn name_of(path: &Path) -> Box<[u8]> {
+    path.file_name()
+        .map_or_else(Vec::new, |n| n.as_bytes().to_vec())
+        .into_boxed_slice()
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    path.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// What one walk (from `start`) saw, root-relative.
+#[derive(Default)]
+pub(crate) struct Listing {
+    pub(crate) listed: Vec<PathBuf>,
+    pub(crate) files: Vec<(PathBuf, u32)>,
+    pub(crate) skipped: Vec<(PathBuf, bool, bool)>,
+}
+
+impl Tree {
+    /// Put a walk's listing in, replacing whatever was below its start.
+    pub(crate) fn insert(&mut self, start: &Path, listing: Listing) {
+        for dir in &listing.listed {
+            self.dirs.entry(dir.clone()).or_default();
+        }
+        for dir in &listing.listed {
+            if dir.as_path() != start {
+                if let Some(node) = self.dirs.get_mut(&parent_of(dir)) {
+                    node.dirs.push(name_of(dir));
+                }
+            }
+        }
+        for (path, id) in listing.files {
+            if let Some(node) = self.dirs.get_mut(&parent_of(&path)) {
+                node.files.push((name_of(&path), id));
+            }
+        }
+        for (path, is_dir, hidden) in listing.skipped {
+            if let Some(node) = self.dirs.get_mut(&parent_of(&path)) {
+                node.skipped.push((name_of(&path), is_dir, hidden));
+            }
+        }
+    }
+
+    /// Take out `dir` and everything below it; returns the files it held, by path.
+    pub(crate) fn remove(&mut self, dir: &Path) -> FxHashMap<PathBuf, u32> {
+        let below: Vec<PathBuf> = self
+            .dirs
+            .keys()
+            .filter(|d| d.starts_with(dir))
+            .cloned()
+            .collect();
+        let mut files = FxHashMap::default();
+        for d in below {
+            if let Some(node) = self.dirs.remove(&d) {
+                for (name, id) in node.files {
+                    files.insert(d.join(OsStr::from_bytes(&name)), id);
+                }
+            }
+        }
+        files
+    }
+
+    /// The id of an indexed file.
+    pub(crate) fn id(&self, path: &Path) -> Option<u32> {
+        let name = path.file_name()?.as_bytes();
+        let node = self.dirs.get(&parent_of(path))?;
+        node.files
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|&(_, id)| id)
+    }
+
+    pub(crate) fn file_count(&self) -> usize {
+        self.dirs.values().map(|n| n.files.len()).sum()
+    }
+
+    /// Replay the walk `w` would do (its start must be a listed directory): call `visit` with
+    /// each file it would search (root-relative) and return the hidden/ignored counts.
+    pub(crate) fn replay(
+        &self,
+        w: &Walker,
+        mut visit: impl FnMut(&Path, u32),
+    ) -> Option<SkipStats> {
+        let (start, is_dir) = w.start();
+        if !is_dir || !self.dirs.contains_key(start) {
+            return None;
+        }
+        let mut stats = SkipStats::default();
+        let mut stack = vec![(start.to_path_buf(), PathBuf::new())];
+        while let Some((real, rel)) = stack.pop() {
+            let Some(node) = self.dirs.get(&real) else {
+                continue;
+            };
+            for (name, is_dir, hidden) in &node.skipped {
+                if !*hidden {
+                    stats.ignored += 1;
+                } else if !w.rejected(&rel.join(OsStr::from_bytes(name)), *is_dir) {
+                    stats.hidden += 1;
+                }
+            }
+            for name in &node.dirs {
+                let name = OsStr::from_bytes(name);
+                let child = rel.join(name);
+                if !(w.rejects_dirs() && w.rejected(&child, true)) {
+                    stack.push((real.join(name), child));
+                }
+            }
+            for (name, id) in &node.files {
+                let name = OsStr::from_bytes(name);
+                let child = rel.join(name);
+                if !w.rejected(&child, false) {
+                    visit(&real.join(name), *id);
+                }
+            }
+        }
+        Some(stats)
+    }
+}
