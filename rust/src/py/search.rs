@@ -374,7 +374,7 @@ fn search_index_warm(
 }
 
 /// What the grep index for the root holding `path` holds: state, files, bytes indexed, memory
-/// bytes, dirty files, watched folders, build seconds.
+/// bytes, dirty files, watched folders, queries served, build seconds.
 #[pyfunction]
 #[pyo3(signature = (confinement, path=None, *, hidden=false, no_ignore=false))]
 fn search_index_stats<'py>(
@@ -395,6 +395,7 @@ fn search_index_stats<'py>(
     d.set_item("memory", s.memory)?;
     d.set_item("dirty", s.dirty)?;
     d.set_item("watched", s.watched)?;
+    d.set_item("served", s.served)?;
     d.set_item("build_seconds", s.build_seconds)?;
     Ok(d)
 }

@@ -2,7 +2,7 @@
 //! query, after the barrier), with changed files folded back by a background thread.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -72,8 +72,12 @@ pub(crate) struct Index {
     pub(crate) state: Mutex<State>,
     /// Marks from the watcher (and the tools' own writes), applied before each query.
     pending: Arc<Mutex<Vec<Mark>>>,
+    /// Set with the first `Broken` mark, so an index nobody queries still stops watching.
+    doomed: Arc<AtomicBool>,
     watch: Mutex<Option<Arc<Watch>>>,
     ids: AtomicU32,
+    /// Queries answered from the index.
+    pub(crate) served: AtomicU64,
     pub(crate) last_used: Mutex<Instant>,
 }
 
@@ -107,8 +111,10 @@ impl Index {
                 build_time: None,
             }),
             pending: Arc::new(Mutex::new(Vec::new())),
+            doomed: Arc::new(AtomicBool::new(false)),
             watch: Mutex::new(None),
             ids: AtomicU32::new(0),
+            served: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
         })
     }
@@ -127,7 +133,13 @@ impl Index {
     pub(crate) fn build(&self) {
         let began = Instant::now();
         let pending = Arc::clone(&self.pending);
-        let sink = Box::new(move |m: Mark| lock(&pending).push(m));
+        let doomed = Arc::clone(&self.doomed);
+        let sink = Box::new(move |m: Mark| {
+            if matches!(m, Mark::Broken(_)) {
+                doomed.store(true, Ordering::Relaxed);
+            }
+            lock(&pending).push(m)
+        });
         let watch = match Watch::start(&self.key.root, sink) {
             Ok(w) => Arc::new(w),
             Err(e) => return self.give_up(Phase::Unusable(format!("cannot watch: {e}"))),
@@ -162,6 +174,23 @@ impl Index {
 
     fn give_up(&self, phase: Phase) {
         lock(&self.state).phase = phase;
+        self.stop_watching();
+    }
+
+    /// Whether the watcher saw a change the index cannot follow; marks it broken if so.
+    pub(crate) fn doomed(&self) -> bool {
+        let doomed = self.doomed.load(Ordering::Relaxed);
+        if doomed {
+            let mut state = lock(&self.state);
+            if state.phase == Phase::Ready || state.phase == Phase::Building {
+                state.phase =
+                    Phase::Broken("the watcher reported a change it cannot follow".into());
+            }
+        }
+        doomed
+    }
+
+    pub(crate) fn stop_watching(&self) {
         *lock(&self.watch) = None;
     }
 

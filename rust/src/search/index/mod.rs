@@ -72,6 +72,7 @@ pub struct IndexStats {
     pub memory: usize,
     pub dirty: usize,
     pub watched: usize,
+    pub served: u64,
     pub build_seconds: Option<f64>,
 }
 
@@ -97,6 +98,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
         memory: state.memory(),
         dirty: state.dirty(),
         watched,
+        served: index.served.load(std::sync::atomic::Ordering::Relaxed),
         build_seconds: state.build_time.map(|d| d.as_secs_f64()),
     }
 }

@@ -73,6 +73,7 @@ pub(crate) fn grep(
         work();
     });
     stats.merge(&total.into_inner().unwrap_or_else(|e| e.into_inner()));
+    index.served.fetch_add(1, Ordering::Relaxed);
     Some(grep.finish(collector, stats, root))
 }
 

@@ -101,11 +101,13 @@ fn run(index: &Arc<Index>) {
         let current = with(
             |map| matches!(map.get(&index.key), Some(Entry::Live(ix)) if Arc::ptr_eq(ix, index)),
         );
-        if !current || idle > ttl || matches!(index.phase(), Phase::Broken(_)) {
+        if !current || idle > ttl || index.doomed() || matches!(index.phase(), Phase::Broken(_)) {
             break;
         }
         index.fold(256);
     }
+    // Its inotify descriptor and thread go now; the file list and postings with the last Arc.
+    index.stop_watching();
     // A broken index stays listed so the next query replaces it at once.
     with(|map| {
         let current =

@@ -1,0 +1,212 @@
+"""The grep index (issue 16) never changes an answer: on random small trees (ignore files, hidden
+and binary files, subfolders) and random queries, the whole tool output with the index warm equals
+the output with the index off; and it stays so while another process edits, creates, deletes and
+renames files and ignore rules between queries, and right after writes through the tools."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from _search_helpers import call, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolroute import _core
+from toolroute.context import BuiltInToolContext
+from toolroute.router import ToolRouter
+
+WORDS = ["needle", "Needle", "NEEDLE", "hay", "stack", "alpha", "beta", "parking", "Kelvin"]
+PATTERNS = [
+    "needle",
+    "Needle",
+    "hay stack",
+    "alpha",
+    r"ne+dle",
+    r"(alpha|beta) \w+",
+    "(?i)NEEDLE",
+    "(?i)parking",
+    r"st[a-z]ck",
+    "^hay",
+    "[Nn]eedle",
+    r"a\w*a",
+    "x?",
+    "needle|zzz",
+    "bin",
+]
+GLOBS = [None, "*.py", "!*.txt", "d1/**", "*.{py,rs}", "!tmp*/", "!d1/"]
+TYPES = [None, "py", "rust", "!md"]
+
+
+@contextmanager
+def index_off() -> Iterator[None]:
+    os.environ["TOOLROUTE_SEARCH_INDEX"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["TOOLROUTE_SEARCH_INDEX"]
+
+
+def random_tree(root: Path, rng: random.Random) -> list[str]:
+    """A tree like a small repository; returns its folders."""
+    dirs = [""]
+    for i in range(rng.randint(2, 6)):
+        parent = rng.choice(dirs)
+        dirs.append(f"{parent}/{rng.choice(['d', 'tmp', '.h', 'sub'])}{i}".lstrip("/"))
+    for d in dirs:
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for n in range(rng.randint(8, 25)):
+        d = rng.choice(dirs)
+        name = f".hidden{n}" if rng.random() < 0.1 else f"{rng.choice(['f', 'keep', 'm'])}{n}"
+        name += rng.choice([".py", ".rs", ".txt", ".md", ".log"])
+        if rng.random() < 0.1:
+            content = rng.choice([b"needle\x00bin", b"\x00needle", b"hay\nneedle stack\n\x00\x01"])
+        elif rng.random() < 0.05:
+            content = "\ufeffneedle\n".encode("utf-16")
+        else:
+            lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6))]
+            content = ("\n".join(lines) + "\n").encode()
+        write(root, f"{d}/{name}".lstrip("/"), content)
+    for d in rng.sample(dirs, k=min(len(dirs), rng.randint(1, 2))):
+        rules = rng.sample(["*.log", "tmp*/", "!keep*.log", "m*.md", "/f1.txt"], k=rng.randint(1, 3))
+        write(root, f"{d}/.gitignore".lstrip("/"), "\n".join(rules) + "\n")
+    return dirs
+
+
+queries = st.fixed_dictionaries(
+    {
+        "pattern": st.sampled_from(PATTERNS),
+        "case_insensitive": st.booleans(),
+        "fixed_strings": st.booleans(),
+        "word": st.booleans(),
+        "output_mode": st.sampled_from(["content", "files_with_matches", "count"]),
+        "context": st.integers(0, 2),
+        "glob": st.sampled_from(GLOBS),
+        "type": st.sampled_from(TYPES),
+        "multiline": st.booleans(),
+    }
+)
+
+
+def grep_both(router: ToolRouter, **args: Any) -> tuple[Any, Any]:
+    args = {k: v for k, v in args.items() if v is not None}
+    indexed = call(router, "grep", **args)
+    with index_off():
+        plain = call(router, "grep", **args)
+    return indexed, plain
+
+
+def router_for(root: Path) -> ToolRouter:
+    return ToolRouter(context=BuiltInToolContext(root))
+
+
+def confinement(root: Path) -> Any:
+    return BuiltInToolContext(root).confinement
+
+
+def warm(root: Path) -> None:
+    assert _core.search_index_warm(confinement(root), timeout=30)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), qs=st.lists(queries, min_size=4, max_size=8), starts=st.lists(st.integers(0, 9), min_size=4, max_size=8))
+def test_indexed_output_equals_unindexed(seed: int, qs: list[dict[str, Any]], starts: list[int]) -> None:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        root.mkdir()
+        dirs = random_tree(root, rng)
+        router = router_for(root)
+        warm(root)
+        assert _core.search_index_stats(confinement(root))["state"] == "ready"
+        from_root = 0
+        for q, s in zip(qs, starts, strict=False):
+            path = dirs[s % len(dirs)] or None
+            from_root += path is None
+            indexed, plain = grep_both(router, path=path, **q)
+            assert indexed == plain, (q, path)
+        # Queries from the root are answered by the index (those in hidden or ignored folders scan).
+        assert _core.search_index_stats(confinement(root))["served"] >= from_root
+
+
+def test_an_index_serves_and_reports_itself(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", "needle\n")
+    write(tmp_path, "b.txt", "hay\x00needle\n")
+    router = router_for(tmp_path)
+    conf = confinement(tmp_path)
+    assert _core.search_index_stats(conf)["state"] == "none"
+    warm(tmp_path)
+    stats = _core.search_index_stats(conf)
+    assert stats["state"] == "ready" and stats["files"] == 2 and stats["memory"] > 0
+    indexed, plain = grep_both(router, pattern="needle")
+    assert indexed == plain
+    assert indexed[1]["skipped"]["binary"] == 1 and indexed[1]["skipped"]["files"] == 2
+    assert _core.search_index_stats(conf)["served"] == 1
+
+
+CHANGES = r"""
+import os, sys
+root = sys.argv[1]
+step = sys.argv[2]
+p = lambda *a: os.path.join(root, *a)
+if step == "edit":
+    open(p("d0", "a.py"), "a").write("new needle here\n")
+elif step == "create":
+    os.makedirs(p("fresh", "deep"), exist_ok=True)
+    open(p("fresh", "deep", "n.py"), "w").write("needle in a new folder\n")
+    open(p("top.py"), "w").write("needle at the top\n")
+elif step == "delete":
+    os.remove(p("d0", "b.txt"))
+elif step == "rename":
+    os.rename(p("d0", "a.py"), p("d0", "renamed.txt"))
+    os.rename(p("d1"), p("moved"))
+elif step == "gitignore":
+    open(p(".gitignore"), "a").write("*.txt\n")
+elif step == "ungitignore":
+    open(p(".gitignore"), "w").write("*.log\n")
+elif step == "binary":
+    open(p("d0", "c.py"), "wb").write(b"needle\x00")
+elif step == "hidden":
+    open(p(".secret.py"), "w").write("needle\n")
+"""
+
+
+def test_changes_by_another_process_are_seen_at_once(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "*.log\n")
+    write(tmp_path, "d0/a.py", "alpha\n")
+    write(tmp_path, "d0/b.txt", "needle\n")
+    write(tmp_path, "d0/c.py", "needle\n")
+    write(tmp_path, "d1/x.log", "needle\n")
+    write(tmp_path, "d1/y.md", "needle beta\n")
+    router = router_for(tmp_path)
+    warm(tmp_path)
+    for step in ["edit", "create", "delete", "rename", "binary", "hidden", "gitignore", "ungitignore"]:
+        subprocess.run([sys.executable, "-c", CHANGES, str(tmp_path), step], check=True)
+        for args in (
+            {"pattern": "needle"},
+            {"pattern": "needle", "output_mode": "count", "glob": "*.py"},
+            {"pattern": "NEEDLE", "case_insensitive": True, "output_mode": "files_with_matches"},
+        ):
+            indexed, plain = grep_both(router, **args)
+            assert indexed == plain, (step, args)
+        # The index comes back after a rule change (rebuilt in the background).
+        warm(tmp_path)
+
+
+def test_writes_through_the_tools_are_seen_by_the_next_query(tmp_path: Path) -> None:
+    write(tmp_path, "m.py", "alpha\n")
+    router = router_for(tmp_path)
+    warm(tmp_path)
+    call(router, "write_file", path="new.py", content="needle one\n")
+    indexed, plain = grep_both(router, pattern="needle")
+    assert indexed == plain and "new.py" in indexed[0]
+    call(router, "edit", path="m.py", old_string="alpha", new_string="needle two")
+    indexed, plain = grep_both(router, pattern="needle two")
+    assert indexed == plain and "m.py" in indexed[0]
