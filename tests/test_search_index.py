@@ -116,7 +116,11 @@ def warm(root: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), qs=st.lists(queries, min_size=4, max_size=8), starts=st.lists(st.integers(0, 9), min_size=4, max_size=8))
+@given(
+    seed=st.integers(0, 10_000),
+    qs=st.lists(queries, min_size=4, max_size=8),
+    starts=st.lists(st.integers(0, 9), min_size=4, max_size=8),
+)
 def test_indexed_output_equals_unindexed(seed: int, qs: list[dict[str, Any]], starts: list[int]) -> None:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:

@@ -60,9 +60,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What the walk threads hand in: shards, facts, files and bytes read.
+type Gathered = (Vec<Shard>, Vec<(u32, Facts)>, Vec<(PathBuf, u32)>, u64);
+
 /// One walk thread's share.
 struct Visitor<'a> {
-    out: &'a Mutex<(Vec<Shard>, Vec<(u32, Facts)>, Vec<(PathBuf, u32)>, u64)>,
+    out: &'a Mutex<Gathered>,
     ids: &'a AtomicU32,
     failed: &'a AtomicBool,
     extractor: Option<Extractor>,
@@ -153,7 +156,7 @@ pub(crate) fn walk(
         failed: AtomicBool::new(false),
     });
     walker.observe(recorder.clone());
-    let out = Mutex::new((Vec::new(), Vec::new(), Vec::new(), 0));
+    let out: Mutex<Gathered> = Mutex::new((Vec::new(), Vec::new(), Vec::new(), 0));
     let stats: SkipStats = walker.walk(PerFile::Costly, || {
         let mut v = Visitor {
             out: &out,
