@@ -417,6 +417,11 @@ impl Walker {
         }
     }
 
+    /// Whether any glob or type filter applies.
+    pub(crate) fn filtered(&self) -> bool {
+        !self.filters.is_empty()
+    }
+
     /// Whether a `!` glob could leave out a directory (else only files need checking).
     pub(crate) fn rejects_dirs(&self) -> bool {
         self.filters.excludes

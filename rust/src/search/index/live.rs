@@ -1,6 +1,7 @@
 //! One index: built in the background, kept fresh from the watcher's marks (applied before each
 //! query, after the barrier), with changed files folded back by a background thread.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,13 +84,6 @@ pub(crate) struct Index {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A file a query would search: where it is and whether its content must be searched.
-pub(crate) struct Pick {
-    pub(crate) path: PathBuf,
-    pub(crate) candidate: bool,
-    pub(crate) has_nul: bool,
 }
 
 impl Index {
@@ -334,17 +328,18 @@ impl Index {
 }
 
 impl State {
-    /// The files the walk of `w` would search, each with whether it can match `q`, plus the
-    /// hidden/ignored counts; `None` when the start is not covered.
+    /// The files the walk of `w` would search that can match `q` (root-relative), and the
+    /// skip counts of all it would search; `None` when the start is not covered.
     pub(crate) fn select(
         &self,
         w: &Walker,
         q: &Query,
         multiline: bool,
-    ) -> Option<(Vec<Pick>, crate::search::SkipStats)> {
+    ) -> Option<(Vec<PathBuf>, crate::search::SkipStats)> {
         let bits = (*q != Query::All).then(|| self.postings.eval(q));
         let mut picks = Vec::new();
-        let stats = self.tree.replay(w, |path, id| {
+        let (mut files, mut binary) = (0, 0);
+        let mut stats = self.tree.replay(w, |dir, name, id| {
             let (facts, indexed) = match self.over.get(&id) {
                 Some(Over::Dirty { .. }) => (None, true),
                 Some(Over::Folded { grams, facts }) => (Some(*facts), matches(q, grams)),
@@ -359,12 +354,16 @@ impl State {
                 // start: trigrams taken up to the first NUL do not cover it.
                 Some(f) => f.unsure || (multiline && f.has_nul) || indexed,
             };
-            picks.push(Pick {
-                path: path.to_path_buf(),
-                candidate,
-                has_nul: facts.is_some_and(|f| f.has_nul),
-            });
+            if candidate {
+                picks.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+            } else {
+                // Not searched, but the searcher would have read it to its NUL, matching nothing.
+                files += 1;
+                binary += u64::from(facts.is_some_and(|f| f.has_nul));
+            }
         })?;
+        stats.files += files;
+        stats.binary += binary;
         Some((picks, stats))
     }
 

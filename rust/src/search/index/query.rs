@@ -2,11 +2,11 @@
 //! and the real searcher runs on the rest, so the outcome (skip counts included) is the one an
 //! unindexed run gives.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::live::{Index, Pick};
+use super::live::Index;
 use super::plan::plan;
 use crate::search::grep::{Grep, GrepOutcome};
 use crate::search::walker::Walker;
@@ -27,20 +27,10 @@ pub(crate) fn grep(
         return None;
     }
     let query = plan(pattern, opts);
-    let (picks, mut stats) = {
+    let (todo, mut stats) = {
         let state = index.fresh()?;
         state.select(walker, &query, opts.multiline)?
     };
-    let mut todo = Vec::new();
-    for pick in picks {
-        if pick.candidate {
-            todo.push(pick);
-        } else {
-            // Not searched, but the searcher would have read it to its NUL and found no match.
-            stats.files += 1;
-            stats.binary += u64::from(pick.has_nul);
-        }
-    }
     let collector = grep.collector();
     let (start, _) = walker.start();
     let root = walker.root();
@@ -51,9 +41,9 @@ pub(crate) fn grep(
         let mut local = SkipStats::default();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(pick) = todo.get(i) else { break };
-            let name = || shown(walker, start, pick);
-            let opened = Walker::reopen(&root, &pick.path, false);
+            let Some(path) = todo.get(i) else { break };
+            let name = || shown(walker, start, path);
+            let opened = Walker::reopen(&root, path, false);
             grep.visit(&mut searcher, opened, &name, &mut local, &collector);
         }
         total
@@ -77,7 +67,7 @@ pub(crate) fn grep(
     Some(grep.finish(collector, stats, root))
 }
 
-fn shown(walker: &Walker, start: &Path, pick: &Pick) -> (std::path::PathBuf, String) {
-    let rel = pick.path.strip_prefix(start).unwrap_or(&pick.path);
-    (pick.path.clone(), walker.shown(rel))
+fn shown(walker: &Walker, start: &Path, path: &Path) -> (PathBuf, String) {
+    let rel = path.strip_prefix(start).unwrap_or(path);
+    (path.to_path_buf(), walker.shown(rel))
 }

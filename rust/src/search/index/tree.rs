@@ -102,44 +102,55 @@ impl Tree {
     }
 
     /// Replay the walk `w` would do (its start must be a listed directory): call `visit` with
-    /// each file it would search (root-relative) and return the hidden/ignored counts.
+    /// the folder (root-relative) and name of each file it would search, and return the
+    /// hidden/ignored counts.
     pub(crate) fn replay(
         &self,
         w: &Walker,
-        mut visit: impl FnMut(&Path, u32),
+        mut visit: impl FnMut(&Path, &[u8], u32),
     ) -> Option<SkipStats> {
         let (start, is_dir) = w.start();
         if !is_dir || !self.dirs.contains_key(start) {
             return None;
         }
+        let filtered = w.filtered();
         let mut stats = SkipStats::default();
         let mut stack = vec![(start.to_path_buf(), PathBuf::new())];
-        while let Some((real, rel)) = stack.pop() {
+        while let Some((real, mut rel)) = stack.pop() {
             let Some(node) = self.dirs.get(&real) else {
                 continue;
+            };
+            let rejected = |rel: &mut PathBuf, name: &[u8], is_dir: bool| {
+                filtered && rejected_child(w, rel, name, is_dir)
             };
             for (name, is_dir, hidden) in &node.skipped {
                 if !*hidden {
                     stats.ignored += 1;
-                } else if !w.rejected(&rel.join(OsStr::from_bytes(name)), *is_dir) {
+                } else if !rejected(&mut rel, name, *is_dir) {
                     stats.hidden += 1;
                 }
             }
-            for name in &node.dirs {
-                let name = OsStr::from_bytes(name);
-                let child = rel.join(name);
-                if !(w.rejects_dirs() && w.rejected(&child, true)) {
-                    stack.push((real.join(name), child));
+            for (name, id) in &node.files {
+                if !rejected(&mut rel, name, false) {
+                    visit(&real, name, *id);
                 }
             }
-            for (name, id) in &node.files {
-                let name = OsStr::from_bytes(name);
-                let child = rel.join(name);
-                if !w.rejected(&child, false) {
-                    visit(&real.join(name), *id);
+            for name in &node.dirs {
+                if !(w.rejects_dirs() && rejected(&mut rel, name, true)) {
+                    let name = OsStr::from_bytes(name);
+                    stack.push((real.join(name), rel.join(name)));
                 }
             }
         }
         Some(stats)
     }
+}
+
+/// The filters' verdict on `rel/name`: `rel` grows by the name and shrinks back, so checking an
+/// entry allocates nothing.
+fn rejected_child(w: &Walker, rel: &mut PathBuf, name: &[u8], is_dir: bool) -> bool {
+    rel.push(OsStr::from_bytes(name));
+    let out = w.rejected(rel, is_dir);
+    rel.pop();
+    out
 }
