@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -214,3 +215,33 @@ def test_writes_through_the_tools_are_seen_by_the_next_query(tmp_path: Path) -> 
     call(router, "edit", path="m.py", old_string="alpha", new_string="needle two")
     indexed, plain = grep_both(router, pattern="needle two")
     assert indexed == plain and "m.py" in indexed[0]
+
+
+def test_git_commands_keep_the_index_and_the_second_query_builds_it(tmp_path: Path) -> None:
+    write(tmp_path, "a.py", "needle\n")
+    write(tmp_path, ".gitignore", "*.log\n")
+    router = router_for(tmp_path)
+    conf = confinement(tmp_path)
+    call(router, "grep", pattern="needle")
+    assert _core.search_index_stats(conf)["state"] == "none"  # one query never pays for a build
+    call(router, "grep", pattern="needle")
+    assert _core.search_index_stats(conf)["state"] in ("building", "ready")
+    warm(tmp_path)
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=n"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    warm(tmp_path)  # `.git` appearing changes the rules: rebuilt
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=tmp_path, check=True)
+    indexed, plain = grep_both(router, pattern="needle")
+    assert indexed == plain
+    assert _core.search_index_stats(conf)["state"] == "ready"  # git's own files do not break it
+
+
+def test_an_unused_index_is_evicted(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TOOLROUTE_SEARCH_INDEX_TTL", "0")
+    write(tmp_path, "a.py", "needle\n")
+    warm(tmp_path)
+    deadline = time.monotonic() + 5
+    while _core.search_index_stats(confinement(tmp_path))["state"] != "none":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

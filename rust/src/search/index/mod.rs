@@ -45,21 +45,25 @@ pub fn grep(roots: &Roots, grep: &Grep, pattern: &str, walker: &Walker) -> Optio
     query::grep(&index, grep, pattern, walker)
 }
 
-/// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready.
+/// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready
+/// and up to date with every change made before the call (a change that breaks it, such as a new
+/// `.git`, is seen here and the index rebuilt).
 pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     let Some(key) = key_of(walker) else {
         return false;
     };
-    let index = registry::ensure(&key, roots);
     let until = Instant::now() + timeout;
     loop {
+        let index = registry::ensure(&key, roots);
         match index.phase() {
-            live::Phase::Ready => return true,
-            live::Phase::Building if Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
+            live::Phase::Ready if index.fresh().is_some() => return true,
+            live::Phase::Ready | live::Phase::Building => {}
             _ => return false,
         }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
