@@ -178,6 +178,16 @@ elif step == "ungitignore":
     open(p(".gitignore"), "w").write("*.log\n")
 elif step == "binary":
     open(p("d0", "c.py"), "wb").write(b"needle\x00")
+elif step == "replace":
+    # An editor's save: a new file renamed over the old one (no write event on the old name).
+    open(p("d0", "tmp.swp"), "w").write("needle replaced\n")
+    os.replace(p("d0", "tmp.swp"), p("d0", "c.py"))
+elif step == "swap":
+    # A folder swapped for another holding the same names, between two queries.
+    os.makedirs(p("s1"), exist_ok=True)
+    open(p("s1", "f.py"), "w").write("needle swapped\n")
+    os.rename(p("moved"), p("old"))
+    os.rename(p("s1"), p("moved"))
 elif step == "hidden":
     open(p(".secret.py"), "w").write("needle\n")
 """
@@ -190,9 +200,11 @@ def test_changes_by_another_process_are_seen_at_once(tmp_path: Path) -> None:
     write(tmp_path, "d0/c.py", "needle\n")
     write(tmp_path, "d1/x.log", "needle\n")
     write(tmp_path, "d1/y.md", "needle beta\n")
+    write(tmp_path, "d1/f.py", "alpha\n")
     router = router_for(tmp_path)
     warm(tmp_path)
-    for step in ["edit", "create", "delete", "rename", "binary", "hidden", "gitignore", "ungitignore"]:
+    steps = ["edit", "create", "delete", "rename", "binary", "replace", "swap", "hidden", "gitignore", "ungitignore"]
+    for step in steps:
         subprocess.run([sys.executable, "-c", CHANGES, str(tmp_path), step], check=True)
         for args in (
             {"pattern": "needle"},

@@ -178,6 +178,17 @@ impl Found<'_> {
         regular_file(fd)
     }
 
+    /// Inode, size and status-change time (ns), without following a symlink: what tells a file
+    /// rewritten or replaced since (the change time cannot be set back by the user).
+    pub fn identity(&self) -> Option<(u64, u64, i128)> {
+        let st = match self.at {
+            At::Name(dir, name) => statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?,
+            At::Open(fd) => fstat(fd).ok()?,
+        };
+        let ctime = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);
+        Some((st.st_ino, st.st_size as u64, ctime))
+    }
+
     /// Modification time, without following a symlink.
     pub fn modified(&self) -> Option<SystemTime> {
         let st = match self.at {

@@ -16,14 +16,26 @@ use crate::search::SkipStats;
 
 /// Files at least this big are searched on every query rather than indexed: the searcher
 /// could fail on them (its heap limit) and the index must not hide such an error.
-const MAX_INDEXED: u64 = 32 * 1024 * 1024;
+pub(crate) const MAX_INDEXED: u64 = 32 * 1024 * 1024;
+
+/// Inode, size and change time: a re-listed file whose identity differs was rewritten.
+pub(crate) type Ident = (u64, u64, i128);
 
 /// Per-file facts the queries need besides trigrams.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
     pub(crate) has_nul: bool,
     /// Always searched (a byte order mark, a huge file).
     pub(crate) unsure: bool,
+    /// The file as it was when read (taken before reading).
+    pub(crate) ident: Ident,
+}
+
+/// The identity of an open file.
+pub(crate) fn ident_of(meta: &std::fs::Metadata) -> Ident {
+    use std::os::unix::fs::MetadataExt;
+    let ctime = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+    (meta.ino(), meta.size(), ctime)
 }
 
 pub(crate) struct Built {
@@ -80,30 +92,43 @@ impl Visitor<'_> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         self.files.push((found.root_relative(), id));
         let Some(extractor) = self.extractor.as_mut() else {
+            // A re-listing: only who the file is, to tell a rewritten one from a known one.
+            match found.identity() {
+                Some(ident) => self.facts.push((
+                    id,
+                    Facts {
+                        ident,
+                        ..Facts::default()
+                    },
+                )),
+                None => self.failed.store(true, Ordering::Relaxed),
+            }
             return;
         };
         let read = found.open().and_then(|file| {
-            let size = file.metadata()?.len();
-            if size >= MAX_INDEXED {
-                return Ok(None);
+            let ident = ident_of(&file.metadata()?);
+            if ident.1 >= MAX_INDEXED {
+                return Ok((None, ident));
             }
-            extractor.read(&mut file.take(MAX_INDEXED)).map(Some)
+            Ok((Some(extractor.read(&mut file.take(MAX_INDEXED))?), ident))
         });
         match read {
-            Ok(Some(grams)) => {
+            Ok((Some(grams), ident)) => {
                 self.shard.add(id, &grams.grams);
                 self.bytes += grams.bytes;
                 let facts = Facts {
                     has_nul: grams.has_nul,
                     unsure: grams.unsure,
+                    ident,
                 };
                 self.facts.push((id, facts));
             }
-            Ok(None) => self.facts.push((
+            Ok((None, ident)) => self.facts.push((
                 id,
                 Facts {
                     has_nul: false,
                     unsure: true,
+                    ident,
                 },
             )),
             // The searcher would report it: this tree is scanned as today instead.

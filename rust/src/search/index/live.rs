@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use super::build::{self, Facts};
+use std::io::Read;
+
+use super::build::{self, Facts, Ident};
 use super::plan::Query;
 use super::postings::{matches, Bits, Postings};
 use super::tree::Tree;
@@ -261,17 +263,23 @@ impl Index {
         let built = build::walk(&self.roots, &abs, opts, watch, &self.ids, false)
             .ok_or_else(|| format!("re-listing {dir:?} failed"))?;
         let old = state.tree.remove(dir);
+        let idents: FxHashMap<u32, Ident> =
+            built.facts.iter().map(|(id, f)| (*id, f.ident)).collect();
         let mut listing = built.listing;
         for (path, id) in listing.files.iter_mut() {
-            match old.get(path) {
-                Some(&known) => *id = known,
-                None => {
-                    state.seq += 1;
-                    let seq = state.seq;
-                    let path = path.clone();
-                    state.over.insert(*id, Over::Dirty { seq, path });
+            let now = idents.get(id).copied();
+            if let Some(&known) = old.get(path) {
+                *id = known;
+                // Same path, same file, not rewritten (an editor's save-by-rename, or another
+                // folder renamed into this name, change the identity without a write event).
+                if now.is_some() && now == state.ident(known) {
+                    continue;
                 }
             }
+            state.seq += 1;
+            let seq = state.seq;
+            let path = path.clone();
+            state.over.insert(*id, Over::Dirty { seq, path });
         }
         state.tree.insert(dir, listing);
         Ok(())
@@ -307,12 +315,16 @@ impl Index {
             let Ok(mut file) = Walker::reopen(&root, &path, false) else {
                 continue;
             };
-            let Ok(grams) = extractor.read(&mut file) else {
+            let Ok(ident) = file.metadata().map(|m| build::ident_of(&m)) else {
+                continue;
+            };
+            let Ok(grams) = extractor.read(&mut (&mut file).take(build::MAX_INDEXED)) else {
                 continue;
             };
             let facts = Facts {
                 has_nul: grams.has_nul,
-                unsure: grams.unsure || grams.bytes >= 32 * 1024 * 1024,
+                unsure: grams.unsure || ident.1 >= build::MAX_INDEXED,
+                ident,
             };
             read.push((id, seq, grams.grams.into_boxed_slice(), facts));
         }
@@ -328,6 +340,15 @@ impl Index {
 }
 
 impl State {
+    /// Who an indexed file was when last read; `None` while it is dirty.
+    fn ident(&self, id: u32) -> Option<Ident> {
+        match self.over.get(&id) {
+            Some(Over::Dirty { .. }) => None,
+            Some(Over::Folded { facts, .. }) => Some(facts.ident),
+            None => self.facts.get(id as usize).map(|f| f.ident),
+        }
+    }
+
     /// The files the walk of `w` would search that can match `q` (root-relative), and the
     /// skip counts of all it would search; `None` when the start is not covered.
     pub(crate) fn select(
