@@ -50,7 +50,7 @@ SESSION: list[tuple[str, dict[str, Any]]] = [
     (r"sys\.platform == .win32.", {"output_mode": "count"}),
     (r"def (get|set)_\w+", {"output_mode": "count"}),
     ("NotImplementedError", {"output_mode": "files_with_matches", "globs": ["!**/test*/**"]}),
-    ("dataclass", {"globs": ["*.py"], "output_mode": "count"}),  # rg 14 has no .pyi in its py type
+    ("dataclass", {"globs": ["*.py"], "output_mode": "count"}),  # rg 13 has no .pyi in its py type
     ("yield from", {}),
     (r"threading\.Lock\(\)", {}),
     (r"typing\.Optional", {"output_mode": "count"}),
