@@ -96,11 +96,11 @@ queries = st.fixed_dictionaries(
 )
 
 
-def grep_both(router: ToolRouter, **args: Any) -> tuple[Any, Any]:
+def grep_both(router: ToolRouter, tool: str = "grep", **args: Any) -> tuple[Any, Any]:
     args = {k: v for k, v in args.items() if v is not None}
-    indexed = call(router, "grep", **args)
+    indexed = call(router, tool, **args)
     with index_off():
-        plain = call(router, "grep", **args)
+        plain = call(router, tool, **args)
     return indexed, plain
 
 
@@ -137,6 +137,9 @@ def test_indexed_output_equals_unindexed(seed: int, qs: list[dict[str, Any]], st
             from_root += path is None
             indexed, plain = grep_both(router, path=path, **q)
             assert indexed == plain, (q, path)
+            sort = "path" if s % 2 else "modified"
+            indexed, plain = grep_both(router, "glob", pattern=q["glob"] or "*.py", path=path, sort=sort)
+            assert indexed == plain, ("glob", q["glob"], path)
         # Queries from the root are answered by the index (those in hidden or ignored folders scan).
         assert _core.search_index_stats(confinement(root))["served"] >= from_root
 
@@ -213,6 +216,8 @@ def test_changes_by_another_process_are_seen_at_once(tmp_path: Path) -> None:
         ):
             indexed, plain = grep_both(router, **args)
             assert indexed == plain, (step, args)
+        indexed, plain = grep_both(router, "glob", pattern="**/*.py")
+        assert indexed == plain, step
         # The index comes back after a rule change (rebuilt in the background).
         warm(tmp_path)
 

@@ -146,6 +146,7 @@ def glob(
     require_git: bool = False,
     follow_symlinks: bool = False,
     threads: int = 0,
+    index: bool = True,
 ) -> GlobResult: ...
 
 # --- File tools (rust/src/py/files.rs): confined reads, atomic writes, edit, apply_patch ---

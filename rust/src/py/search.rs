@@ -286,7 +286,7 @@ impl PyGlobResult {
 #[pyfunction]
 #[pyo3(name = "glob", signature = (
     confinement, pattern, path=None, *, sort="modified", hidden=false, no_ignore=false,
-    require_git=false, follow_symlinks=false, threads=0
+    require_git=false, follow_symlinks=false, threads=0, index=true
 ))]
 #[allow(clippy::too_many_arguments)]
 fn glob_files(
@@ -300,6 +300,7 @@ fn glob_files(
     require_git: bool,
     follow_symlinks: bool,
     threads: usize,
+    index: bool,
 ) -> PyResult<PyGlobResult> {
     let roots = &confinement.get().roots;
     let sort = match sort {
@@ -329,8 +330,11 @@ fn glob_files(
     };
     py.detach(|| {
         let walker = Walker::new(roots, path, walk)?;
+        let indexed = index
+            .then(|| search_index::glob(roots, &walker, sort))
+            .flatten();
         Ok(PyGlobResult {
-            outcome: globbing::run(&walker, sort),
+            outcome: indexed.unwrap_or_else(|| globbing::run(&walker, sort)),
         })
     })
     .map_err(|e| search_err(py, e))

@@ -195,10 +195,14 @@ impl Found<'_> {
             At::Name(dir, name) => statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?,
             At::Open(fd) => fstat(fd).ok()?,
         };
-        let secs = u64::try_from(st.st_mtime).ok()?;
-        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
-        Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
+        mtime(&st)
     }
+}
+
+fn mtime(st: &Stat) -> Option<SystemTime> {
+    let secs = u64::try_from(st.st_mtime).ok()?;
+    let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
 fn read_flags() -> OFlags {
@@ -501,6 +505,13 @@ impl Walker {
             flags |= OFlags::NOFOLLOW;
         }
         regular_file(open_beneath(root.as_fd(), rel, flags)?)
+    }
+
+    /// Modification time of a file found by an earlier walk, by its root-relative path, looked
+    /// up beneath the root without following any symlink.
+    pub fn modified_beneath(root: &OwnedFd, rel: &Path) -> Option<SystemTime> {
+        let fd = open_beneath(root.as_fd(), rel, OFlags::PATH | OFlags::NOFOLLOW).ok()?;
+        mtime(&fstat(&fd).ok()?)
     }
 
     /// Open what a symlink leads to, beneath the root. A relative target is resolved from the

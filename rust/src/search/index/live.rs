@@ -388,6 +388,17 @@ impl State {
         Some((picks, stats))
     }
 
+    /// Every file the walk of `w` would yield (root-relative) and its skip counts, `files`
+    /// included; `None` when the start is not covered.
+    pub(crate) fn list(&self, w: &Walker) -> Option<(Vec<PathBuf>, crate::search::SkipStats)> {
+        let mut paths = Vec::new();
+        let mut stats = self.tree.replay(w, |dir, name, _| {
+            paths.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+        })?;
+        stats.files = paths.len() as u64;
+        Some((paths, stats))
+    }
+
     pub(crate) fn files(&self) -> usize {
         self.tree.file_count()
     }

@@ -1,9 +1,11 @@
 //! A warm workspace index for grep (issue 16): trigrams of every file the default walk admits,
 //! kept fresh by an inotify watch, so a query reads only the files that can match. The answer
 //! is always the unindexed one: the real searcher runs on every candidate, and the walk's skip
-//! counts are replayed from what the index recorded. See docs/search.md.
+//! counts are replayed from what the index recorded. glob lists files from it too. See
+//! docs/search.md.
 
 mod build;
+mod listing;
 mod live;
 mod plan;
 mod postings;
@@ -17,6 +19,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::confine::Roots;
+use crate::search::glob::{GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOutcome};
 use crate::search::walker::Walker;
 
@@ -43,6 +46,16 @@ pub fn grep(roots: &Roots, grep: &Grep, pattern: &str, walker: &Walker) -> Optio
     let key = key_of(walker)?;
     let index = registry::lookup(&key, roots)?;
     query::grep(&index, grep, pattern, walker)
+}
+
+/// glob through the index when one is ready for this walk, else `None` (walk as today).
+pub fn glob(roots: &Roots, walker: &Walker, sort: GlobSort) -> Option<GlobOutcome> {
+    if !registry::enabled() {
+        return None;
+    }
+    let key = key_of(walker)?;
+    let index = registry::lookup(&key, roots)?;
+    listing::glob(&index, walker, sort)
 }
 
 /// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready
