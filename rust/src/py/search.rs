@@ -227,10 +227,11 @@ fn grep_files(
     py.detach(|| {
         let grep = Grep::new(pattern, opts)?;
         let walker = Walker::new(roots, path, walk)?;
-        let indexed = index
-            .then(|| search_index::grep(roots, &grep, pattern, &walker))
-            .flatten();
-        let outcome = indexed.unwrap_or_else(|| grep.run(&walker));
+        let outcome = if index {
+            search_index::grep(roots, &grep, pattern, &walker, || grep.run(&walker))
+        } else {
+            grep.run(&walker)
+        };
         Ok(PyGrepResult {
             grep,
             outcome,
@@ -330,12 +331,13 @@ fn glob_files(
     };
     py.detach(|| {
         let walker = Walker::new(roots, path, walk)?;
-        let indexed = index
-            .then(|| search_index::glob(roots, &walker, sort))
-            .flatten();
-        Ok(PyGlobResult {
-            outcome: indexed.unwrap_or_else(|| globbing::run(&walker, sort)),
-        })
+        let scan = || globbing::run(&walker, sort);
+        let outcome = if index {
+            search_index::glob(roots, &walker, sort, scan)
+        } else {
+            scan()
+        };
+        Ok(PyGlobResult { outcome })
     })
     .map_err(|e| search_err(py, e))
 }

@@ -37,25 +37,50 @@ fn key_of(walker: &Walker) -> Option<live::Key> {
     })
 }
 
-/// grep through the index when one is ready for this walk, else `None` (scan as today). The
-/// walker must be unused; it only provides the start, the filters and the display.
-pub fn grep(roots: &Roots, grep: &Grep, pattern: &str, walker: &Walker) -> Option<GrepOutcome> {
-    if !registry::enabled() {
-        return None;
-    }
-    let key = key_of(walker)?;
-    let index = registry::lookup(&key, roots)?;
-    query::grep(&index, grep, pattern, walker)
+/// grep through the index when one is ready for this walk and can answer, else `scan` (the
+/// unindexed search); a scan counts towards starting the index. The walker only provides the
+/// start, the filters and the display to the index; `scan` may consume it.
+pub fn grep(
+    roots: &Roots,
+    grep: &Grep,
+    pattern: &str,
+    walker: &Walker,
+    scan: impl FnOnce() -> GrepOutcome,
+) -> GrepOutcome {
+    answer(
+        roots,
+        walker,
+        |ix| query::grep(ix, grep, pattern, walker),
+        scan,
+    )
 }
 
-/// glob through the index when one is ready for this walk, else `None` (walk as today).
-pub fn glob(roots: &Roots, walker: &Walker, sort: GlobSort) -> Option<GlobOutcome> {
-    if !registry::enabled() {
-        return None;
+/// glob through the index when it can answer, else `scan` (the walk).
+pub fn glob(
+    roots: &Roots,
+    walker: &Walker,
+    sort: GlobSort,
+    scan: impl FnOnce() -> GlobOutcome,
+) -> GlobOutcome {
+    answer(roots, walker, |ix| listing::glob(ix, walker, sort), scan)
+}
+
+fn answer<T>(
+    roots: &Roots,
+    walker: &Walker,
+    indexed: impl FnOnce(&live::Index) -> Option<T>,
+    scan: impl FnOnce() -> T,
+) -> T {
+    let key = registry::enabled().then(|| key_of(walker)).flatten();
+    let Some(key) = key else {
+        return scan();
+    };
+    if let Some(out) = registry::ready(&key).and_then(|ix| indexed(&ix)) {
+        return out;
     }
-    let key = key_of(walker)?;
-    let index = registry::lookup(&key, roots)?;
-    listing::glob(&index, walker, sort)
+    let out = scan();
+    registry::scanned(&key, roots);
+    out
 }
 
 /// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready

@@ -37,25 +37,30 @@ fn ttl() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The ready index for `key`, if any; notes the query and starts a build when due.
-pub(crate) fn lookup(key: &Key, roots: &Roots) -> Option<Arc<Index>> {
+/// The ready index for `key`, if any.
+pub(crate) fn ready(key: &Key) -> Option<Arc<Index>> {
+    with(|map| match map.get(key) {
+        Some(Entry::Live(ix)) if ix.phase() == Phase::Ready => Some(Arc::clone(ix)),
+        _ => None,
+    })
+}
+
+/// A query on `key` was answered by a scan: note it, or start the build on the second one (or
+/// again once broken). Called after the scan returns, so the build never slows the query that
+/// starts it.
+pub(crate) fn scanned(key: &Key, roots: &Roots) {
     with(|map| match map.get(key) {
         None => {
             map.insert(key.clone(), Entry::Seen);
-            None
         }
         Some(Entry::Seen) => {
             start(map, key, roots);
-            None
         }
-        Some(Entry::Live(ix)) => match ix.phase() {
-            Phase::Ready => Some(Arc::clone(ix)),
-            Phase::Broken(_) => {
+        Some(Entry::Live(ix)) => {
+            if matches!(ix.phase(), Phase::Broken(_)) {
                 start(map, key, roots);
-                None
             }
-            Phase::Building | Phase::Unusable(_) => None,
-        },
+        }
     })
 }
 
