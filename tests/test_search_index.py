@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _search_helpers import call, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,7 +197,11 @@ elif step == "hidden":
 """
 
 
-def test_changes_by_another_process_are_seen_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watch", ["inotify", "checking"])
+def test_changes_by_another_process_are_seen_at_once(tmp_path: Path, monkeypatch: Any, watch: str) -> None:
+    if watch == "checking":
+        # No watch: every folder and file is checked before each answer instead.
+        monkeypatch.setenv("TOOLROUTE_SEARCH_INDEX_WATCH", "0")
     write(tmp_path, ".gitignore", "*.log\n")
     write(tmp_path, "d0/a.py", "alpha\n")
     write(tmp_path, "d0/b.txt", "needle\n")
@@ -206,6 +211,7 @@ def test_changes_by_another_process_are_seen_at_once(tmp_path: Path) -> None:
     write(tmp_path, "d1/f.py", "alpha\n")
     router = router_for(tmp_path)
     warm(tmp_path)
+    assert _core.search_index_stats(confinement(tmp_path))["watching"] == (watch == "inotify")
     steps = ["edit", "create", "delete", "rename", "binary", "replace", "swap", "hidden", "gitignore", "ungitignore"]
     for step in steps:
         subprocess.run([sys.executable, "-c", CHANGES, str(tmp_path), step], check=True)

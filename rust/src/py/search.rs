@@ -380,7 +380,8 @@ fn search_index_warm(
 }
 
 /// What the grep index for the root holding `path` holds: state, files, bytes indexed, memory
-/// bytes, dirty files, watched folders, queries served, build seconds.
+/// bytes, dirty files, watched folders, whether it is watching (else checking), queries served,
+/// build seconds.
 #[pyfunction]
 #[pyo3(signature = (confinement, path=None, *, hidden=false, no_ignore=false))]
 fn search_index_stats<'py>(
@@ -401,6 +402,7 @@ fn search_index_stats<'py>(
     d.set_item("memory", s.memory)?;
     d.set_item("dirty", s.dirty)?;
     d.set_item("watched", s.watched)?;
+    d.set_item("watching", s.watching)?;
     d.set_item("served", s.served)?;
     d.set_item("build_seconds", s.build_seconds)?;
     Ok(d)

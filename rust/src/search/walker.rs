@@ -83,8 +83,9 @@ pub struct Walker {
 
 /// What a walk decided, for an index that replays it later (`search::index`).
 pub(crate) trait Observer: Send + Sync {
-    /// A directory about to be listed (root-relative): watched before it is read.
-    fn listing(&self, real: &Path);
+    /// A directory about to be listed (root-relative, `fd` open on it): watched before it is
+    /// read.
+    fn listing(&self, real: &Path, fd: BorrowedFd<'_>);
     /// An entry counted as hidden (else ignored); `rel` is below the start.
     fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool);
 }
@@ -902,7 +903,7 @@ impl Engine<'_> {
             None => None,
         };
         if let Some(o) = &w.observer {
-            o.listing(real);
+            o.listing(real, fd.as_fd());
         }
         let mut dir = match Dir::new(fd) {
             Ok(dir) => dir,

@@ -2,6 +2,7 @@
 //! lists, admits and skips is recorded, and (for a full build) each file's trigrams.
 
 use std::io::Read;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::postings::{Shard, ShardBuilder};
 use super::tree::Listing;
 use super::trigram::Extractor;
+use super::validate::dir_stamp;
 use super::watch::Watch;
 use crate::confine::Roots;
 use crate::search::walker::{Found, Observer, PerFile, WalkOptions, Walker};
@@ -40,6 +42,8 @@ pub(crate) fn ident_of(meta: &std::fs::Metadata) -> Ident {
 
 pub(crate) struct Built {
     pub(crate) listing: Listing,
+    /// Some folder is not watched: changes must be found by checking (`validate.rs`).
+    pub(crate) unwatched: bool,
     pub(crate) shards: Vec<Shard>,
     pub(crate) facts: Vec<(u32, Facts)>,
     pub(crate) bytes: u64,
@@ -48,18 +52,24 @@ pub(crate) struct Built {
 /// What the walk saw besides files, and whether it can be trusted.
 struct Recorder {
     start: PathBuf,
-    watch: Arc<Watch>,
+    watch: Option<Arc<Watch>>,
     seen: Mutex<Listing>,
     failed: AtomicBool,
+    /// A folder could not be watched (out of watches, or it vanished).
+    unwatched: AtomicBool,
 }
 
 impl Observer for Recorder {
-    fn listing(&self, real: &Path) {
-        if self.watch.add(real).is_err() {
-            // Out of watches (or the folder vanished): changes there could go unseen.
-            self.failed.store(true, Ordering::Relaxed);
+    fn listing(&self, real: &Path, fd: BorrowedFd<'_>) {
+        if let Some(watch) = &self.watch {
+            if watch.add(real).is_err() {
+                self.unwatched.store(true, Ordering::Relaxed);
+            }
         }
-        lock(&self.seen).listed.push(real.to_path_buf());
+        let stamp = dir_stamp(fd);
+        let mut seen = lock(&self.seen);
+        seen.listed.push(real.to_path_buf());
+        seen.stamps.push((real.to_path_buf(), stamp));
     }
 
     fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool) {
@@ -158,14 +168,14 @@ pub(crate) fn walk_options(hidden: bool, no_ignore: bool, require_git: bool) -> 
     }
 }
 
-/// Walk `dir` (absolute, beneath a root of `roots`); with `grams`, read every file. Ids are
-/// taken from `ids`. `None` when the walk met anything an index cannot reproduce (errors,
-/// links leading outside) or a folder could not be watched.
+/// Walk `dir` (absolute, beneath a root of `roots`), watching each folder before it is listed;
+/// with `grams`, read every file. Ids are taken from `ids`. `None` when the walk met anything an
+/// index cannot reproduce (errors, links leading outside).
 pub(crate) fn walk(
     roots: &Roots,
     dir: &Path,
     opts: WalkOptions,
-    watch: &Arc<Watch>,
+    watch: Option<&Arc<Watch>>,
     ids: &AtomicU32,
     grams: bool,
 ) -> Option<Built> {
@@ -176,9 +186,10 @@ pub(crate) fn walk(
     }
     let recorder = Arc::new(Recorder {
         start: start.to_path_buf(),
-        watch: Arc::clone(watch),
+        watch: watch.cloned(),
         seen: Mutex::new(Listing::default()),
         failed: AtomicBool::new(false),
+        unwatched: AtomicBool::new(false),
     });
     walker.observe(recorder.clone());
     let out: Mutex<Gathered> = Mutex::new((Vec::new(), Vec::new(), Vec::new(), 0));
@@ -204,6 +215,7 @@ pub(crate) fn walk(
     listing.files = files;
     Some(Built {
         listing,
+        unwatched: recorder.unwatched.load(Ordering::Relaxed),
         shards,
         facts,
         bytes,

@@ -16,6 +16,7 @@ use super::plan::Query;
 use super::postings::{matches, Bits, Postings};
 use super::tree::Tree;
 use super::trigram::Extractor;
+use super::validate;
 use super::watch::{Mark, Watch};
 use crate::confine::Roots;
 use crate::search::walker::{WalkOptions, Walker};
@@ -125,7 +126,8 @@ impl Index {
     }
 
     /// Build on the calling (background) thread; the watch starts first so nothing that
-    /// changes during the walk goes unseen.
+    /// changes during the walk goes unseen. Without a watch (`TOOLROUTE_SEARCH_INDEX_WATCH=0`,
+    /// no inotify, out of watches) the index is checked before each answer instead.
     pub(crate) fn build(&self) {
         let began = Instant::now();
         let pending = Arc::clone(&self.pending);
@@ -136,18 +138,26 @@ impl Index {
             }
             lock(&pending).push(m)
         });
-        let watch = match Watch::start(&self.key.root, sink) {
-            Ok(w) => Arc::new(w),
-            Err(e) => return self.give_up(Phase::Unusable(format!("cannot watch: {e}"))),
-        };
-        *lock(&self.watch) = Some(Arc::clone(&watch));
+        let wanted = std::env::var("TOOLROUTE_SEARCH_INDEX_WATCH").map_or(true, |v| v != "0");
+        let watch = wanted
+            .then(|| Watch::start(&self.key.root, sink).ok())
+            .flatten()
+            .map(Arc::new);
+        *lock(&self.watch) = watch.clone();
         let opts = self.key.walk_options();
-        let Some(built) = build::walk(&self.roots, &self.key.root, opts, &watch, &self.ids, true)
-        else {
-            return self.give_up(Phase::Unusable(
-                "the walk met errors or could not watch".into(),
-            ));
+        let Some(built) = build::walk(
+            &self.roots,
+            &self.key.root,
+            opts,
+            watch.as_ref(),
+            &self.ids,
+            true,
+        ) else {
+            return self.give_up(Phase::Unusable("the walk met errors".into()));
         };
+        if built.unwatched {
+            self.stop_watching();
+        }
         let len = self.ids.load(Ordering::Relaxed);
         let mut facts = vec![Facts::default(); len as usize];
         for (id, f) in built.facts {
@@ -166,6 +176,10 @@ impl Index {
         state.bytes = built.bytes;
         state.build_time = Some(began.elapsed());
         state.phase = Phase::Ready;
+    }
+
+    pub(crate) fn watching(&self) -> bool {
+        lock(&self.watch).is_some()
     }
 
     fn give_up(&self, phase: Phase) {
@@ -205,19 +219,27 @@ impl Index {
     }
 
     /// Bring the index up to date with every change made before this call; the state, locked,
-    /// when it can answer.
+    /// when it can answer. With the watch, a barrier makes sure its events are in; without it
+    /// (or once it lost events), every folder and file is checked.
     pub(crate) fn fresh(&self) -> Option<MutexGuard<'_, State>> {
-        let watch = lock(&self.watch).clone()?;
-        if !watch.barrier() {
-            lock(&self.state).phase = Phase::Broken("the watch barrier timed out".into());
-            return None;
+        let mut watch = lock(&self.watch).clone();
+        if watch.as_ref().is_some_and(|w| !w.barrier()) {
+            self.stop_watching();
+            watch = None;
         }
         let mut state = lock(&self.state);
         if state.phase != Phase::Ready {
             return None;
         }
-        let marks = std::mem::take(&mut *lock(&self.pending));
-        if let Err(why) = self.apply(&mut state, marks, &watch) {
+        let mut marks = std::mem::take(&mut *lock(&self.pending));
+        if marks.iter().any(|m| matches!(m, Mark::Lost)) {
+            self.stop_watching();
+            watch = None;
+        }
+        if watch.is_none() {
+            marks.extend(self.check(&state)?);
+        }
+        if let Err(why) = self.apply(&mut state, marks, watch.as_ref()) {
             state.phase = Phase::Broken(why);
             return None;
         }
@@ -225,12 +247,34 @@ impl Index {
         Some(state)
     }
 
-    fn apply(&self, state: &mut State, marks: Vec<Mark>, watch: &Arc<Watch>) -> Result<(), String> {
+    /// What changed, found by looking at every listed folder and indexed file.
+    fn check(&self, state: &State) -> Option<Vec<Mark>> {
+        let root = rustix::fs::open(
+            &self.key.root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()?;
+        let dirs = state.tree.dirs.iter().map(|(d, n)| (d, n.stamp));
+        let files = state.tree.files().filter_map(|(dir, name, id)| {
+            let ident = state.ident(id)?;
+            Some((dir.join(std::ffi::OsStr::from_bytes(name)), ident))
+        });
+        Some(validate::check(&root, dirs, files))
+    }
+
+    fn apply(
+        &self,
+        state: &mut State,
+        marks: Vec<Mark>,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
         let mut relist: Vec<PathBuf> = Vec::new();
         let mut dirty: Vec<PathBuf> = Vec::new();
         for mark in marks {
             match mark {
                 Mark::Broken(why) => return Err(why),
+                Mark::Lost => {}
                 Mark::Relist(d) => relist.push(d),
                 Mark::Dirty(p) => dirty.push(p),
             }
@@ -257,7 +301,12 @@ impl Index {
     }
 
     /// List `dir` again (with the same rules): known files keep their id, new ones are dirty.
-    fn relist(&self, state: &mut State, dir: &Path, watch: &Arc<Watch>) -> Result<(), String> {
+    fn relist(
+        &self,
+        state: &mut State,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
         let abs = self.key.root.join(dir);
         let opts = self.key.walk_options();
         let built = build::walk(&self.roots, &abs, opts, watch, &self.ids, false)

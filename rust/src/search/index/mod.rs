@@ -13,6 +13,7 @@ mod query;
 mod registry;
 mod tree;
 mod trigram;
+mod validate;
 mod watch;
 
 use std::path::Path;
@@ -114,6 +115,8 @@ pub struct IndexStats {
     pub memory: usize,
     pub dirty: usize,
     pub watched: usize,
+    /// Kept fresh by the watch (else by checking every file before each answer).
+    pub watching: bool,
     pub served: u64,
     pub build_seconds: Option<f64>,
 }
@@ -140,6 +143,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
         memory: state.memory(),
         dirty: state.dirty(),
         watched,
+        watching: index.watching(),
         served: index.served.load(std::sync::atomic::Ordering::Relaxed),
         build_seconds: state.build_time.map(|d| d.as_secs_f64()),
     }

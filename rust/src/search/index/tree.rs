@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
+use super::validate::DirStamp;
 use crate::search::walker::Walker;
 use crate::search::SkipStats;
 
@@ -17,6 +18,8 @@ pub(crate) struct DirNode {
     pub(crate) dirs: Vec<Box<[u8]>>,
     /// Name, is a directory, hidden (else ignored).
     pub(crate) skipped: Vec<(Box<[u8]>, bool, bool)>,
+    /// The folder and its rule files as they were when it was listed.
+    pub(crate) stamp: DirStamp,
 }
 
 /// Listed directories by root-relative path (the root is `""`).
@@ -41,6 +44,7 @@ pub(crate) struct Listing {
     pub(crate) listed: Vec<PathBuf>,
     pub(crate) files: Vec<(PathBuf, u32)>,
     pub(crate) skipped: Vec<(PathBuf, bool, bool)>,
+    pub(crate) stamps: Vec<(PathBuf, DirStamp)>,
 }
 
 impl Tree {
@@ -48,6 +52,11 @@ impl Tree {
     pub(crate) fn insert(&mut self, start: &Path, listing: Listing) {
         for dir in &listing.listed {
             self.dirs.entry(dir.clone()).or_default();
+        }
+        for (dir, stamp) in listing.stamps {
+            if let Some(node) = self.dirs.get_mut(&dir) {
+                node.stamp = stamp;
+            }
         }
         for dir in &listing.listed {
             if dir.as_path() != start {
@@ -95,6 +104,13 @@ impl Tree {
             .iter()
             .find(|(n, _)| &**n == name)
             .map(|&(_, id)| id)
+    }
+
+    /// Every indexed file: its folder, name and id.
+    pub(crate) fn files(&self) -> impl Iterator<Item = (&PathBuf, &[u8], u32)> {
+        self.dirs
+            .iter()
+            .flat_map(|(d, n)| n.files.iter().map(move |(name, id)| (d, &**name, *id)))
     }
 
     pub(crate) fn file_count(&self) -> usize {

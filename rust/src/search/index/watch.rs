@@ -24,8 +24,11 @@ pub(crate) enum Mark {
     Relist(PathBuf),
     /// This file's content may have changed: search it from disk until it is re-read.
     Dirty(PathBuf),
-    /// The index can no longer be trusted (ignore rules changed, events lost).
+    /// The index can no longer be trusted (ignore rules changed, the root moved).
     Broken(String),
+    /// Events were lost (queue overflow, read error): only checking every file can tell what
+    /// changed.
+    Lost,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -201,14 +204,14 @@ fn read_loop(mut inotify: Inotify, shared: &Shared, sink: &dyn Fn(Mark)) {
         let events = match inotify.read_events(&mut buf) {
             Ok(events) => events,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => {
-                sink(Mark::Broken(format!("reading inotify events: {e}")));
+            Err(_) => {
+                sink(Mark::Lost);
                 return;
             }
         };
         for ev in events {
             if ev.mask.contains(EventMask::Q_OVERFLOW) {
-                sink(Mark::Broken("inotify queue overflowed".into()));
+                sink(Mark::Lost);
                 continue;
             }
             let entry = lock(&shared.paths).get(&ev.wd).cloned();
