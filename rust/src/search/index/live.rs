@@ -255,12 +255,7 @@ impl Index {
             rustix::fs::Mode::empty(),
         )
         .ok()?;
-        let dirs = state.tree.dirs.iter().map(|(d, n)| (d, n.stamp));
-        let files = state.tree.files().filter_map(|(dir, name, id)| {
-            let ident = state.ident(id)?;
-            Some((dir.join(std::ffi::OsStr::from_bytes(name)), ident))
-        });
-        Some(validate::check(&root, dirs, files))
+        Some(validate::check(&root, &state.tree, |id| state.ident(id)))
     }
 
     fn apply(

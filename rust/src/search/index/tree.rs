@@ -106,13 +106,6 @@ impl Tree {
             .map(|&(_, id)| id)
     }
 
-    /// Every indexed file: its folder, name and id.
-    pub(crate) fn files(&self) -> impl Iterator<Item = (&PathBuf, &[u8], u32)> {
-        self.dirs
-            .iter()
-            .flat_map(|(d, n)| n.files.iter().map(move |(name, id)| (d, &**name, *id)))
-    }
-
     pub(crate) fn file_count(&self) -> usize {
         self.dirs.values().map(|n| n.files.len()).sum()
     }

@@ -2,14 +2,18 @@
 //! answer every listed folder, its rule files and every indexed file are looked at again, and
 //! what changed is marked as the watcher would have marked it.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use rustix::fs::{fstat, statat, AtFlags, Stat};
+use rustix::fs::{fstat, statat, AtFlags, OFlags, Stat};
 
+use super::tree::{DirNode, Tree};
 use super::watch::Mark;
+use crate::search::beneath::open_beneath;
 
 /// Inode and change time of something, or `None` when it is missing.
 pub(crate) type Stamp = Option<(u64, i128)>;
@@ -44,53 +48,89 @@ pub(crate) fn dir_stamp(fd: BorrowedFd<'_>) -> DirStamp {
     out
 }
 
-/// Marks for what changed since the stamps were taken: `dirs` are listed folders
-/// (root-relative) with their stamps, `files` indexed files with their identity (inode, size,
-/// change time) when known.
-pub(crate) fn check<'a>(
+/// Marks for what changed since the stamps were taken, folder by folder: each listed folder is
+/// opened once (beneath the root) and its stamp, rule files and indexed files (with their
+/// identity when known: a dirty file is searched anyway) looked at relative to it.
+pub(crate) fn check(
     root: &OwnedFd,
-    dirs: impl Iterator<Item = (&'a PathBuf, DirStamp)>,
-    files: impl Iterator<Item = (PathBuf, (u64, u64, i128))>,
+    tree: &Tree,
+    ident: impl Fn(u32) -> Option<(u64, u64, i128)> + Sync,
 ) -> Vec<Mark> {
-    let mut marks = Vec::new();
-    for (dir, was) in dirs {
-        let now = stamp_at(root, dir);
-        if now.rules != was.rules {
-            marks.push(Mark::Broken(format!("rules changed in {dir:?}")));
-            return marks;
+    let dirs: Vec<(&PathBuf, &DirNode)> = tree.dirs.iter().collect();
+    let next = AtomicUsize::new(0);
+    let found = Mutex::new(Vec::new());
+    let work = || {
+        let mut marks = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some((dir, node)) = dirs.get(i) else {
+                break;
+            };
+            check_dir(root, dir, node, &ident, &mut marks);
         }
-        if now.dir != was.dir {
-            marks.push(Mark::Relist(dir.clone()));
+        found
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(marks);
+    };
+    // As many threads as a walk would use (this is a walk's worth of system calls), but none
+    // for a small tree, where starting one costs more.
+    let threads = if dirs.len() < 64 {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(12))
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
         }
+        work();
+    });
+    let marks = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    match marks.iter().position(|m| matches!(m, Mark::Broken(_))) {
+        Some(i) => vec![marks.into_iter().nth(i).unwrap_or(Mark::Lost)],
+        None => marks,
     }
-    for (path, ident) in files {
-        let now = statat(root.as_fd(), &path, AtFlags::SYMLINK_NOFOLLOW)
-            .ok()
-            .map(|st| (st.st_ino, st.st_size as u64, stamp(&st).1));
-        if now != Some(ident) {
-            marks.push(Mark::Dirty(path));
-        }
-    }
-    marks
 }
 
-/// The stamp of the folder `dir` (root-relative), looked up by path from the root.
-fn stamp_at(root: &OwnedFd, dir: &Path) -> DirStamp {
-    let at = |rel: &Path| {
-        let st = if rel.as_os_str().is_empty() {
-            fstat(root)
-        } else {
-            statat(root.as_fd(), rel, AtFlags::SYMLINK_NOFOLLOW)
-        };
-        st.ok().map(|st| stamp(&st))
+fn check_dir(
+    root: &OwnedFd,
+    dir: &Path,
+    node: &DirNode,
+    ident: &impl Fn(u32) -> Option<(u64, u64, i128)>,
+    marks: &mut Vec<Mark>,
+) {
+    let opened;
+    let fd = if dir.as_os_str().is_empty() {
+        root.as_fd()
+    } else {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+        match open_beneath(root.as_fd(), dir, flags) {
+            Ok(fd) => {
+                opened = fd;
+                opened.as_fd()
+            }
+            Err(_) => {
+                // Gone or replaced: its parent's stamp has changed too.
+                return marks.push(Mark::Relist(dir.to_path_buf()));
+            }
+        }
     };
-    let mut out = DirStamp {
-        dir: at(dir),
-        rules: [None; 4],
-    };
-    for (slot, name) in out.rules.iter_mut().zip(RULES) {
-        let name = std::ffi::OsStr::from_bytes(name.to_bytes());
-        *slot = at(&dir.join(name));
+    let now = dir_stamp(fd);
+    if now.rules != node.stamp.rules {
+        return marks.push(Mark::Broken(format!("rules changed in {dir:?}")));
     }
-    out
+    if now.dir != node.stamp.dir {
+        marks.push(Mark::Relist(dir.to_path_buf()));
+    }
+    for (name, id) in &node.files {
+        let Some(was) = ident(*id) else { continue };
+        let name = OsStr::from_bytes(name);
+        let now = statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| (st.st_ino, st.st_size as u64, stamp(&st).1));
+        if now != Some(was) {
+            marks.push(Mark::Dirty(dir.join(name)));
+        }
+    }
 }
