@@ -93,6 +93,8 @@ queries = st.fixed_dictionaries(
         "glob": st.sampled_from(GLOBS),
         "type": st.sampled_from(TYPES),
         "multiline": st.booleans(),
+        "hidden": st.booleans(),
+        "no_ignore": st.booleans(),
     }
 )
 
@@ -132,6 +134,9 @@ def test_indexed_output_equals_unindexed(seed: int, qs: list[dict[str, Any]], st
         router = router_for(root)
         warm(root)
         assert _core.search_index_stats(confinement(root))["state"] == "ready"
+        for hidden in (False, True):
+            for no_ignore in (False, True):
+                assert _core.search_index_warm(confinement(root), timeout=30, hidden=hidden, no_ignore=no_ignore)
         from_root = 0
         for q, s in zip(qs, starts, strict=False):
             path = dirs[s % len(dirs)] or None
@@ -139,10 +144,16 @@ def test_indexed_output_equals_unindexed(seed: int, qs: list[dict[str, Any]], st
             indexed, plain = grep_both(router, path=path, **q)
             assert indexed == plain, (q, path)
             sort = "path" if s % 2 else "modified"
-            indexed, plain = grep_both(router, "glob", pattern=q["glob"] or "*.py", path=path, sort=sort)
+            pattern = q["glob"] or "*.py"
+            indexed, plain = grep_both(router, "glob", pattern=pattern, path=path, sort=sort, hidden=q["hidden"])
             assert indexed == plain, ("glob", q["glob"], path)
         # Queries from the root are answered by the index (those in hidden or ignored folders scan).
-        assert _core.search_index_stats(confinement(root))["served"] >= from_root
+        served = sum(
+            _core.search_index_stats(confinement(root), hidden=h, no_ignore=n)["served"]
+            for h in (False, True)
+            for n in (False, True)
+        )
+        assert served >= from_root
 
 
 def test_an_index_serves_and_reports_itself(tmp_path: Path) -> None:
