@@ -11,6 +11,7 @@ mod plan;
 mod postings;
 mod query;
 mod registry;
+mod state;
 mod tree;
 mod trigram;
 mod validate;
