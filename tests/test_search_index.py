@@ -279,3 +279,50 @@ def test_an_unused_index_is_evicted(tmp_path: Path, monkeypatch: Any) -> None:
     while _core.search_index_stats(confinement(tmp_path))["state"] != "none":
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def random_change(root: Path, rng: random.Random) -> str:
+    """Python source for one random change to the tree (run by another process)."""
+    files = [p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
+    dirs = [root] + [p for p in root.rglob("*") if p.is_dir() and ".git" not in p.parts]
+    new_dir = rng.choice(dirs) / f"n{rng.randrange(1000)}"
+    text = rng.choice(["needle\n", "hay stack\n", "Needle beta\n", "needle\x00bin\n"])
+    ops = [f"open({str(new_dir) + '.py'!r}, 'w').write({text!r})"]
+    if files:
+        f = rng.choice(files)
+        ops += [
+            f"open({str(f)!r}, 'a').write({text!r})",
+            f"os.remove({str(f)!r})",
+            f"os.rename({str(f)!r}, {str(rng.choice(dirs) / ('m' + f.name))!r})",
+            f"open({str(f) + '.tmp'!r}, 'w').write({text!r}); os.replace({str(f) + '.tmp'!r}, {str(f)!r})",
+        ]
+    ops.append(f"os.makedirs({str(new_dir / 'deep')!r}); open({str(new_dir / 'deep' / 'x.py')!r}, 'w').write({text!r})")
+    if len(dirs) > 2:
+        a, b = rng.sample(dirs[1:], 2)
+        if not (a in b.parents or b in a.parents):
+            ops.append(f"os.rename({str(a)!r}, {str(a) + '_'!r}); os.rename({str(b)!r}, {str(a)!r})")
+            ops.append(f"shutil.rmtree({str(b)!r})")
+            ops.append(f"os.rename({str(b)!r}, {str(a / ('r' + b.name))!r})")
+    ops.append(f"open({str(rng.choice(dirs) / '.hid.py')!r}, 'w').write({text!r})")
+    return "import os, shutil\n" + rng.choice(ops)
+
+
+@pytest.mark.parametrize("watch", ["inotify", "checking"])
+@pytest.mark.parametrize("seed", range(3))
+def test_random_changes_by_another_process(tmp_path: Path, monkeypatch: Any, watch: str, seed: int) -> None:
+    if watch == "checking":
+        monkeypatch.setenv("TOOLROUTE_SEARCH_INDEX_WATCH", "0")
+    rng = random.Random(seed)
+    random_tree(tmp_path, rng)
+    router = router_for(tmp_path)
+    warm(tmp_path)
+    for step in range(15):
+        code = random_change(tmp_path, rng)
+        subprocess.run([sys.executable, "-c", code], check=True)
+        for args in ({"pattern": "needle"}, {"pattern": "needle", "output_mode": "count", "glob": "*.py"}):
+            indexed, plain = grep_both(router, **args)
+            assert indexed == plain, (step, code, args)
+        indexed, plain = grep_both(router, "glob", pattern="*.py", sort="path")
+        assert indexed == plain, (step, code)
+        if _core.search_index_stats(confinement(tmp_path))["state"] != "ready":
+            warm(tmp_path)  # a rule file changed: rebuilt

@@ -79,6 +79,8 @@ pub struct Walker {
     rules: Rules,
     /// Told what the walk lists and skips (the search index records it to replay it).
     observer: Option<Arc<dyn Observer>>,
+    /// List the start only: admitted folders are reported to the observer, not entered.
+    shallow: bool,
 }
 
 /// What a walk decided, for an index that replays it later (`search::index`).
@@ -88,6 +90,8 @@ pub(crate) trait Observer: Send + Sync {
     fn listing(&self, real: &Path, fd: BorrowedFd<'_>);
     /// An entry counted as hidden (else ignored); `rel` is below the start.
     fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool);
+    /// A folder admitted but not entered (a shallow walk), root-relative.
+    fn subdir(&self, _real: &Path) {}
 }
 
 /// The caller's glob and type filters, applied after the ignore rules.
@@ -385,6 +389,7 @@ impl Walker {
             filters: Filters::new(filter, types),
             rules,
             observer: None,
+            shallow: false,
         })
     }
 
@@ -408,6 +413,11 @@ impl Walker {
 
     pub(crate) fn observe(&mut self, observer: Arc<dyn Observer>) {
         self.observer = Some(observer);
+    }
+
+    /// List the start folder only (an index re-listing one folder's entries).
+    pub(crate) fn shallow(&mut self) {
+        self.shallow = true;
     }
 
     pub(crate) fn options(&self) -> &WalkOptions {
@@ -967,7 +977,11 @@ impl Engine<'_> {
             if !w.admit(&rules, &child, name.as_bytes(), is_dir, stats) {
                 continue;
             }
-            if is_dir {
+            if is_dir && w.shallow {
+                if let Some(o) = &w.observer {
+                    o.subdir(&real.join(bytes_path(name.as_bytes())));
+                }
+            } else if is_dir {
                 let real = real.join(bytes_path(name.as_bytes()));
                 self.push(Item::Dir {
                     at: DirAt::Child(Arc::clone(&dir), name),

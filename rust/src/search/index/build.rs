@@ -72,6 +72,10 @@ impl Observer for Recorder {
         seen.stamps.push((real.to_path_buf(), stamp));
     }
 
+    fn subdir(&self, real: &Path) {
+        lock(&self.seen).subdirs.push(real.to_path_buf());
+    }
+
     fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool) {
         let path = self.start.join(rel);
         lock(&self.seen).skipped.push((path, is_dir, hidden));
@@ -168,18 +172,33 @@ pub(crate) fn walk_options(hidden: bool, no_ignore: bool, require_git: bool) -> 
     }
 }
 
-/// Walk `dir` (absolute, beneath a root of `roots`), watching each folder before it is listed;
-/// with `grams`, read every file. Ids are taken from `ids`. `None` when the walk met anything an
-/// index cannot reproduce (errors, links leading outside).
+/// How much of a folder a walk covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// Everything below, each file read for its trigrams (a build).
+    Build,
+    /// Everything below, files only listed (new or moved-in folders).
+    Tree,
+    /// The folder's own entries (a file created, removed or renamed in it).
+    Entries,
+}
+
+/// Walk `dir` (absolute, beneath a root of `roots`), watching each folder before it is listed.
+/// Ids are taken from `ids`. `None` when the walk met anything an index cannot reproduce
+/// (errors, links leading outside).
 pub(crate) fn walk(
     roots: &Roots,
     dir: &Path,
     opts: WalkOptions,
     watch: Option<&Arc<Watch>>,
     ids: &AtomicU32,
-    grams: bool,
+    depth: Depth,
 ) -> Option<Built> {
+    let grams = depth == Depth::Build;
     let mut walker = Walker::new(roots, Some(dir.to_str()?), opts).ok()?;
+    if depth == Depth::Entries {
+        walker.shallow();
+    }
     let (start, is_dir) = walker.start();
     if !is_dir {
         return None;

@@ -60,6 +60,26 @@ pub(crate) struct Index {
     pub(crate) last_used: Mutex<Instant>,
 }
 
+/// Give a re-listing's files their ids: a known path keeps its id, and its trigrams only if
+/// it is the same file, not rewritten (an editor's save-by-rename, or another folder renamed
+/// into its name, change the identity without a write event); anything else is dirty.
+fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u32>) {
+    let idents: FxHashMap<u32, Ident> = built.facts.iter().map(|(id, f)| (*id, f.ident)).collect();
+    for (path, id) in built.listing.files.iter_mut() {
+        let now = idents.get(id).copied();
+        if let Some(&known) = old.get(path) {
+            *id = known;
+            if now.is_some() && now == state.ident(known) {
+                continue;
+            }
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        let path = path.clone();
+        state.over.insert(*id, Over::Dirty { seq, path });
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -126,7 +146,7 @@ impl Index {
             opts,
             watch.as_ref(),
             &self.ids,
-            true,
+            build::Depth::Build,
         ) else {
             return self.give_up(Phase::Unusable("the walk met errors".into()));
         };
@@ -188,7 +208,7 @@ impl Index {
         let known = lock(&self.state).tree.id(rel).is_some();
         let mut pending = lock(&self.pending);
         match (known, rel.parent()) {
-            (false, Some(parent)) => pending.push(Mark::Relist(parent.to_path_buf())),
+            (false, Some(parent)) => pending.push(Mark::Entries(parent.to_path_buf())),
             _ => pending.push(Mark::Dirty(rel.to_path_buf())),
         }
     }
@@ -240,13 +260,24 @@ impl Index {
         watch: Option<&Arc<Watch>>,
     ) -> Result<(), String> {
         let mut relist: Vec<PathBuf> = Vec::new();
+        let mut entries: Vec<PathBuf> = Vec::new();
         let mut dirty: Vec<PathBuf> = Vec::new();
         for mark in marks {
             match mark {
                 Mark::Broken(why) => return Err(why),
                 Mark::Lost => {}
                 Mark::Relist(d) => relist.push(d),
+                Mark::Entries(d) => entries.push(d),
                 Mark::Dirty(p) => dirty.push(p),
+            }
+        }
+        // Parents first: a folder a parent's listing dropped is skipped, one it found new was
+        // walked whole.
+        entries.sort();
+        entries.dedup();
+        for dir in entries {
+            if state.tree.dirs.contains_key(&dir) {
+                self.entries(state, &dir, watch)?;
             }
         }
         // Outermost first; a folder below one already re-listed is covered by it.
@@ -270,38 +301,53 @@ impl Index {
         Ok(())
     }
 
-    /// List `dir` again (with the same rules): known files keep their id, new ones are dirty.
+    /// List `dir` and everything below it again (with the same rules).
     fn relist(
         &self,
         state: &mut State,
         dir: &Path,
         watch: Option<&Arc<Watch>>,
     ) -> Result<(), String> {
+        let mut built = self.walk(dir, watch, build::Depth::Tree)?;
+        let old = state.tree.remove(dir);
+        adopt(state, &mut built, &old);
+        state.tree.insert(dir, built.listing);
+        Ok(())
+    }
+
+    /// List `dir`'s own entries again: its files and skipped entries are replaced, subfolders
+    /// gone are dropped, new ones are walked whole, the others keep their listings.
+    fn entries(
+        &self,
+        state: &mut State,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
+        let mut built = self.walk(dir, watch, build::Depth::Entries)?;
+        let old = state.tree.own_files(dir);
+        let before = state.tree.subdirs(dir);
+        adopt(state, &mut built, &old);
+        let after = built.listing.subdirs.clone();
+        for gone in before.iter().filter(|d| !after.contains(d)) {
+            state.tree.remove(gone);
+        }
+        state.tree.replace_entries(dir, built.listing);
+        for new in after.iter().filter(|d| !before.contains(d)) {
+            self.relist(state, new, watch)?;
+        }
+        Ok(())
+    }
+
+    fn walk(
+        &self,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+        depth: build::Depth,
+    ) -> Result<build::Built, String> {
         let abs = self.key.root.join(dir);
         let opts = self.key.walk_options();
-        let built = build::walk(&self.roots, &abs, opts, watch, &self.ids, false)
-            .ok_or_else(|| format!("re-listing {dir:?} failed"))?;
-        let old = state.tree.remove(dir);
-        let idents: FxHashMap<u32, Ident> =
-            built.facts.iter().map(|(id, f)| (*id, f.ident)).collect();
-        let mut listing = built.listing;
-        for (path, id) in listing.files.iter_mut() {
-            let now = idents.get(id).copied();
-            if let Some(&known) = old.get(path) {
-                *id = known;
-                // Same path, same file, not rewritten (an editor's save-by-rename, or another
-                // folder renamed into this name, change the identity without a write event).
-                if now.is_some() && now == state.ident(known) {
-                    continue;
-                }
-            }
-            state.seq += 1;
-            let seq = state.seq;
-            let path = path.clone();
-            state.over.insert(*id, Over::Dirty { seq, path });
-        }
-        state.tree.insert(dir, listing);
-        Ok(())
+        build::walk(&self.roots, &abs, opts, watch, &self.ids, depth)
+            .ok_or_else(|| format!("re-listing {dir:?} failed"))
     }
 
     /// Re-read some dirty files (off the lock) and fold their trigrams back in.

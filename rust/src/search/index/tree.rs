@@ -45,6 +45,8 @@ pub(crate) struct Listing {
     pub(crate) files: Vec<(PathBuf, u32)>,
     pub(crate) skipped: Vec<(PathBuf, bool, bool)>,
     pub(crate) stamps: Vec<(PathBuf, DirStamp)>,
+    /// Folders admitted but not entered (a shallow walk).
+    pub(crate) subdirs: Vec<PathBuf>,
 }
 
 impl Tree {
@@ -94,6 +96,36 @@ impl Tree {
             }
         }
         files
+    }
+
+    /// Put a shallow listing of `dir` in place of its own entries; its subfolders' listings stay.
+    pub(crate) fn replace_entries(&mut self, dir: &Path, listing: Listing) {
+        let dirs = listing.subdirs.iter().map(|d| name_of(d)).collect();
+        self.dirs.insert(dir.to_path_buf(), DirNode::default());
+        self.insert(dir, listing);
+        if let Some(node) = self.dirs.get_mut(dir) {
+            node.dirs = dirs;
+        }
+    }
+
+    /// The subfolders a folder's listing admitted, root-relative.
+    pub(crate) fn subdirs(&self, dir: &Path) -> Vec<PathBuf> {
+        self.dirs.get(dir).map_or_else(Vec::new, |n| {
+            n.dirs
+                .iter()
+                .map(|d| dir.join(OsStr::from_bytes(d)))
+                .collect()
+        })
+    }
+
+    /// The files a folder itself holds, by root-relative path.
+    pub(crate) fn own_files(&self, dir: &Path) -> FxHashMap<PathBuf, u32> {
+        self.dirs.get(dir).map_or_else(FxHashMap::default, |n| {
+            n.files
+                .iter()
+                .map(|(name, id)| (dir.join(OsStr::from_bytes(name)), *id))
+                .collect()
+        })
     }
 
     /// The id of an indexed file.

@@ -112,7 +112,7 @@ fn check_dir(
             }
             Err(_) => {
                 // Gone or replaced: its parent's stamp has changed too.
-                return marks.push(Mark::Relist(dir.to_path_buf()));
+                return marks.push(Mark::Entries(dir.to_path_buf()));
             }
         }
     };
@@ -121,7 +121,7 @@ fn check_dir(
         return marks.push(Mark::Broken(format!("rules changed in {dir:?}")));
     }
     if now.dir != node.stamp.dir {
-        marks.push(Mark::Relist(dir.to_path_buf()));
+        marks.push(Mark::Entries(dir.to_path_buf()));
     }
     for (name, id) in &node.files {
         let Some(was) = ident(*id) else { continue };

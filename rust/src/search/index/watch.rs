@@ -22,6 +22,8 @@ use rustc_hash::FxHashMap;
 pub(crate) enum Mark {
     /// Re-list this directory (root-relative) and what is below it.
     Relist(PathBuf),
+    /// Re-list this directory's own entries (new subfolders are walked whole).
+    Entries(PathBuf),
     /// This file's content may have changed: search it from disk until it is re-read.
     Dirty(PathBuf),
     /// The index can no longer be trusted (ignore rules changed, the root moved).
@@ -266,7 +268,11 @@ fn tree_event(dir: &Path, name: Option<&[u8]>, mask: EventMask, sink: &dyn Fn(Ma
     if mask.intersects(
         EventMask::CREATE | EventMask::DELETE | EventMask::MOVED_FROM | EventMask::MOVED_TO,
     ) {
-        sink(Mark::Relist(dir.to_path_buf()));
+        sink(Mark::Entries(dir.to_path_buf()));
+        if mask.contains(EventMask::ISDIR) {
+            // A folder moved in over a known name holds other files: walk it whole.
+            sink(Mark::Relist(path));
+        }
     } else if mask.contains(EventMask::ISDIR) {
         // Permissions of a folder: list it again.
         sink(Mark::Relist(path));
