@@ -115,8 +115,10 @@ impl State {
             .dirs
             .iter()
             .map(|(k, n)| {
+                // The map entry (key, node with its stamp) plus the names held.
                 k.as_os_str().len()
-                    + 96
+                    + size_of::<(PathBuf, super::tree::DirNode)>()
+                    + 16
                     + n.files.iter().map(|(f, _)| f.len() + 24).sum::<usize>()
                     + n.dirs.iter().map(|d| d.len() + 16).sum::<usize>()
                     + n.skipped
@@ -130,9 +132,9 @@ impl State {
             .values()
             .map(|o| match o {
                 Over::Dirty { path, .. } => path.as_os_str().len() + 48,
-                Over::Folded { grams, .. } => grams.len() * 4 + 48,
+                Over::Folded { grams, .. } => grams.len() * 4 + size_of::<Over>() + 8,
             })
             .sum();
-        self.postings.memory() + self.facts.capacity() * 2 + tree + over
+        self.postings.memory() + self.facts.capacity() * size_of::<Facts>() + tree + over
     }
 }
