@@ -122,7 +122,19 @@ def grep(
     text: bool = False,
     max_line_bytes: int = 8192,
     threads: int = 0,
+    index: bool = True,
 ) -> GrepResult: ...
+def search_index_warm(
+    confinement: Confinement,
+    path: str | None = None,
+    *,
+    timeout: float = 60.0,
+    hidden: bool = False,
+    no_ignore: bool = False,
+) -> bool: ...
+def search_index_stats(
+    confinement: Confinement, path: str | None = None, *, hidden: bool = False, no_ignore: bool = False
+) -> dict[str, Any]: ...
 def glob(
     confinement: Confinement,
     pattern: str,
@@ -134,6 +146,7 @@ def glob(
     require_git: bool = False,
     follow_symlinks: bool = False,
     threads: int = 0,
+    index: bool = True,
 ) -> GlobResult: ...
 
 # --- File tools (rust/src/py/files.rs): confined reads, atomic writes, edit, apply_patch ---

@@ -554,6 +554,7 @@ pub fn commit(
                     }
                 }
                 abandon(&staged[i..], journal);
+                note_written(&changes);
                 let rollback = if failures.is_empty() {
                     "every file already written was restored; no file was changed".to_string()
                 } else {
@@ -567,6 +568,7 @@ pub fn commit(
             }
         }
     }
+    note_written(&changes);
     if durability == Durability::Full {
         sync_folders(&changes);
     }
@@ -574,6 +576,15 @@ pub fn commit(
         j.remove(ws);
     }
     Ok(())
+}
+
+/// Tell the search indexes before the call returns (the watcher would, a moment later).
+fn note_written(changes: &[Change<'_>]) {
+    if crate::search::index::active() {
+        for c in changes {
+            crate::search::index::note_written(&c.target.resolved());
+        }
+    }
 }
 
 /// One fsync per changed folder, after all renames (a failure here does not undo the write).

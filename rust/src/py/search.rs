@@ -10,6 +10,7 @@ use super::errors::{confine_err, raise};
 use super::files::PyConfinement;
 use crate::search::glob::{self as globbing, GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOptions, GrepOutcome, OutputMode, Row, RowKind};
+use crate::search::index as search_index;
 use crate::search::render;
 use crate::search::walker::{WalkOptions, Walker};
 use crate::search::{SearchError, SkipStats};
@@ -169,7 +170,8 @@ impl PyGrepResult {
     confinement, pattern, path=None, *, globs=Vec::new(), types=Vec::new(),
     case_insensitive=false, fixed_strings=false, word=false, multiline=false,
     before=0, after=0, output_mode="content", max_count=None, hidden=false, no_ignore=false,
-    require_git=false, follow_symlinks=false, text=false, max_line_bytes=8192, threads=0
+    require_git=false, follow_symlinks=false, text=false, max_line_bytes=8192, threads=0,
+    index=true
 ))]
 #[allow(clippy::too_many_arguments)]
 fn grep_files(
@@ -194,6 +196,7 @@ fn grep_files(
     text: bool,
     max_line_bytes: usize,
     threads: usize,
+    index: bool,
 ) -> PyResult<PyGrepResult> {
     let roots = &confinement.get().roots;
     let mode = OutputMode::parse(output_mode).map_err(|e| search_err(py, e))?;
@@ -224,7 +227,11 @@ fn grep_files(
     py.detach(|| {
         let grep = Grep::new(pattern, opts)?;
         let walker = Walker::new(roots, path, walk)?;
-        let outcome = grep.run(&walker);
+        let outcome = if index {
+            search_index::grep(roots, &grep, pattern, &walker, || grep.run(&walker))
+        } else {
+            grep.run(&walker)
+        };
         Ok(PyGrepResult {
             grep,
             outcome,
@@ -280,7 +287,7 @@ impl PyGlobResult {
 #[pyfunction]
 #[pyo3(name = "glob", signature = (
     confinement, pattern, path=None, *, sort="modified", hidden=false, no_ignore=false,
-    require_git=false, follow_symlinks=false, threads=0
+    require_git=false, follow_symlinks=false, threads=0, index=true
 ))]
 #[allow(clippy::too_many_arguments)]
 fn glob_files(
@@ -294,6 +301,7 @@ fn glob_files(
     require_git: bool,
     follow_symlinks: bool,
     threads: usize,
+    index: bool,
 ) -> PyResult<PyGlobResult> {
     let roots = &confinement.get().roots;
     let sort = match sort {
@@ -323,14 +331,86 @@ fn glob_files(
     };
     py.detach(|| {
         let walker = Walker::new(roots, path, walk)?;
-        Ok(PyGlobResult {
-            outcome: globbing::run(&walker, sort),
-        })
+        let scan = || globbing::run(&walker, sort);
+        let outcome = if index {
+            search_index::glob(roots, &walker, sort, scan)
+        } else {
+            scan()
+        };
+        Ok(PyGlobResult { outcome })
     })
     .map_err(|e| search_err(py, e))
 }
 
+/// The walker an index for these settings would serve (its start is the root or `path`).
+fn index_walker(
+    roots: &crate::confine::Roots,
+    path: Option<&str>,
+    hidden: bool,
+    no_ignore: bool,
+) -> Result<Walker, SearchError> {
+    let walk = WalkOptions {
+        hidden,
+        no_ignore,
+        globs_from_workspace: true,
+        ..WalkOptions::default()
+    };
+    Walker::new(roots, path, walk)
+}
+
+/// Build the grep index for the root holding `path` (with these walk settings) now and wait
+/// until it is ready; false when it is not ready within `timeout` seconds or cannot be used.
+#[pyfunction]
+#[pyo3(signature = (confinement, path=None, *, timeout=60.0, hidden=false, no_ignore=false))]
+fn search_index_warm(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
+    path: Option<&str>,
+    timeout: f64,
+    hidden: bool,
+    no_ignore: bool,
+) -> PyResult<bool> {
+    let roots = &confinement.get().roots;
+    py.detach(|| {
+        let walker = index_walker(roots, path, hidden, no_ignore)?;
+        let wait = std::time::Duration::from_secs_f64(timeout.max(0.0));
+        Ok(search_index::warm(roots, &walker, wait))
+    })
+    .map_err(|e| search_err(py, e))
+}
+
+/// What the grep index for the root holding `path` holds: state, files, bytes indexed, memory
+/// bytes, dirty files, watched folders, whether it is watching (else checking), queries served,
+/// build seconds.
+#[pyfunction]
+#[pyo3(signature = (confinement, path=None, *, hidden=false, no_ignore=false))]
+fn search_index_stats<'py>(
+    py: Python<'py>,
+    confinement: &Bound<'_, PyConfinement>,
+    path: Option<&str>,
+    hidden: bool,
+    no_ignore: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let roots = &confinement.get().roots;
+    let s = py
+        .detach(|| index_walker(roots, path, hidden, no_ignore).map(|w| search_index::stats(&w)))
+        .map_err(|e| search_err(py, e))?;
+    let d = PyDict::new(py);
+    d.set_item("state", s.state)?;
+    d.set_item("files", s.files)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("memory", s.memory)?;
+    d.set_item("dirty", s.dirty)?;
+    d.set_item("watched", s.watched)?;
+    d.set_item("watching", s.watching)?;
+    d.set_item("served", s.served)?;
+    d.set_item("build_seconds", s.build_seconds)?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(search_index_warm, m)?)?;
+    m.add_function(wrap_pyfunction!(search_index_stats, m)?)?;
     m.add_class::<PyGrepResult>()?;
     m.add_class::<PyGlobResult>()?;
     m.add_function(wrap_pyfunction!(grep_files, m)?)?;

@@ -48,7 +48,12 @@ pub fn run(walker: &Walker, sort: GlobSort) -> GlobOutcome {
             });
         }
     });
-    let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    let files = found.into_inner().unwrap_or_else(|e| e.into_inner());
+    sorted(files, sort, stats)
+}
+
+/// The outcome with `files` in the requested order.
+pub(crate) fn sorted(mut files: Vec<GlobHit>, sort: GlobSort, stats: SkipStats) -> GlobOutcome {
     match sort {
         GlobSort::Path => files.sort_unstable_by(by_display),
         GlobSort::Modified => files

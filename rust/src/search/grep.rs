@@ -153,6 +153,12 @@ impl GrepOutcome {
     }
 }
 
+/// Files with matches found so far, and the bytes of rows still allowed to be kept.
+pub(crate) struct Collector {
+    found: Mutex<Vec<FileHits>>,
+    budget: AtomicUsize,
+}
+
 pub struct Grep {
     /// Shared with the matcher cache, so its match caches stay warm across calls.
     matcher: Arc<RegexMatcher>,
@@ -414,7 +420,7 @@ impl Grep {
         &self.opts
     }
 
-    fn searcher(&self) -> Searcher {
+    pub(crate) fn searcher(&self) -> Searcher {
         let o = &self.opts;
         let mut b = SearcherBuilder::new();
         // Line numbers are only shown in content mode; counting them costs on dense matches.
@@ -457,63 +463,92 @@ impl Grep {
 
     /// Search everything the walker yields; results sorted by path.
     pub fn run(&self, walker: &Walker) -> GrepOutcome {
-        let found = Mutex::new(Vec::new());
-        let budget = AtomicUsize::new(self.opts.store_budget);
+        let collector = self.collector();
         let stats = walker.walk(PerFile::Costly, || {
             let mut searcher = self.searcher();
-            let found = &found;
-            let budget = &budget;
+            let collector = &collector;
             move |dent: &Found<'_>, stats: &mut SkipStats| {
-                stats.files += 1;
-                let store =
-                    self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
-                let scan = dent
-                    .open()
-                    .and_then(|file| self.scan(&mut searcher, &file, store));
-                match scan {
-                    Ok(scan) => {
-                        if scan.binary {
-                            stats.binary += 1;
-                        }
-                        // rg -c leaves out a file whose search stopped at binary data.
-                        let binary_count = scan.binary && self.opts.mode == OutputMode::Count;
-                        if scan.row_count == 0 || binary_count {
-                            return;
-                        }
-                        if scan.bytes > 0 {
-                            let _ =
-                                budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                                    Some(b.saturating_sub(scan.bytes))
-                                });
-                        }
-                        let hits = FileHits {
-                            path: dent.root_relative(),
-                            display: dent.display(),
-                            rows: scan.rows,
-                            row_count: scan.row_count,
-                            match_lines: scan.match_lines,
-                        };
-                        found.lock().unwrap_or_else(|e| e.into_inner()).push(hits);
-                    }
-                    Err(err) => {
-                        stats.errors += 1;
-                        if stats.first_errors.len() < 5 {
-                            stats
-                                .first_errors
-                                .push(format!("{}: {err}", dent.display()));
-                        }
-                    }
-                }
+                let name = || (dent.root_relative(), dent.display());
+                self.visit(&mut searcher, dent.open(), &name, stats, collector);
             }
         });
-        let mut files = found.into_inner().unwrap_or_else(|e| e.into_inner());
+        self.finish(collector, stats, walker.root())
+    }
+
+    pub(crate) fn collector(&self) -> Collector {
+        Collector {
+            found: Mutex::new(Vec::new()),
+            budget: AtomicUsize::new(self.opts.store_budget),
+        }
+    }
+
+    /// Search one file the walk (or the search index) selected, counting it in `stats`; `name`
+    /// gives its root-relative path and how it is shown, asked only when needed.
+    pub(crate) fn visit(
+        &self,
+        searcher: &mut Searcher,
+        opened: io::Result<File>,
+        name: &dyn Fn() -> (PathBuf, String),
+        stats: &mut SkipStats,
+        collector: &Collector,
+    ) {
+        stats.files += 1;
+        let budget = &collector.budget;
+        let store = self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
+        let scan = opened.and_then(|file| self.scan(searcher, &file, store));
+        match scan {
+            Ok(scan) => {
+                if scan.binary {
+                    stats.binary += 1;
+                }
+                // rg -c leaves out a file whose search stopped at binary data.
+                let binary_count = scan.binary && self.opts.mode == OutputMode::Count;
+                if scan.row_count == 0 || binary_count {
+                    return;
+                }
+                if scan.bytes > 0 {
+                    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                        Some(b.saturating_sub(scan.bytes))
+                    });
+                }
+                let (path, display) = name();
+                let hits = FileHits {
+                    path,
+                    display,
+                    rows: scan.rows,
+                    row_count: scan.row_count,
+                    match_lines: scan.match_lines,
+                };
+                let mut found = collector.found.lock().unwrap_or_else(|e| e.into_inner());
+                found.push(hits);
+            }
+            Err(err) => {
+                stats.errors += 1;
+                if stats.first_errors.len() < 5 {
+                    stats.first_errors.push(format!("{}: {err}", name().1));
+                }
+            }
+        }
+    }
+
+    /// The outcome: files sorted by path.
+    pub(crate) fn finish(
+        &self,
+        collector: Collector,
+        stats: SkipStats,
+        root: Arc<OwnedFd>,
+    ) -> GrepOutcome {
+        let mut files = collector
+            .found
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
         files.sort_unstable_by(|a, b| {
             super::bytes_order(a.display.as_bytes(), b.display.as_bytes())
         });
         GrepOutcome {
             files,
             stats,
-            root: Some(walker.root()),
+            root: Some(root),
         }
     }
 

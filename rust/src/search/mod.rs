@@ -3,6 +3,7 @@
 pub mod beneath;
 pub mod glob;
 pub mod grep;
+pub mod index;
 pub mod render;
 mod rules;
 pub mod walker;

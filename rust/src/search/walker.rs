@@ -77,6 +77,21 @@ pub struct Walker {
     filters: Filters,
     /// Rules of the start's ancestors (their ignore files and repository boundaries).
     rules: Rules,
+    /// Told what the walk lists and skips (the search index records it to replay it).
+    observer: Option<Arc<dyn Observer>>,
+    /// List the start only: admitted folders are reported to the observer, not entered.
+    shallow: bool,
+}
+
+/// What a walk decided, for an index that replays it later (`search::index`).
+pub(crate) trait Observer: Send + Sync {
+    /// A directory about to be listed (root-relative, `fd` open on it): watched before it is
+    /// read.
+    fn listing(&self, real: &Path, fd: BorrowedFd<'_>);
+    /// An entry counted as hidden (else ignored); `rel` is below the start.
+    fn skipped(&self, rel: &Path, is_dir: bool, hidden: bool);
+    /// A folder admitted but not entered (a shallow walk), root-relative.
+    fn subdir(&self, _real: &Path) {}
 }
 
 /// The caller's glob and type filters, applied after the ignore rules.
@@ -168,16 +183,31 @@ impl Found<'_> {
         regular_file(fd)
     }
 
+    /// Inode, size and status-change time (ns), without following a symlink: what tells a file
+    /// rewritten or replaced since (the change time cannot be set back by the user).
+    pub fn identity(&self) -> Option<(u64, u64, i128)> {
+        let st = match self.at {
+            At::Name(dir, name) => statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?,
+            At::Open(fd) => fstat(fd).ok()?,
+        };
+        let ctime = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);
+        Some((st.st_ino, st.st_size as u64, ctime))
+    }
+
     /// Modification time, without following a symlink.
     pub fn modified(&self) -> Option<SystemTime> {
         let st = match self.at {
             At::Name(dir, name) => statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?,
             At::Open(fd) => fstat(fd).ok()?,
         };
-        let secs = u64::try_from(st.st_mtime).ok()?;
-        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
-        Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
+        mtime(&st)
     }
+}
+
+fn mtime(st: &Stat) -> Option<SystemTime> {
+    let secs = u64::try_from(st.st_mtime).ok()?;
+    let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
 fn read_flags() -> OFlags {
@@ -358,6 +388,8 @@ impl Walker {
             opts,
             filters: Filters::new(filter, types),
             rules,
+            observer: None,
+            shallow: false,
         })
     }
 
@@ -375,11 +407,53 @@ impl Walker {
     }
 
     /// How a path below the start is shown: the start as given, then the names walked.
-    fn shown(&self, rel: &Path) -> String {
+    pub(crate) fn shown(&self, rel: &Path) -> String {
         join_shown(&self.shown_start, rel)
     }
 
-    fn threads(&self) -> usize {
+    pub(crate) fn observe(&mut self, observer: Arc<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    /// List the start folder only (an index re-listing one folder's entries).
+    pub(crate) fn shallow(&mut self) {
+        self.shallow = true;
+    }
+
+    pub(crate) fn options(&self) -> &WalkOptions {
+        &self.opts
+    }
+
+    /// The start relative to the root, and whether it is a directory.
+    pub(crate) fn start(&self) -> (&Path, bool) {
+        (&self.start_rel, self.start_is_dir)
+    }
+
+    /// Whether the caller's globs and types leave out `rel` (below the start).
+    pub(crate) fn rejected(&self, rel: &Path, is_dir: bool) -> bool {
+        !self.filters.is_empty() && {
+            let shown;
+            let glob_path = if self.glob_prefix.is_empty() {
+                rel
+            } else {
+                shown = join_shown(&self.glob_prefix, rel);
+                Path::new(&shown)
+            };
+            self.filters.rejects(glob_path, is_dir)
+        }
+    }
+
+    /// Whether any glob or type filter applies.
+    pub(crate) fn filtered(&self) -> bool {
+        !self.filters.is_empty()
+    }
+
+    /// Whether a `!` glob could leave out a directory (else only files need checking).
+    pub(crate) fn rejects_dirs(&self) -> bool {
+        self.filters.excludes
+    }
+
+    pub(crate) fn threads(&self) -> usize {
         if self.opts.threads == 0 {
             default_threads()
         } else {
@@ -444,6 +518,13 @@ impl Walker {
         regular_file(open_beneath(root.as_fd(), rel, flags)?)
     }
 
+    /// Modification time of a file found by an earlier walk, by its root-relative path, looked
+    /// up beneath the root without following any symlink.
+    pub fn modified_beneath(root: &OwnedFd, rel: &Path) -> Option<SystemTime> {
+        let fd = open_beneath(root.as_fd(), rel, OFlags::PATH | OFlags::NOFOLLOW).ok()?;
+        mtime(&fstat(&fd).ok()?)
+    }
+
     /// Open what a symlink leads to, beneath the root. A relative target is resolved from the
     /// link's real folder; an absolute one is taken relative to the root when it points inside
     /// it (a link made with the workspace's absolute path), and refused (`EXDEV`) otherwise.
@@ -488,26 +569,23 @@ impl Walker {
         } else {
             rules.matched(&absolute(&self.start_abs, rel), is_dir)
         };
-        let rejected = !self.filters.is_empty() && {
-            let shown;
-            let glob_path = if self.glob_prefix.is_empty() {
-                rel
-            } else {
-                shown = join_shown(&self.glob_prefix, rel);
-                Path::new(&shown)
-            };
-            self.filters.rejects(glob_path, is_dir)
-        };
+        let rejected = self.rejected(rel, is_dir);
         // Hidden first (as counted before): a hidden entry is only worth a notice when the
         // caller's filters would have kept it. A `!` rule reveals it, as in ripgrep.
         if !self.opts.hidden && is_hidden(name) && verdict != Verdict::Whitelist {
             if !rejected {
                 stats.hidden += 1;
             }
+            if let Some(o) = &self.observer {
+                o.skipped(rel, is_dir, true);
+            }
             return false;
         }
         if verdict == Verdict::Ignore {
             stats.ignored += 1;
+            if let Some(o) = &self.observer {
+                o.skipped(rel, is_dir, false);
+            }
             return false;
         }
         !rejected
@@ -834,6 +912,9 @@ impl Engine<'_> {
             }
             None => None,
         };
+        if let Some(o) = &w.observer {
+            o.listing(real, fd.as_fd());
+        }
         let mut dir = match Dir::new(fd) {
             Ok(dir) => dir,
             Err(e) => return self.error(stats, rel, e),
@@ -896,7 +977,11 @@ impl Engine<'_> {
             if !w.admit(&rules, &child, name.as_bytes(), is_dir, stats) {
                 continue;
             }
-            if is_dir {
+            if is_dir && w.shallow {
+                if let Some(o) = &w.observer {
+                    o.subdir(&real.join(bytes_path(name.as_bytes())));
+                }
+            } else if is_dir {
                 let real = real.join(bytes_path(name.as_bytes()));
                 self.push(Item::Dir {
                     at: DirAt::Child(Arc::clone(&dir), name),

@@ -1,0 +1,158 @@
+"""A 30-query agent session with the warm grep index (issue 16), INTERLEAVED with spawning `rg` per
+query and with toolroute's unindexed grep, on the large tree (a whole Python install, ~47k files)
+and on a copy of the CPython standard library. Every side must give the same per-query counts
+(benches/_interleave.py checks it before timing) and, every round, the indexed session's full
+results (rows and skip counts) must equal the unindexed session's. Also: index build time vs two
+full `rg` scans, and the index's memory per indexed GB.
+
+Run: python -m pytest benches/bench_search_index.py -s   (BENCH_ROUNDS=3 by default)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from _interleave import Case, compare
+from _search_trees import large_tree, need_rg, stdlib_tree
+
+from toolroute import _core
+from toolroute.context import BuiltInToolContext
+
+__all__ = ["large_tree", "stdlib_tree"]
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+
+# What an agent exploring a Python code base asks, in the modes it asks for them.
+SESSION: list[tuple[str, dict[str, Any]]] = [
+    (r"class \w+Error", {}),
+    ("import asyncio", {"output_mode": "files_with_matches"}),
+    ("TODO", {"output_mode": "count"}),
+    ("def __init__", {"globs": ["*.py"], "output_mode": "count"}),
+    ("raise ValueError", {"types": ["py"], "output_mode": "count"}),
+    ("deprecated", {"case_insensitive": True, "output_mode": "files_with_matches"}),
+    ("HTTPConnection", {}),
+    (r"socket\.create_connection", {}),
+    (r"os\.environ\.get", {"output_mode": "count"}),
+    ("PyObject_GetAttr", {"types": ["c"], "output_mode": "count"}),
+    ("lru_cache", {"output_mode": "files_with_matches"}),
+    (r"async def \w+", {"globs": ["*.py"], "output_mode": "count"}),
+    (r"json\.loads", {}),
+    (r"subprocess\.run\(", {"output_mode": "count"}),
+    ("copyright", {"case_insensitive": True, "output_mode": "count"}),
+    ("assertRaisesRegex", {"output_mode": "files_with_matches"}),
+    ("__version__ = ", {}),
+    (r"logging\.getLogger\(__name__\)", {"output_mode": "count"}),
+    (r"class \w*Mixin\b", {"globs": ["*.py"]}),
+    (r"sys\.platform == .win32.", {"output_mode": "count"}),
+    (r"def (get|set)_\w+", {"output_mode": "count"}),
+    ("NotImplementedError", {"output_mode": "files_with_matches", "globs": ["!**/test*/**"]}),
+    ("dataclass", {"globs": ["*.py"], "output_mode": "count"}),  # rg 13 has no .pyi in its py type
+    ("yield from", {}),
+    (r"threading\.Lock\(\)", {}),
+    (r"typing\.Optional", {"output_mode": "count"}),
+    ("utf-?8", {"case_insensitive": True, "output_mode": "files_with_matches"}),
+    (r"re\.compile\(r", {"output_mode": "count"}),
+    ("contextmanager", {"output_mode": "files_with_matches"}),
+    (r"weakref\.ref\(", {}),
+]
+assert len(SESSION) == 30
+
+
+def conf(root: Path) -> Any:
+    return BuiltInToolContext(root).confinement
+
+
+def tool_session(root: Path, index: bool) -> list[tuple[Any, ...]]:
+    """Per query: files matched, matching lines, every row and the skip counts."""
+    c = conf(root)
+    out = []
+    for pattern, opts in SESSION:
+        r = _core.grep(c, pattern, index=index, **opts)
+        out.append((r.files_matched, r.match_lines, tuple(map(repr, r.rows())), repr(sorted(r.stats.items()))))
+    return out
+
+
+def rg_query(root: Path, pattern: str, opts: dict[str, Any]) -> tuple[int, int]:
+    mode = opts.get("output_mode", "content")
+    argv = [need_rg(), "--no-require-git", "--color=never", "--no-messages"]
+    argv += {"content": ["-n", "--no-heading"], "count": ["-c"], "files_with_matches": ["-l"]}[mode]
+    if opts.get("case_insensitive"):
+        argv.append("-i")
+    for g in opts.get("globs", []):
+        argv += ["-g", g]
+    for t in opts.get("types", []):
+        argv += ["-t", t]
+    out = subprocess.run([*argv, "-e", pattern, "./"], cwd=root, capture_output=True, stdin=subprocess.DEVNULL).stdout
+    lines = [line for line in out.splitlines() if b"binary file matches" not in line]
+    if mode == "count":
+        return len(lines), sum(int(line.rsplit(b":", 1)[1]) for line in lines)
+    if mode == "files_with_matches":
+        return len(lines), -1
+    return len({line.split(b":", 1)[0] for line in lines}), len(lines)
+
+
+def rg_session(root: Path) -> list[tuple[int, int]]:
+    return [rg_query(root, p, o) for p, o in SESSION]
+
+
+def counts(session: list[Any]) -> list[tuple[int, int]]:
+    """The numbers every side can give: files matched, and lines (unless files_with_matches)."""
+    out = []
+    for (_, opts), q in zip(SESSION, session, strict=True):
+        lines = -1 if opts.get("output_mode") == "files_with_matches" else q[1]
+        out.append((q[0], lines))
+    return out
+
+
+def session_bench(name: str, root: Path) -> None:
+    c = conf(root)
+    began = time.perf_counter()
+    assert _core.search_index_warm(c, timeout=600), _core.search_index_stats(c)
+    built = time.perf_counter() - began
+    stats = _core.search_index_stats(c)
+    rg_started = time.perf_counter()
+    subprocess.run([need_rg(), "-c", "--no-require-git", "zq9xj", "./"], cwd=root, capture_output=True)
+    subprocess.run([need_rg(), "-c", "--no-require-git", "-i", "zq9xj", "./"], cwd=root, capture_output=True)
+    two_scans = time.perf_counter() - rg_started
+    gb = stats["bytes"] / 1e9
+    print(
+        f"\n{name}: index of {stats['files']} files, {stats['bytes'] / 1e6:.0f} MB read, built in {built:.2f} s "
+        f"(two rg scans: {two_scans:.2f} s); memory {stats['memory'] / 1e6:.1f} MB = "
+        f"{stats['memory'] / 1e6 / max(gb, 1e-9):.0f} MB per indexed GB; {stats['watched']} folders watched"
+    )
+    last: dict[str, Any] = {}
+
+    def indexed() -> list[tuple[int, int]]:
+        last["indexed"] = tool_session(root, True)
+        return counts(last["indexed"])
+
+    def unindexed() -> list[tuple[int, int]]:
+        result = tool_session(root, False)
+        # Every round: the indexed answers are the unindexed ones, rows and skip counts included.
+        assert result == last["indexed"], "the index changed an answer"
+        return counts(result)
+
+    def rg() -> list[tuple[int, int]]:
+        return rg_session(root)
+
+    # Rounds rotate the order, so the unindexed side may run first: `last` must be filled.
+    indexed()
+    compare(
+        f"30-query session, {name}",
+        ("toolroute indexed", Case(indexed)),
+        {"rg per query": Case(rg), "toolroute unindexed": Case(unindexed)},
+        rounds=ROUNDS,
+    )
+    assert _core.search_index_stats(c)["served"] > 0
+
+
+def test_session_large_tree(large_tree: Path) -> None:
+    session_bench("large tree", large_tree)
+
+
+def test_session_stdlib(stdlib_tree: Path) -> None:
+    session_bench("stdlib copy", stdlib_tree)

@@ -1,0 +1,405 @@
+//! One index's life: built in the background, kept fresh from the watcher's marks (applied
+//! before each query, after the barrier) or by checking, with changed files folded back by a
+//! background thread.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use rustc_hash::FxHashMap;
+
+use super::build::{self, Facts, Ident};
+use super::postings::Postings;
+use super::state::{Over, State};
+use super::tree::Tree;
+use super::trigram::Extractor;
+use super::validate;
+use super::watch::{Mark, Watch};
+use crate::confine::Roots;
+use crate::search::walker::{WalkOptions, Walker};
+
+/// What an index is keyed by: the canonical root and the walk settings that change the file set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub(crate) root: PathBuf,
+    pub(crate) hidden: bool,
+    pub(crate) no_ignore: bool,
+    pub(crate) require_git: bool,
+}
+
+impl Key {
+    pub(crate) fn walk_options(&self) -> WalkOptions {
+        build::walk_options(self.hidden, self.no_ignore, self.require_git)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Building,
+    Ready,
+    /// Cannot be trusted any more (rules changed, events lost): replaced on the next query.
+    Broken(String),
+    /// The tree holds what the index cannot reproduce (unreadable files, ...): scanned as today.
+    Unusable(String),
+}
+
+pub(crate) struct Index {
+    pub(crate) key: Key,
+    roots: Roots,
+    pub(crate) state: Mutex<State>,
+    /// Marks from the watcher (and the tools' own writes), applied before each query.
+    pending: Arc<Mutex<Vec<Mark>>>,
+    /// Set with the first `Broken` mark, so an index nobody queries still stops watching.
+    doomed: Arc<AtomicBool>,
+    watch: Mutex<Option<Arc<Watch>>>,
+    ids: AtomicU32,
+    /// Queries answered from the index.
+    pub(crate) served: AtomicU64,
+    pub(crate) last_used: Mutex<Instant>,
+}
+
+/// Give a re-listing's files their ids: a known path keeps its id, and its trigrams only if
+/// it is the same file, not rewritten (an editor's save-by-rename, or another folder renamed
+/// into its name, change the identity without a write event); anything else is dirty.
+fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u32>) {
+    let idents: FxHashMap<u32, Ident> = built.facts.iter().map(|(id, f)| (*id, f.ident)).collect();
+    for (path, id) in built.listing.files.iter_mut() {
+        let now = idents.get(id).copied();
+        if let Some(&known) = old.get(path) {
+            *id = known;
+            if now.is_some() && now == state.ident(known) {
+                continue;
+            }
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        let path = path.clone();
+        state.over.insert(*id, Over::Dirty { seq, path });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Index {
+    pub(crate) fn new(key: Key, roots: Roots) -> Arc<Self> {
+        Arc::new(Self {
+            key,
+            roots,
+            state: Mutex::new(State {
+                phase: Phase::Building,
+                tree: Tree::default(),
+                postings: Postings {
+                    shards: Vec::new(),
+                    len: 0,
+                },
+                facts: Vec::new(),
+                over: FxHashMap::default(),
+                seq: 0,
+                bytes: 0,
+                build_time: None,
+            }),
+            pending: Arc::new(Mutex::new(Vec::new())),
+            doomed: Arc::new(AtomicBool::new(false)),
+            watch: Mutex::new(None),
+            ids: AtomicU32::new(0),
+            served: AtomicU64::new(0),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Folders watched (with the barrier's and `.git` rule folders).
+    pub(crate) fn watched(&self) -> usize {
+        lock(&self.watch).as_ref().map_or(0, |w| w.watched())
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        lock(&self.state).phase.clone()
+    }
+
+    /// Build on the calling (background) thread; the watch starts first so nothing that
+    /// changes during the walk goes unseen. Without a watch (`TOOLROUTE_SEARCH_INDEX_WATCH=0`,
+    /// no inotify, out of watches) the index is checked before each answer instead.
+    pub(crate) fn build(&self) {
+        let began = Instant::now();
+        let pending = Arc::clone(&self.pending);
+        let doomed = Arc::clone(&self.doomed);
+        let sink = Box::new(move |m: Mark| {
+            if matches!(m, Mark::Broken(_)) {
+                doomed.store(true, Ordering::Relaxed);
+            }
+            lock(&pending).push(m)
+        });
+        let wanted = std::env::var("TOOLROUTE_SEARCH_INDEX_WATCH").map_or(true, |v| v != "0");
+        let watch = wanted
+            .then(|| Watch::start(&self.key.root, sink).ok())
+            .flatten()
+            .map(Arc::new);
+        *lock(&self.watch) = watch.clone();
+        let opts = self.key.walk_options();
+        let Some(built) = build::walk(
+            &self.roots,
+            &self.key.root,
+            opts,
+            watch.as_ref(),
+            &self.ids,
+            build::Depth::Build,
+        ) else {
+            return self.give_up(Phase::Unusable("the walk met errors".into()));
+        };
+        if built.unwatched {
+            self.stop_watching();
+        }
+        let len = self.ids.load(Ordering::Relaxed);
+        let mut facts = vec![Facts::default(); len as usize];
+        for (id, f) in built.facts {
+            facts[id as usize] = f;
+        }
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Building {
+            return;
+        }
+        state.tree.insert(Path::new(""), built.listing);
+        state.postings = Postings {
+            shards: built.shards,
+            len,
+        };
+        state.facts = facts;
+        state.bytes = built.bytes;
+        state.build_time = Some(began.elapsed());
+        state.phase = Phase::Ready;
+    }
+
+    pub(crate) fn watching(&self) -> bool {
+        lock(&self.watch).is_some()
+    }
+
+    fn give_up(&self, phase: Phase) {
+        lock(&self.state).phase = phase;
+        self.stop_watching();
+    }
+
+    /// Whether the watcher saw a change the index cannot follow; marks it broken if so.
+    pub(crate) fn doomed(&self) -> bool {
+        let doomed = self.doomed.load(Ordering::Relaxed);
+        if doomed {
+            let mut state = lock(&self.state);
+            if state.phase == Phase::Ready || state.phase == Phase::Building {
+                state.phase =
+                    Phase::Broken("the watcher reported a change it cannot follow".into());
+            }
+        }
+        doomed
+    }
+
+    pub(crate) fn stop_watching(&self) {
+        *lock(&self.watch) = None;
+    }
+
+    /// A path written by the tools themselves (absolute): searched fresh on the next query.
+    pub(crate) fn touched(&self, abs: &Path) {
+        let Ok(rel) = abs.strip_prefix(&self.key.root) else {
+            return;
+        };
+        // A new file needs its folder listed again; a known one only a fresh read.
+        let known = lock(&self.state).tree.id(rel).is_some();
+        let mut pending = lock(&self.pending);
+        match (known, rel.parent()) {
+            (false, Some(parent)) => pending.push(Mark::Entries(parent.to_path_buf())),
+            _ => pending.push(Mark::Dirty(rel.to_path_buf())),
+        }
+    }
+
+    /// Bring the index up to date with every change made before this call; the state, locked,
+    /// when it can answer. With the watch, a barrier makes sure its events are in; without it
+    /// (or once it lost events), every folder and file is checked.
+    pub(crate) fn fresh(&self) -> Option<MutexGuard<'_, State>> {
+        let mut watch = lock(&self.watch).clone();
+        if watch.as_ref().is_some_and(|w| !w.barrier()) {
+            self.stop_watching();
+            watch = None;
+        }
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Ready {
+            return None;
+        }
+        let mut marks = std::mem::take(&mut *lock(&self.pending));
+        if marks.iter().any(|m| matches!(m, Mark::Lost)) {
+            self.stop_watching();
+            watch = None;
+        }
+        if watch.is_none() {
+            marks.extend(self.check(&state)?);
+        }
+        if let Err(why) = self.apply(&mut state, marks, watch.as_ref()) {
+            state.phase = Phase::Broken(why);
+            return None;
+        }
+        *lock(&self.last_used) = Instant::now();
+        Some(state)
+    }
+
+    /// What changed, found by looking at every listed folder and indexed file.
+    fn check(&self, state: &State) -> Option<Vec<Mark>> {
+        let root = rustix::fs::open(
+            &self.key.root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()?;
+        Some(validate::check(&root, &state.tree, |id| state.ident(id)))
+    }
+
+    fn apply(
+        &self,
+        state: &mut State,
+        marks: Vec<Mark>,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
+        let mut relist: Vec<PathBuf> = Vec::new();
+        let mut entries: Vec<PathBuf> = Vec::new();
+        let mut dirty: Vec<PathBuf> = Vec::new();
+        for mark in marks {
+            match mark {
+                Mark::Broken(why) => return Err(why),
+                Mark::Lost => {}
+                Mark::Relist(d) => relist.push(d),
+                Mark::Entries(d) => entries.push(d),
+                Mark::Dirty(p) => dirty.push(p),
+            }
+        }
+        // Parents first: a folder a parent's listing dropped is skipped, one it found new was
+        // walked whole.
+        entries.sort();
+        entries.dedup();
+        for dir in entries {
+            if state.tree.dirs.contains_key(&dir) {
+                self.entries(state, &dir, watch)?;
+            }
+        }
+        // Outermost first; a folder below one already re-listed is covered by it.
+        relist.sort();
+        relist.dedup();
+        let mut done: Vec<PathBuf> = Vec::new();
+        for dir in relist {
+            if done.iter().any(|d| dir.starts_with(d)) || !state.tree.dirs.contains_key(&dir) {
+                continue;
+            }
+            self.relist(state, &dir, watch)?;
+            done.push(dir);
+        }
+        for path in dirty {
+            if let Some(id) = state.tree.id(&path) {
+                state.seq += 1;
+                let seq = state.seq;
+                state.over.insert(id, Over::Dirty { seq, path });
+            }
+        }
+        Ok(())
+    }
+
+    /// List `dir` and everything below it again (with the same rules).
+    fn relist(
+        &self,
+        state: &mut State,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
+        let mut built = self.walk(dir, watch, build::Depth::Tree)?;
+        let old = state.tree.remove(dir);
+        adopt(state, &mut built, &old);
+        state.tree.insert(dir, built.listing);
+        Ok(())
+    }
+
+    /// List `dir`'s own entries again: its files and skipped entries are replaced, subfolders
+    /// gone are dropped, new ones are walked whole, the others keep their listings.
+    fn entries(
+        &self,
+        state: &mut State,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+    ) -> Result<(), String> {
+        let mut built = self.walk(dir, watch, build::Depth::Entries)?;
+        let old = state.tree.own_files(dir);
+        let before = state.tree.subdirs(dir);
+        adopt(state, &mut built, &old);
+        let after = built.listing.subdirs.clone();
+        for gone in before.iter().filter(|d| !after.contains(d)) {
+            state.tree.remove(gone);
+        }
+        state.tree.replace_entries(dir, built.listing);
+        for new in after.iter().filter(|d| !before.contains(d)) {
+            self.relist(state, new, watch)?;
+        }
+        Ok(())
+    }
+
+    fn walk(
+        &self,
+        dir: &Path,
+        watch: Option<&Arc<Watch>>,
+        depth: build::Depth,
+    ) -> Result<build::Built, String> {
+        let abs = self.key.root.join(dir);
+        let opts = self.key.walk_options();
+        build::walk(&self.roots, &abs, opts, watch, &self.ids, depth)
+            .ok_or_else(|| format!("re-listing {dir:?} failed"))
+    }
+
+    /// Re-read some dirty files (off the lock) and fold their trigrams back in.
+    pub(crate) fn fold(&self, most: usize) -> usize {
+        let todo: Vec<(u32, u64, PathBuf)> = {
+            let state = lock(&self.state);
+            state
+                .over
+                .iter()
+                .filter_map(|(&id, o)| match o {
+                    Over::Dirty { seq, path } => Some((id, *seq, path.clone())),
+                    Over::Folded { .. } => None,
+                })
+                .take(most)
+                .collect()
+        };
+        if todo.is_empty() {
+            return 0;
+        }
+        let Ok(root) = rustix::fs::open(
+            &self.key.root,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            return 0;
+        };
+        let mut extractor = Extractor::new();
+        let mut read = Vec::new();
+        for (id, seq, path) in todo {
+            let Ok(mut file) = Walker::reopen(&root, &path, false) else {
+                continue;
+            };
+            let Ok(ident) = file.metadata().map(|m| build::ident_of(&m)) else {
+                continue;
+            };
+            let Ok(grams) = extractor.read(&mut (&mut file).take(build::MAX_INDEXED)) else {
+                continue;
+            };
+            let facts = Facts {
+                has_nul: grams.has_nul,
+                unsure: grams.unsure || ident.1 >= build::MAX_INDEXED,
+                ident,
+            };
+            read.push((id, seq, grams.grams.into_boxed_slice(), facts));
+        }
+        let mut state = lock(&self.state);
+        let n = read.len();
+        for (id, seq, grams, facts) in read {
+            if matches!(state.over.get(&id), Some(Over::Dirty { seq: s, .. }) if *s == seq) {
+                state.over.insert(id, Over::Folded { grams, facts });
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,162 @@
+//! A warm workspace index for grep (issue 16): trigrams of every file the default walk admits,
+//! kept fresh by an inotify watch, so a query reads only the files that can match. The answer
+//! is always the unindexed one: the real searcher runs on every candidate, and the walk's skip
+//! counts are replayed from what the index recorded. glob lists files from it too. See
+//! docs/search.md.
+
+mod build;
+mod listing;
+mod live;
+mod plan;
+mod postings;
+mod query;
+mod registry;
+mod state;
+mod tree;
+mod trigram;
+mod validate;
+mod watch;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::confine::Roots;
+use crate::search::glob::{GlobOutcome, GlobSort};
+use crate::search::grep::{Grep, GrepOutcome};
+use crate::search::walker::Walker;
+
+fn key_of(walker: &Walker) -> Option<live::Key> {
+    let o = walker.options();
+    // Followed links can lead anywhere below the root: such walks are not indexed.
+    if o.follow_symlinks {
+        return None;
+    }
+    Some(live::Key {
+        root: walker.root_path().to_path_buf(),
+        hidden: o.hidden,
+        no_ignore: o.no_ignore,
+        require_git: o.require_git,
+    })
+}
+
+/// grep through the index when one is ready for this walk and can answer, else `scan` (the
+/// unindexed search); a scan counts towards starting the index. The walker only provides the
+/// start, the filters and the display to the index; `scan` may consume it.
+pub fn grep(
+    roots: &Roots,
+    grep: &Grep,
+    pattern: &str,
+    walker: &Walker,
+    scan: impl FnOnce() -> GrepOutcome,
+) -> GrepOutcome {
+    answer(
+        roots,
+        walker,
+        |ix| query::grep(ix, grep, pattern, walker),
+        scan,
+    )
+}
+
+/// glob through the index when it can answer, else `scan` (the walk).
+pub fn glob(
+    roots: &Roots,
+    walker: &Walker,
+    sort: GlobSort,
+    scan: impl FnOnce() -> GlobOutcome,
+) -> GlobOutcome {
+    answer(roots, walker, |ix| listing::glob(ix, walker, sort), scan)
+}
+
+fn answer<T>(
+    roots: &Roots,
+    walker: &Walker,
+    indexed: impl FnOnce(&live::Index) -> Option<T>,
+    scan: impl FnOnce() -> T,
+) -> T {
+    let key = registry::enabled().then(|| key_of(walker)).flatten();
+    let Some(key) = key else {
+        return scan();
+    };
+    if let Some(out) = registry::ready(&key).and_then(|ix| indexed(&ix)) {
+        return out;
+    }
+    let out = scan();
+    registry::scanned(&key, roots);
+    out
+}
+
+/// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready
+/// and up to date with every change made before the call (a change that breaks it, such as a new
+/// `.git`, is seen here and the index rebuilt).
+pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
+    let Some(key) = key_of(walker) else {
+        return false;
+    };
+    let until = Instant::now() + timeout;
+    loop {
+        let index = registry::ensure(&key, roots);
+        match index.phase() {
+            live::Phase::Ready if index.fresh().is_some() => return true,
+            live::Phase::Ready | live::Phase::Building => {}
+            _ => return false,
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What the index for this walk's settings holds.
+#[derive(Debug, Default, Clone)]
+pub struct IndexStats {
+    pub state: String,
+    pub files: usize,
+    pub bytes: u64,
+    pub memory: usize,
+    pub dirty: usize,
+    pub watched: usize,
+    /// Kept fresh by the watch (else by checking every file before each answer).
+    pub watching: bool,
+    pub served: u64,
+    pub build_seconds: Option<f64>,
+}
+
+pub fn stats(walker: &Walker) -> IndexStats {
+    let Some(index) = key_of(walker).and_then(|k| registry::get(&k)) else {
+        return IndexStats {
+            state: "none".into(),
+            ..IndexStats::default()
+        };
+    };
+    let watched = index.watched();
+    let state = index.state.lock().unwrap_or_else(|e| e.into_inner());
+    let name = match &state.phase {
+        live::Phase::Building => "building".to_string(),
+        live::Phase::Ready => "ready".to_string(),
+        live::Phase::Broken(why) => format!("broken: {why}"),
+        live::Phase::Unusable(why) => format!("unusable: {why}"),
+    };
+    IndexStats {
+        state: name,
+        files: state.files(),
+        bytes: state.bytes,
+        memory: state.memory(),
+        dirty: state.dirty(),
+        watched,
+        watching: index.watching(),
+        served: index.served.load(std::sync::atomic::Ordering::Relaxed),
+        build_seconds: state.build_time.map(|d| d.as_secs_f64()),
+    }
+}
+
+/// A file the tools wrote (absolute path): every index holding it reads it fresh next time,
+/// even before the watcher reports the change.
+pub fn note_written(path: &Path) {
+    registry::touched(path);
+}
+
+/// Whether any index is live in this process (else writes need not be reported).
+pub fn active() -> bool {
+    registry::active()
+}

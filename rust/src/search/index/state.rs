@@ -1,0 +1,140 @@
+//! What one index holds (the file list, postings, per-file facts and what changed since) and
+//! the questions queries ask of it.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+
+use super::build::{Facts, Ident};
+use super::live::Phase;
+use super::plan::Query;
+use super::postings::{matches, Bits, Postings};
+use super::tree::Tree;
+use crate::search::walker::Walker;
+/// A file whose indexed trigrams are stale.
+pub(crate) enum Over {
+    /// Searched on every query until re-read (`seq` tells a later change from this one).
+    Dirty {
+        seq: u64,
+        path: PathBuf,
+    },
+    Folded {
+        grams: Box<[u32]>,
+        facts: Facts,
+    },
+}
+
+pub(crate) struct State {
+    pub(crate) phase: Phase,
+    pub(crate) tree: Tree,
+    pub(crate) postings: Postings,
+    pub(crate) facts: Vec<Facts>,
+    pub(crate) over: FxHashMap<u32, Over>,
+    pub(crate) seq: u64,
+    pub(crate) bytes: u64,
+    pub(crate) build_time: Option<Duration>,
+}
+
+impl State {
+    /// Who an indexed file was when last read; `None` while it is dirty.
+    pub(crate) fn ident(&self, id: u32) -> Option<Ident> {
+        match self.over.get(&id) {
+            Some(Over::Dirty { .. }) => None,
+            Some(Over::Folded { facts, .. }) => Some(facts.ident),
+            None => self.facts.get(id as usize).map(|f| f.ident),
+        }
+    }
+
+    /// The files the walk of `w` would search that can match `q` (root-relative), and the
+    /// skip counts of all it would search; `None` when the start is not covered.
+    pub(crate) fn select(
+        &self,
+        w: &Walker,
+        q: &Query,
+        multiline: bool,
+    ) -> Option<(Vec<PathBuf>, crate::search::SkipStats)> {
+        let bits = (*q != Query::All).then(|| self.postings.eval(q));
+        let mut picks = Vec::new();
+        let (mut files, mut binary) = (0, 0);
+        let mut stats = self.tree.replay(w, |dir, name, id| {
+            let (facts, indexed) = match self.over.get(&id) {
+                Some(Over::Dirty { .. }) => (None, true),
+                Some(Over::Folded { grams, facts }) => (Some(*facts), matches(q, grams)),
+                None => match self.facts.get(id as usize) {
+                    Some(f) => (Some(*f), bits.as_ref().is_none_or(|b: &Bits| b.has(id))),
+                    None => (None, true),
+                },
+            };
+            let candidate = match facts {
+                None => true,
+                // A multiline search reads the whole file and only looks for a NUL near the
+                // start: trigrams taken up to the first NUL do not cover it.
+                Some(f) => f.unsure || (multiline && f.has_nul) || indexed,
+            };
+            if candidate {
+                picks.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+            } else {
+                // Not searched, but the searcher would have read it to its NUL, matching nothing.
+                files += 1;
+                binary += u64::from(facts.is_some_and(|f| f.has_nul));
+            }
+        })?;
+        stats.files += files;
+        stats.binary += binary;
+        Some((picks, stats))
+    }
+
+    /// Every file the walk of `w` would yield (root-relative) and its skip counts, `files`
+    /// included; `None` when the start is not covered.
+    pub(crate) fn list(&self, w: &Walker) -> Option<(Vec<PathBuf>, crate::search::SkipStats)> {
+        let mut paths = Vec::new();
+        let mut stats = self.tree.replay(w, |dir, name, _| {
+            paths.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+        })?;
+        stats.files = paths.len() as u64;
+        Some((paths, stats))
+    }
+
+    pub(crate) fn files(&self) -> usize {
+        self.tree.file_count()
+    }
+
+    pub(crate) fn dirty(&self) -> usize {
+        self.over
+            .values()
+            .filter(|o| matches!(o, Over::Dirty { .. }))
+            .count()
+    }
+
+    /// Bytes held: postings, per-file facts, the file list and folded files.
+    pub(crate) fn memory(&self) -> usize {
+        let tree: usize = self
+            .tree
+            .dirs
+            .iter()
+            .map(|(k, n)| {
+                // The map entry (key, node with its stamp) plus the names held.
+                k.as_os_str().len()
+                    + size_of::<(PathBuf, super::tree::DirNode)>()
+                    + 16
+                    + n.files.iter().map(|(f, _)| f.len() + 24).sum::<usize>()
+                    + n.dirs.iter().map(|d| d.len() + 16).sum::<usize>()
+                    + n.skipped
+                        .iter()
+                        .map(|(s, _, _)| s.len() + 24)
+                        .sum::<usize>()
+            })
+            .sum();
+        let over: usize = self
+            .over
+            .values()
+            .map(|o| match o {
+                Over::Dirty { path, .. } => path.as_os_str().len() + 48,
+                Over::Folded { grams, .. } => grams.len() * 4 + size_of::<Over>() + 8,
+            })
+            .sum();
+        self.postings.memory() + self.facts.capacity() * size_of::<Facts>() + tree + over
+    }
+}
