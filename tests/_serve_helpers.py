@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,18 @@ def run_cli(
 def make_router(workspace: Path) -> ToolRouter:
     """A router over the test tool module, built-ins confined to `workspace`."""
     return ToolRouter(packages=[TOOLS_MODULE], context=BuiltInToolContext(workspace))
+
+
+def outside_tmp() -> Path:
+    """A fresh folder outside /tmp (and $TMPDIR), as workspaces and registries are deployed: a
+    sandbox replaces /tmp, which would hide a cross-tenant read. The caller removes it."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    for base in ("/var/tmp", "/srv", str(Path.home())):
+        if Path(base).is_dir() and not Path(base).resolve().is_relative_to(tmp):
+            folder = Path(tempfile.mkdtemp(prefix="toolroute-test-", dir=base))
+            folder.chmod(0o755)  # tenants' uids pass through to their workspaces
+            return folder
+    pytest.skip("no folder outside /tmp to put workspaces in")
 
 
 STOP_GRACE = 15.0  # seconds a stopped helper process has to exit on SIGTERM before SIGKILL

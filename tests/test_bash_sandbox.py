@@ -91,7 +91,7 @@ def test_writes_outside_are_refused_and_inside_work(ws: Path, outside: Path, mod
         removal = call(router, command=f"rm -rf {outside}")
         reading = call(router, command="head -c 5 /etc/passwd > /dev/null && echo readable")
     assert inside["stdout"] == "ok\n" and (ws / "d" / "e" / "inside.txt").read_text() == "kept\n"
-    assert inside["sandbox"] == {"confinement": mode, "network": False}
+    assert inside["sandbox"] == {"confinement": mode, "network": False, "view": "host"}
     assert escaped["exitCode"] != 0 and not (outside / "leak.txt").exists()
     assert (outside / "victim.txt").read_text() == "original\n", removal
     assert reading["stdout"] == "readable\n"

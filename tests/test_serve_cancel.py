@@ -81,16 +81,16 @@ def test_a_client_that_goes_away_mid_call_ends_its_command(tmp_path: Path, mode:
         assert not result.is_error and json.loads(result.content[0].text)["stdout"] == "still serving\n"
 
 
-def test_a_served_users_cancelled_call_ends_its_command_and_frees_its_slot(tmp_path: Path) -> None:
+def test_a_served_users_cancelled_call_ends_its_command_and_frees_its_slot(tmp_path: Path, deployed: Path) -> None:
     """Authenticated, stateless served mode with one call per user: the cancelled call's command
     ends, and its concurrency slot comes back (a cancel spammer cannot pin the user's slots)."""
-    store_url = f"sqlite:///{tmp_path / 'users.db'}"
+    store_url = f"sqlite:///{deployed / 'users.db'}"
     with UserStore(store_url) as store:
         store.add_user("alice")
         key = store.add_key("alice")
     args = [
         *("--functions", "bash", "--api-keys", "--store", store_url),
-        *("--workspace-template", str(tmp_path / "ws" / "{user}"), "--max-concurrent-calls", "1"),
+        *("--workspace-template", str(deployed / "ws" / "{user}"), "--max-concurrent-calls", "1"),
     ]
     marker = _marker(tmp_path)
     with http_server(args) as url:

@@ -141,7 +141,7 @@ def _reap(marker: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path) -> None:
+def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path, deployed: Path) -> None:
     pem = tmp_path / "key.pem"
     from cryptography.hazmat.primitives import serialization
 
@@ -160,7 +160,7 @@ def test_three_replicas_behind_haproxy_survive_losing_one(tmp_path: Path) -> Non
             args = [
                 *("--modules", TOOLS_MODULE, "--functions", "echo,write_file,read_file,bash"),
                 *("--auth-public-key", str(pem), "--auth-issuer", ISSUER, "--auth-audience", AUDIENCE),
-                *("--api-keys", "--store", dsn, "--workspace-template", str(tmp_path / "ws" / "{user}")),
+                *("--api-keys", "--store", dsn, "--workspace-template", str(deployed / "ws" / "{user}")),
                 *("--audit-log", str(tmp_path / f"audit-{i}.jsonl")),
             ]
             replicas.append(stack.enter_context(http_server_process(args)))

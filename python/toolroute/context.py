@@ -21,6 +21,10 @@ from toolroute._core import Confinement
 # "on", the best available or refuse to run; "bubblewrap" or "landlock", exactly that one.
 SandboxMode = Literal["off", "auto", "on", "bubblewrap", "landlock"]
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
+# What a confined command can read (docs/bash.md, "What a command sees"): "host", the whole host
+# read-only; "minimal", the system folders, the workspace and the declared roots, nothing else.
+SandboxView = Literal["host", "minimal"]
+SANDBOX_VIEWS: tuple[str, ...] = get_args(SandboxView)
 # How hard file writes work to survive a power loss (docs/files.md, "Durability"); a process
 # crash is survived at every level.
 Durability = Literal["none", "file", "full"]
@@ -67,6 +71,11 @@ class BuiltInToolContext:
     # Under a sandbox: whether commands may use the network, and folders writable beside the workspace.
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
+    # Under a sandbox: what commands can read, paths hidden beside the built-in list (minimal
+    # view), and the uid (and gid) they run as (None: the host's own; needs root to differ).
+    sandbox_view: SandboxView = "host"
+    sandbox_hidden: tuple[Path, ...] = ()
+    sandbox_uid: int | None = None
     # fsyncs of file writes: none, file (each new file) or full (files, then each folder once).
     durability: Durability = "full"
 
@@ -82,6 +91,9 @@ class BuiltInToolContext:
         sandbox_network: bool = False,
         sandbox_writable: Sequence[str | os.PathLike[str]] = (),
         durability: Durability = "full",
+        sandbox_view: SandboxView = "host",
+        sandbox_hidden: Sequence[str | os.PathLike[str]] = (),
+        sandbox_uid: int | None = None,
     ) -> None:
         """`sandbox_writes=True` without `sandbox` means `sandbox="on"`."""
         mode: SandboxMode = sandbox if sandbox is not None else ("on" if sandbox_writes else "off")
@@ -97,6 +109,13 @@ class BuiltInToolContext:
         set_(self, "sandbox", mode)
         set_(self, "sandbox_network", sandbox_network)
         set_(self, "sandbox_writable", tuple(Path(p) for p in sandbox_writable))
+        if sandbox_view not in SANDBOX_VIEWS:
+            raise ValueError(f"sandbox_view must be one of {', '.join(SANDBOX_VIEWS)}; got {sandbox_view!r}")
+        if sandbox_uid is not None and (isinstance(sandbox_uid, bool) or not 0 < sandbox_uid < 2**32 - 1):
+            raise ValueError(f"sandbox_uid must be a uid above 0, got {sandbox_uid!r}")
+        set_(self, "sandbox_view", sandbox_view)
+        set_(self, "sandbox_hidden", tuple(Path(p) for p in sandbox_hidden))
+        set_(self, "sandbox_uid", sandbox_uid)
         if durability not in ("none", "file", "full"):
             raise ValueError(f"durability must be none, file or full, got {durability!r}")
         set_(self, "durability", durability)

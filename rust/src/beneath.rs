@@ -20,6 +20,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{mkdirat, openat, openat2, readlinkat, AtFlags, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
+use rustix::process::{Gid, Uid};
 
 /// Symlinks followed in one resolution before giving up (the kernel's own limit).
 const MAX_LINKS: usize = 40;
@@ -67,6 +68,20 @@ pub struct Created {
     name: OsString,
 }
 
+/// The owner a new entry in `dir` must be given, if not its creator: root making an entry in a
+/// folder another uid owns gives it to the folder's owner (uid and gid). A served tenant's
+/// commands run as the uid that owns its workspace, and must be able to change what the file
+/// tools made there. Anyone else creates entries as usual (`None`).
+pub fn owner_for_new(dir: BorrowedFd<'_>) -> io::Result<Option<(Uid, Gid)>> {
+    let me = rustix::process::geteuid();
+    if !me.is_root() {
+        return Ok(None);
+    }
+    let folder = rustix::fs::fstat(dir)?;
+    Ok((folder.st_uid != me.as_raw())
+        .then(|| (Uid::from_raw(folder.st_uid), Gid::from_raw(folder.st_gid))))
+}
+
 impl Created {
     /// Remove the folder again (only if still empty).
     pub fn undo(&self) {
@@ -81,10 +96,22 @@ impl Parent {
         let mut made = Vec::new();
         for name in std::mem::take(&mut self.missing) {
             match mkdirat(&self.dir, name.as_os_str(), Mode::from_raw_mode(0o777)) {
-                Ok(()) => made.push(Created {
-                    parent: self.dir.try_clone()?,
-                    name: name.clone(),
-                }),
+                Ok(()) => {
+                    made.push(Created {
+                        parent: self.dir.try_clone()?,
+                        name: name.clone(),
+                    });
+                    if let Some((uid, gid)) = owner_for_new(self.dir.as_fd())? {
+                        let nofollow = AtFlags::SYMLINK_NOFOLLOW;
+                        rustix::fs::chownat(
+                            &self.dir,
+                            name.as_os_str(),
+                            Some(uid),
+                            Some(gid),
+                            nofollow,
+                        )?;
+                    }
+                }
                 Err(Errno::EXIST) => {}
                 Err(e) => return Err(e.into()),
             }

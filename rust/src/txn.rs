@@ -273,6 +273,13 @@ fn stage(
         write_parts(&fd, parts).map_err(|e| FsError::io("write", shown, e))?;
         if let Some(m) = meta.or(target.existing().map(|e| e.meta)) {
             keep_meta(&fd, m, shown)?;
+        } else {
+            let owner = crate::beneath::owner_for_new(staged.dir.as_fd());
+            if let Some((uid, gid)) =
+                owner.map_err(|e| FsError::io("stat the folder of", shown, e))?
+            {
+                fchown(&fd, Some(uid), Some(gid)).map_err(io("set the owner of"))?;
+            }
         }
         if durability >= Durability::File {
             rustix::fs::fsync(&fd).map_err(io("fsync"))?;

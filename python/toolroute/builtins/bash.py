@@ -192,10 +192,13 @@ def sandbox_plan(ctx: BuiltInToolContext) -> SandboxPlan | None:
     return SandboxPlan(
         kind=kind,
         workspace=ctx.workspace,
-        private_tmp=process_table().private_tmp.folder(ctx.workspace),
+        private_tmp=process_table().private_tmp.folder(ctx.workspace, ctx.sandbox_uid),
         writable=tuple(p.resolve() for p in ctx.sandbox_writable),
         read_only=tuple(p.resolve() for p in ctx.read_only_roots),
         network=ctx.sandbox_network,
+        view=ctx.sandbox_view,
+        hidden=tuple(p.resolve() for p in ctx.sandbox_hidden),
+        uid=ctx.sandbox_uid,
     )
 
 
@@ -203,20 +206,23 @@ def confinement(plan: SandboxPlan | None) -> dict[str, Any]:
     """What a result reports about its command's confinement."""
     if plan is None:
         return {"confinement": "none"}
-    return {"confinement": plan.kind, "network": plan.network}
+    shown: dict[str, Any] = {"confinement": plan.kind, "network": plan.network, "view": plan.view}
+    if plan.uid is not None:
+        shown["uid"] = plan.uid
+    return shown
 
 
 def describe_confinement(ctx: BuiltInToolContext) -> dict[str, object]:
     """What commands of this context would run under (for `toolroute tools`), without running any."""
-    return describe(ctx.sandbox, ctx.sandbox_network)
+    return describe(ctx.sandbox, ctx.sandbox_network, ctx.sandbox_view)
 
 
 def command_spec(ctx: BuiltInToolContext, request: BashRequest) -> CommandSpec:
     command = _require(request.command, "command", request.action)
     cwd = resolve_cwd(ctx, request.cwd)
     plan = sandbox_plan(ctx)
-    overrides = sandbox_environment(plan) if plan is not None else None
-    return CommandSpec(command, cwd, command_environment(ctx.env_allowlist, overrides=overrides), plan)
+    env = command_environment(ctx.env_allowlist)
+    return CommandSpec(command, cwd, env if plan is None else sandbox_environment(plan, env), plan)
 
 
 def echo(command: str) -> str:

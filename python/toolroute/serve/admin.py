@@ -30,7 +30,7 @@ def _on_store(action: Action) -> Callable[[argparse.Namespace], int]:
     """A command handler that runs `action` on the registry named by --store, then closes it."""
 
     def handler(args: argparse.Namespace) -> int:
-        with open_store(args.store) as store:
+        with open_store(args.store, getattr(args, "store_key_file", None)) as store:
             action(args, store)
         return 0
 
@@ -47,7 +47,7 @@ def _users_add(args: argparse.Namespace, store: UserStore) -> None:
 def _users_list(args: argparse.Namespace, store: UserStore) -> None:
     for user in store.users():
         keys = [k for k in store.keys(user) if k.revoked_at is None]
-        servers = list(store.servers(user))
+        servers = list(store.server_listing(user))
         print(f"{user}\tkeys={len(keys)}\tservers={','.join(servers) or '-'}")
 
 
@@ -100,6 +100,11 @@ def _servers_remove(args: argparse.Namespace, store: UserStore) -> None:
     print(f"removed server {args.server} of user {args.user}")
 
 
+def _rotate_key(args: argparse.Namespace, store: UserStore) -> None:
+    count = store.rotate_secrets()
+    print(f"encrypted the secrets of {count} server config(s) again under the first key")
+
+
 def _actions(parent: Any, dest: str) -> Any:
     actions = parent.add_subparsers(dest=dest, metavar="ACTION", parser_class=type(parent))
     actions.required = True
@@ -125,11 +130,16 @@ def add_users_command(sub: Any) -> None:
         description="The user registry of `toolroute serve` (SQLite by default, PostgreSQL for replicas).",
     )
     users.add_argument("--store", metavar="URL", help=f"sqlite:///PATH or postgresql://... (default: ${STORE_ENV})")
+    users.add_argument(
+        "--store-key-file", metavar="FILE", help="Fernet key(s) of the registry's secrets ($TOOLROUTE_STORE_KEY_FILE)"
+    )
     cmds = _actions(users, "users_command")
     add = _command(cmds, "add", "add a user", _on_store(_users_add), "user")
     add.add_argument("--key", action="store_true", help="also make an API key and print it (once)")
     _command(cmds, "list", "list users", _on_store(_users_list))
     _command(cmds, "remove", "remove a user with their keys and servers", _on_store(_users_remove), "user")
+    rotate = "encrypt every stored secret again under the key file's first key (rotation)"
+    _command(cmds, "rotate-key", rotate, _on_store(_rotate_key))
 
     keys = _actions(cmds.add_parser("keys", help="API keys"), "keys_command")
     _command(keys, "add", "make a key for a user and print it (once)", _on_store(_keys_add), "user")

@@ -26,7 +26,7 @@ class AuditRecord:
     level: str | None  # the routing level: builtin, user_mcp, local_mcp, function, global_mcp
     server: str | None  # the upstream MCP server, for MCP levels
     duration_ms: float
-    outcome: str  # "ok", "error" or "refused"
+    outcome: str  # "ok", "error", "refused" or "cancelled"
     result_chars: int
     argument_names: tuple[str, ...]
 

@@ -32,13 +32,14 @@ def default_store_url() -> str:
     return f"sqlite:///{data / 'toolroute' / 'users.db'}"
 
 
-def open_store(url: str | None) -> UserStore:
+def open_store(url: str | None, key_file: str | None = None) -> UserStore:
+    from toolroute.serve.secrets import SecretBox
     from toolroute.serve.store import UserStore
 
     url = url or default_store_url()
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    return UserStore(url)
+    return UserStore(url, SecretBox(key_file))
 
 
 def add_served_mode_options(p: argparse.ArgumentParser) -> None:
@@ -53,6 +54,16 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--store", metavar="URL", help=f"user registry: sqlite:///PATH or postgresql://... (${STORE_ENV})")
     g.add_argument("--resource-url", metavar="URL", help="this server's public URL (protected-resource metadata)")
     g.add_argument("--workspace-template", metavar="DIR", help="per-user workspace root, e.g. /srv/ws/{user}")
+    g.add_argument(
+        "--tenant-uids",
+        metavar="FIRST-LAST",
+        help="uids for tenants' commands, one each (root only; default 1879048192-1879113727 when root)",
+    )
+    g.add_argument(
+        "--store-key-file",
+        metavar="FILE",
+        help="Fernet key(s) encrypting upstream secrets in the registry ($TOOLROUTE_STORE_KEY_FILE)",
+    )
     g.add_argument("--audit-log", metavar="FILE", help="append one JSON line per call to FILE")
     g.add_argument("--max-concurrent-calls", type=int, metavar="N", help="per user (default 8)")
     g.add_argument("--calls-per-minute", type=int, metavar="N", help="per user (default 600)")
@@ -103,7 +114,7 @@ def build_served_mode(
     from toolroute.serve.server import HttpAuth, TenantDoors
     from toolroute.serve.tenants import Tenancy
 
-    store = open_store(args.store) if (args.api_keys or args.store) else None
+    store = open_store(args.store, args.store_key_file) if (args.api_keys or args.store) else None
     verifiers = Verifiers()
     if args.auth_jwks or args.auth_public_key:
         if not args.auth_issuer or not args.auth_audience:
@@ -133,6 +144,19 @@ def build_served_mode(
         from toolroute.mcp import McpGateway
 
         router.attach_gateway(McpGateway())
+    uids = None
+    if auth is not None and base_context is not None:
+        from toolroute.serve.identities import parse_uid_range
+        from toolroute.serve.isolation import tenant_base_context, tenant_uids
+
+        uids = tenant_uids(parse_uid_range(args.tenant_uids) if args.tenant_uids else None)
+        base_context = tenant_base_context(
+            base_context,
+            functions,
+            workspace_template=args.workspace_template,
+            uids=uids,
+            secret_files=[] if store is None else store.secret_files(),
+        )
     tenancy = Tenancy(
         router,
         functions,
@@ -140,6 +164,7 @@ def build_served_mode(
         store=store,
         workspace_template=args.workspace_template,
         base_context=base_context,
+        tenant_uids=uids,
     )
     doors = TenantDoors(
         tenancy,

@@ -179,25 +179,50 @@ class TenantDoors:
     async def call_tool(
         self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
     ) -> types.CallToolResult:
+        """One call, and exactly one audit line for it on every path: done, failed, refused
+        (identity, allowlist, limits) or cancelled (by the client or its disconnect)."""
         started = time.monotonic()
+        user: str | None = None
+        result: types.CallToolResult | None = None
+        outcome, tool = "cancelled", None
         try:
-            user = self._user(ctx)
-        except ToolError as exc:
-            return _error(str(exc))
-        result, outcome, tool = await self._call(user, name, arguments)
-        if self.audit is not None:
-            text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
-            self.audit.record(
-                user=user,
-                tool=name,
-                started=started,
-                outcome=outcome,
-                result_chars=len(text),
-                arguments=arguments,
-                level=None if tool is None else routing_level(tool),
-                server=None if tool is None else getattr(tool, "service_id", None),
-            )
-        return result
+            try:
+                user = self._user(ctx)
+            except ToolError as exc:
+                user = request_user(ctx)
+                result, outcome = _error(str(exc)), "refused"
+                return result
+            result, outcome, tool = await self._call(user, name, arguments)
+            return result
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            if self.audit is not None:
+                self._audit(user, name, arguments, started, outcome, result, tool)
+
+    def _audit(
+        self,
+        user: str | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        started: float,
+        outcome: str,
+        result: types.CallToolResult | None,
+        tool: Tool | None,
+    ) -> None:
+        assert self.audit is not None
+        content = () if result is None else result.content
+        self.audit.record(
+            user=user,
+            tool=name,
+            started=started,
+            outcome=outcome,
+            result_chars=sum(len(c.text) for c in content if isinstance(c, types.TextContent)),
+            arguments=arguments,
+            level=None if tool is None else routing_level(tool),
+            server=None if tool is None else getattr(tool, "service_id", None),
+        )
 
     async def _call(
         self, user: str | None, name: str, arguments: Mapping[str, Any] | None

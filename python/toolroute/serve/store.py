@@ -6,7 +6,11 @@ ends differ in the connection and the parameter style alone.
 
 API keys look like `trk_<key id>_<secret>`: the key id finds the row, and only a SHA-256 digest
 of the whole key is stored (a key is 32 random bytes, so a slow hash adds nothing), compared in
-constant time. Server configs may hold secrets (`env`, `headers`): listings redact them.
+constant time. Server configs may hold secrets (`env`, `headers`): their values are stored
+encrypted (`secrets.py`) and listings redact them.
+
+Migrations run under a lock, so replicas that open a fresh registry at the same moment apply
+them once: PostgreSQL's transaction-scoped advisory lock, SQLite's write lock (`BEGIN IMMEDIATE`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -27,11 +32,15 @@ from typing import Any, Protocol
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
 from toolroute.naming import validate_user_id
+from toolroute.serve.secrets import SecretBox
 
 KEY_PREFIX = "trk"
 _KEY_RE = re.compile(r"^trk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 _SERVER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 REDACTED = "***"
+# pg_advisory_xact_lock's key for migrations: any constant that other users of the database
+# are unlikely to pick ("toolrout" in ASCII).
+MIGRATION_LOCK = 0x746F6F6C726F7574
 
 # Each entry moves the schema one version up; a database records the versions it has applied.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -66,25 +75,35 @@ class ApiKeyInfo:
 
 class _Backend(Protocol):
     placeholder: str
+    begin_exclusive: str  # starts a transaction that holds off other migrators
 
     def connect(self) -> Any: ...
+
+    def files(self) -> list[Path]: ...
 
 
 class _Sqlite:
     placeholder = "?"
+    begin_exclusive = "BEGIN IMMEDIATE"
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def connect(self) -> Any:
+        # Readable by the server's user alone (SQLite gives its -wal and -shm files the same mode).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA journal_mode = WAL")
         return conn
 
+    def files(self) -> list[Path]:
+        return [self.path, *(self.path.with_name(self.path.name + end) for end in ("-wal", "-shm", "-journal"))]
+
 
 class _Postgres:
     placeholder = "%s"
+    begin_exclusive = f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -95,6 +114,9 @@ class _Postgres:
         except ImportError:
             raise StoreError("a PostgreSQL store needs psycopg 3: pip install 'toolroute[postgres]'") from None
         return psycopg.connect(self.dsn, autocommit=True)
+
+    def files(self) -> list[Path]:
+        return []
 
 
 def _backend(url: str) -> _Backend:
@@ -124,8 +146,9 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
 class UserStore:
     """Users, API keys and per-user MCP servers in SQLite or PostgreSQL. Thread-safe."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, secrets: SecretBox | None = None) -> None:
         self.url = url
+        self.secrets = secrets or SecretBox()
         self._backend = _backend(url)
         self._lock = threading.Lock()
         # Bumped by every change made through this object, so caches over it (Tenancy's doors)
@@ -140,10 +163,11 @@ class UserStore:
         return statement.replace("?", self._backend.placeholder)
 
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def _transaction(self, begin: str = "BEGIN") -> Iterator[Any]:
         with self._lock:
             cur = self._conn.cursor()
-            cur.execute("BEGIN")
+            for statement in begin.split("; "):
+                cur.execute(statement)
             try:
                 yield cur
             except BaseException:
@@ -159,7 +183,7 @@ class UserStore:
             return list(cur.fetchall())
 
     def _migrate(self) -> None:
-        with self._transaction() as cur:
+        with self._transaction(self._backend.begin_exclusive) as cur:
             cur.execute("CREATE TABLE IF NOT EXISTS toolroute_schema (version INTEGER PRIMARY KEY)")
             cur.execute("SELECT version FROM toolroute_schema")
             applied = {row[0] for row in cur.fetchall()}
@@ -174,6 +198,11 @@ class UserStore:
     def schema_version(self) -> int:
         rows = self._query("SELECT MAX(version) FROM toolroute_schema")
         return int(rows[0][0] or 0)
+
+    def secret_files(self) -> list[Path]:
+        """The files that hold the registry or its key: never to be inside a command's view."""
+        key = self.secrets.key_file
+        return [*self._backend.files(), *([key] if key is not None else [])]
 
     def close(self) -> None:
         with self._lock:
@@ -276,7 +305,7 @@ class UserStore:
             parse_server(server_id, config)
         except ToolRegistrationError as exc:
             raise StoreError(str(exc)) from None
-        text = json.dumps(dict(config), sort_keys=True)
+        text = json.dumps(self.secrets.seal(config), sort_keys=True)
         with self._transaction() as cur:
             self._require_user(cur, user_id)
             cur.execute(
@@ -308,11 +337,29 @@ class UserStore:
 
     def servers(self, user_id: str) -> dict[str, dict[str, Any]]:
         """A user's server configs, secrets included: for the gateway, never for display."""
+        return {sid: self.secrets.seal(cfg, "decrypt") for sid, cfg in self._server_rows(user_id)}
+
+    def _server_rows(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """A user's server configs as stored (secrets still encrypted)."""
         rows = self._query(
             "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
         )
-        return {str(sid): json.loads(cfg) for sid, cfg in rows}
+        return [(str(sid), json.loads(cfg)) for sid, cfg in rows]
+
+    def rotate_secrets(self) -> int:
+        """Encrypt every stored secret again under the first key (plain ones, from a registry
+        older than encryption, get encrypted); the number of server configs rewritten."""
+        with self._transaction() as cur:
+            cur.execute("SELECT user_id, server_id, config FROM toolroute_user_servers")
+            rows = list(cur.fetchall())
+            for user_id, server_id, config in rows:
+                text = json.dumps(self.secrets.seal(json.loads(config), "rotate"), sort_keys=True)
+                cur.execute(
+                    self._sql("UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ?"),
+                    (text, user_id, server_id),
+                )
+        return len(rows)
 
     def server_listing(self, user_id: str) -> dict[str, dict[str, Any]]:
         """The same configs with `env` and `headers` values redacted, for people to read."""
-        return {sid: redact(cfg) for sid, cfg in self.servers(user_id).items()}
+        return {sid: redact(cfg) for sid, cfg in self._server_rows(user_id)}

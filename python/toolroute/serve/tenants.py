@@ -4,7 +4,8 @@ For each user the server keeps one `ServedTools` door: the served allowlist (the
 everybody) plus that user's own MCP servers from the registry, exposed and called with that
 user's id, so the router's own tenancy rules apply (a user's names never reach another user).
 Built-ins act in the user's own workspace, from a root template such as `/srv/ws/{user}`, made on
-first use and confined like every workspace.
+first use and confined like every workspace; with a uid range, each user's commands run as a uid
+of its own, which owns that workspace (`identities.py`).
 """
 
 from __future__ import annotations
@@ -15,30 +16,17 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
-from toolroute.naming import user_service_key, validate_user_id
+from toolroute.naming import user_service_key
 from toolroute.router import ToolRouter
+from toolroute.serve.identities import Workspaces
 
 if TYPE_CHECKING:
     from toolroute.serve.server import ServedTools
     from toolroute.serve.store import UserStore
-
-USER_PLACEHOLDER = "{user}"
-
-
-def workspace_for(template: str, user_id: str) -> Path:
-    """The user's workspace root from `template` (which must contain `{user}`), created if new."""
-    validate_user_id(user_id)  # the id becomes a path component: never `..` or a separator
-    if USER_PLACEHOLDER not in template:
-        raise ToolArgumentError(f"the workspace template {template!r} must contain {USER_PLACEHOLDER}")
-    root = Path(template.replace(USER_PLACEHOLDER, user_id)).expanduser()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return root
-
 
 # How long a user's door is served without asking the registry again. Bounds how late a change
 # made elsewhere (`toolroute users servers add` on another machine) reaches this replica; changes
@@ -68,9 +56,9 @@ class Tenancy:
         workspace_template: str | None = None,
         base_context: BuiltInToolContext | None = None,
         registry_ttl: float = REGISTRY_TTL,
+        tenant_uids: range | None = None,
     ) -> None:
-        if workspace_template is not None and USER_PLACEHOLDER not in workspace_template:
-            raise ToolArgumentError(f"the workspace template {workspace_template!r} must contain {USER_PLACEHOLDER}")
+        self.workspaces = None if workspace_template is None else Workspaces(workspace_template, tenant_uids)
         self.router = router
         self.functions = list(functions)
         self.mcp_servers = list(mcp_servers)
@@ -150,16 +138,16 @@ class Tenancy:
 
     def context(self, user_id: str | None) -> BuiltInToolContext | None:
         """The built-ins' context for `user_id`: their own workspace when a template is set."""
-        if user_id is None or self.workspace_template is None:
+        if user_id is None or self.workspaces is None:
             return self.base_context
         with self._lock:
             ctx = self._contexts.get(user_id)
             if ctx is None:
-                root = workspace_for(self.workspace_template, user_id)
+                root, uid = self.workspaces.ensure(user_id)
                 base = self.base_context
                 if base is None:
-                    ctx = BuiltInToolContext(root, user_id=user_id)
+                    ctx = BuiltInToolContext(root, user_id=user_id, sandbox_uid=uid)
                 else:
-                    ctx = dataclasses.replace(base, workspace_root=root.resolve(), user_id=user_id)
+                    ctx = dataclasses.replace(base, workspace_root=root.resolve(), user_id=user_id, sandbox_uid=uid)
                 self._contexts[user_id] = ctx
             return ctx

@@ -1,13 +1,21 @@
 """Run a command under Landlock so it may write only beneath the given paths (the fallback sandbox).
 
-This file is exec'd as a script (`python -I -S landlock_exec.py STATUS_FD HOST_PID [--no-network]
+This file is exec'd as a script (`python -I -S landlock_exec.py STATUS_FD HOST_PID [OPTION...]
 PATH... -- ARGV...`) in the child, between fork and bash: applying the ruleset there, rather than in a
 `preexec_fn`, keeps the parent's threads out of harm's way. It must import nothing from toolroute
 (it runs with -S). On any failure it writes the reason to STATUS_FD and exits 127; on success exec
-closes STATUS_FD (close-on-exec), so the parent reads EOF. Reading is never restricted, only
-writing. `--no-network` adds a seccomp filter that refuses every socket but unix ones (and
-io_uring, which can open sockets without socket(2)). The command is also killed if the host dies
-(PR_SET_PDEATHSIG, kept across exec).
+closes STATUS_FD (close-on-exec), so the parent reads EOF.
+
+Options:
+- `--read=PATH` (the minimal view): reading and executing are restricted too, to the PATHs given
+  and the writable PATHs; everything else (other workspaces, home folders, /proc) is unreadable.
+  `--list=PATH` makes a folder listable only (a folder some of whose entries stay hidden).
+  Signals and abstract unix sockets are then scoped to the command (Landlock ABI 6+), so it can
+  neither signal nor connect to processes outside its sandbox.
+- `--uid=N`: drop to uid and gid N (no supplementary groups) before anything else is armed.
+- `--no-network`: a seccomp filter that refuses every socket but unix ones (and io_uring, which
+  can open sockets without socket(2)).
+The command is also killed if the host dies (PR_SET_PDEATHSIG, kept across exec).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import ctypes
 import os
 import struct
 import sys
+from collections.abc import Sequence
 
 # Syscall numbers are the same on x86_64 and aarch64 (the unified table since Linux 5.13).
 SYS_LANDLOCK_CREATE_RULESET = 444
@@ -40,11 +49,17 @@ MAKE_BLOCK = 1 << 11
 MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
+EXECUTE = 1 << 0
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+READS = EXECUTE | READ_FILE | READ_DIR
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 _ABI1_WRITES = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SYM
 _ABI1_WRITES |= MAKE_CHAR | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK
 # The only rights a rule on a file (not a directory) may carry, among the ones handled here.
-_FILE_RIGHTS = WRITE_FILE | TRUNCATE
+_FILE_RIGHTS = WRITE_FILE | TRUNCATE | EXECUTE | READ_FILE
 
 
 class LandlockError(OSError):
@@ -79,27 +94,43 @@ def handled_writes(abi: int) -> int:
     return rights
 
 
-def restrict_writes(paths: list[str]) -> None:
-    """Confine this process (and what it execs) to writing beneath `paths` only."""
+def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return  # e.g. no /tmp: nothing to allow there
+    try:
+        if not os.path.isdir(path):
+            rights &= _FILE_RIGHTS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))  # packed struct
+        if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0) < 0:
+            raise _fail(f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+
+
+def restrict_writes(paths: list[str], readable: list[str] | None = None, listable: Sequence[str] = ()) -> None:
+    """Confine this process (and what it execs) to writing beneath `paths` only; with
+    `readable`, also to reading beneath `paths` and `readable` only (and listing `listable`)."""
     libc = _libc()
-    handled = handled_writes(abi_version(libc))
-    attr = ctypes.create_string_buffer(struct.pack("=Q", handled))
-    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, ctypes.c_size_t(8), 0)
+    abi = abi_version(libc)
+    handled = handled_writes(abi)
+    if readable is None:
+        attr = ctypes.create_string_buffer(struct.pack("=Q", handled))
+    else:
+        handled |= READS
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+        attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled, 0, scoped))
+    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, ctypes.c_size_t(len(attr.raw)), 0)
     if ruleset < 0:
         raise _fail("landlock_create_ruleset")
     try:
         for path in paths:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue  # e.g. no /tmp: nothing to allow there
-            try:
-                rights = handled if os.path.isdir(path) else handled & _FILE_RIGHTS
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd))  # packed struct
-                if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0) < 0:
-                    raise _fail(f"landlock_add_rule({path})")
-            finally:
-                os.close(fd)
+            _add_rule(libc, ruleset, path, handled)
+        for path in readable or ():
+            _add_rule(libc, ruleset, path, READS)
+        for path in listable if readable is not None else ():
+            _add_rule(libc, ruleset, path, READ_DIR)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0:
             raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) < 0:
@@ -169,16 +200,29 @@ def die_with_parent(host: int) -> None:
         os._exit(137)
 
 
+def drop_to(uid: int) -> None:
+    """Become uid and gid `uid`, with no supplementary groups (before PDEATHSIG: a credential
+    change clears it)."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
 def main(argv: list[str]) -> None:
     status_fd = int(argv[1])
     sep = argv.index("--")
     host, options, command = int(argv[2]), argv[3:sep], argv[sep + 1 :]
     network = "--no-network" not in options
-    paths = [p for p in options if p != "--no-network"]
+    readable = [o.removeprefix("--read=") for o in options if o.startswith("--read=")]
+    listable = [o.removeprefix("--list=") for o in options if o.startswith("--list=")]
+    uids = [int(o.removeprefix("--uid=")) for o in options if o.startswith("--uid=")]
+    paths = [p for p in options if not p.startswith("--")]
     try:
         os.set_inheritable(status_fd, False)
+        for uid in uids:
+            drop_to(uid)
         die_with_parent(host)
-        restrict_writes(paths)
+        restrict_writes(paths, readable if readable else None, listable)
         if not network:
             deny_network()
         os.execv(command[0], command)

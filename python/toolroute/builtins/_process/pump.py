@@ -137,6 +137,11 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     env = dict(spec.env)
     if not spec.contained:  # bubblewrap's PID namespace dies with the host by itself
         env.update(WATCH.marker())
+    identity: dict[str, Any] = {}
+    if plan is not None and plan.kind == "bubblewrap" and plan.uid is not None:
+        # bwrap itself runs as the tenant's uid (an unprivileged user namespace); the Landlock
+        # helper drops to it on its own, after the host's interpreter has been loaded.
+        identity = {"user": plan.uid, "group": plan.uid, "extra_groups": []}
     try:
         proc = subprocess.Popen(
             argv,
@@ -146,6 +151,7 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(status_w,) if status_w >= 0 else (),
+            **identity,
             **isolation(),
         )
     except OSError as exc:

@@ -10,6 +10,18 @@ Two mechanisms, best first:
   sockets unless network is allowed. Landlock has no right for metadata changes, so chmod, chown
   and utime outside the workspace are NOT refused under this fallback.
 
+What a command can *read* is the view (`SandboxView`, docs/bash.md "What a command sees"):
+- **host**: the whole host file system, read-only (the library default, for a local agent that
+  runs on its own user's machine);
+- **minimal**: only the system folders a command needs (`SYSTEM_PATHS`, less `HIDDEN_PATHS`),
+  the workspace, its private /tmp and the declared roots; nothing of other workspaces, home
+  folders or the server's files. Served mode uses it for every tenant. Under Landlock, /proc is
+  not readable at all in this view, and signals and abstract unix sockets are scoped to the
+  command (ABI 6+).
+
+A context may also name a uid (`sandbox_uid`) that its commands run as: served mode gives each
+tenant its own, so that even a mount mistake does not reach files of another tenant or the host.
+
 The mode a context asks for (`SandboxMode`) resolves to one `Kind` per host, probed once.
 """
 
@@ -24,18 +36,39 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from toolroute.builtins._process import landlock_exec
-from toolroute.context import SandboxMode
+from toolroute.context import SandboxMode, SandboxView
 
 Kind = Literal["bubblewrap", "landlock", "none"]
 
 HELPER = Path(landlock_exec.__file__).resolve()
 PROBE_TIMEOUT = 10.0
+
+# The minimal view's system folders: what programs need to run (binaries, libraries, their
+# configuration). Missing ones are skipped; a symlink (/bin -> usr/bin) is kept as a symlink.
+SYSTEM_PATHS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Beneath those, what holds secrets of the host: hidden in the minimal view (an empty file or
+# folder under bubblewrap, no rule under Landlock). Contexts can add more (`sandbox_hidden`).
+HIDDEN_PATHS: tuple[str, ...] = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/krb5.keytab",
+    "/etc/toolroute",
+)
+# Device files a command may read (and write, for /dev/null) under Landlock's minimal view.
+DEVICES: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -96,7 +129,7 @@ def resolve_kind(mode: SandboxMode) -> Kind:
             raise SandboxUnavailable(f"{no_bwrap}; and {no_landlock}") from None
 
 
-def describe(mode: SandboxMode, network: bool) -> dict[str, object]:
+def describe(mode: SandboxMode, network: bool, view: SandboxView = "host") -> dict[str, object]:
     """What a command would run under, for traces and `toolroute tools`."""
     try:
         kind = resolve_kind(mode)
@@ -105,6 +138,7 @@ def describe(mode: SandboxMode, network: bool) -> dict[str, object]:
     out: dict[str, object] = {"mode": mode, "confinement": kind}
     if kind != "none":
         out["network"] = network
+        out["view"] = view
     if kind == "landlock":
         out["notConfined"] = "metadata changes (chmod, chown, utime) outside the writable folders"
     return out
@@ -125,13 +159,18 @@ class PrivateTmp:
         self._base: Path | None = None
         self._finalizer: weakref.finalize[..., PrivateTmp] | None = None
 
-    def folder(self, workspace: Path) -> Path:
+    def folder(self, workspace: Path, uid: int | None = None) -> Path:
+        """The workspace's temp folder; owned by `uid` (the commands' own) when one is given."""
         with self._lock:
             if self._base is None:
                 self._base = Path(tempfile.mkdtemp(prefix="toolroute-tmp-"))
                 self._finalizer = weakref.finalize(self, shutil.rmtree, self._base, ignore_errors=True)
+                # Passable (never listable) by the commands' uids, so each reaches its own folder only.
+                os.chmod(self._base, 0o711)
             folder = self._base / hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
             folder.mkdir(mode=0o700, exist_ok=True)
+            if uid is not None and folder.stat().st_uid != uid:
+                os.chown(folder, uid, uid)
             return folder
 
     def close(self) -> None:
@@ -152,9 +191,53 @@ class SandboxPlan:
     writable: tuple[Path, ...] = ()  # declared folders writable beside the workspace
     read_only: tuple[Path, ...] = ()  # read-only roots, kept read-only inside writable folders
     network: bool = False
+    view: SandboxView = "host"
+    hidden: tuple[Path, ...] = ()  # hidden beside HIDDEN_PATHS in the minimal view
+    uid: int | None = None  # the uid (and gid) commands run as; None: the host's own
 
     def writable_paths(self) -> list[Path]:
         return list(dict.fromkeys([self.workspace, *self.writable]))
+
+    def hidden_paths(self) -> list[Path]:
+        return list(dict.fromkeys([*(Path(p) for p in HIDDEN_PATHS), *self.hidden]))
+
+
+def _covers(outer: Path, inner: Path) -> bool:
+    return inner == outer or inner.is_relative_to(outer)
+
+
+def readable_grants(paths: Sequence[Path], hidden: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """What to grant so that everything beneath `paths` is readable except `hidden`: the paths
+    readable whole, and the folders only listable. Landlock rules only add, so a secret inside a
+    granted folder can be left out only by granting that folder's other children one by one
+    (the folder itself stays listable, so `ls /etc` works; its hidden entries' names show)."""
+    grants: list[Path] = []
+    listable: list[Path] = []
+    for path in paths:
+        if any(_covers(h, path) for h in hidden) or not os.path.lexists(path):
+            continue
+        if not any(_covers(path, h) for h in hidden) or not path.is_dir() or path.is_symlink():
+            grants.append(path)
+            continue
+        try:
+            children = sorted(path.iterdir())
+        except OSError:
+            continue
+        listable.append(path)
+        more, more_listable = readable_grants(children, hidden)
+        grants += more
+        listable += more_listable
+    return grants, listable
+
+
+def visible(path: Path, plan: SandboxPlan) -> bool:
+    """Whether `path` lies in what a command of `plan` can read (the minimal view's folders)."""
+    if plan.view == "host":
+        return True
+    if any(_covers(h, path) for h in plan.hidden_paths()):
+        return False
+    shown = [*(Path(p) for p in SYSTEM_PATHS), *plan.writable_paths(), *plan.read_only, plan.private_tmp]
+    return any(_covers(root, path) for root in shown)
 
 
 def _namespaces(*, network: bool) -> list[str]:
@@ -165,16 +248,40 @@ def _namespaces(*, network: bool) -> list[str]:
     return ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--cap-drop", "ALL"]
 
 
+def _minimal_root(plan: SandboxPlan) -> list[str]:
+    """bubblewrap arguments for the minimal view's system part: the system folders read-only
+    (symlinks such as /bin -> usr/bin kept as symlinks), then each hidden path covered."""
+    args: list[str] = []
+    for name in SYSTEM_PATHS:
+        path = Path(name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), name]
+        elif path.exists():
+            args += ["--ro-bind", name, name]
+    for hidden in plan.hidden_paths():
+        if not any(_covers(Path(s), hidden) for s in SYSTEM_PATHS) or not os.path.lexists(hidden):
+            continue  # only what the system folders would show needs covering
+        if hidden.is_dir() and not hidden.is_symlink():
+            args += ["--tmpfs", str(hidden)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(hidden)]
+    return args
+
+
 def bubblewrap_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path) -> list[str]:
     """`argv` inside a bubblewrap sandbox. Order matters: later mounts cover earlier ones."""
     args = [bwrap_path(), *_namespaces(network=plan.network)]
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(plan.private_tmp), "/tmp"]
+    args += _minimal_root(plan) if plan.view == "minimal" else ["--ro-bind", "/", "/"]
+    args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(plan.private_tmp), "/tmp"]
     writable = plan.writable_paths()
     for path in writable:
         if path.exists():  # a missing declared folder is skipped, as Landlock does
             args += ["--bind", str(path), str(path)]
     for root in plan.read_only:
-        if any(root.is_relative_to(w) for w in writable) and root.exists():
+        # Inside a writable folder a read-only root must be bound again; in the minimal view a
+        # read-only root anywhere is shown only by being bound.
+        inside = any(root.is_relative_to(w) for w in writable)
+        if (inside or plan.view == "minimal") and root.exists():
             args += ["--ro-bind", str(root), str(root)]
     return [*args, "--chdir", str(cwd), "--", *argv]
 
@@ -186,10 +293,39 @@ def landlock_argv(argv: Sequence[str], plan: SandboxPlan, status_fd: int) -> lis
         raise SandboxUnavailable("no Python interpreter path (sys.executable) to run the Landlock helper")
     paths = [str(p) for p in (*plan.writable_paths(), plan.private_tmp)] + ["/dev/null"]
     flags = [] if plan.network else ["--no-network"]
+    if plan.uid is not None:
+        flags.append(f"--uid={plan.uid}")
+    if plan.view == "minimal":
+        system, listable = readable_grants([Path(p) for p in SYSTEM_PATHS], plan.hidden_paths())
+        readable = [*system, *plan.read_only, *(Path(d) for d in DEVICES)]
+        flags += [f"--read={p}" for p in readable] + [f"--list={p}" for p in listable]
     return [sys.executable, "-I", "-S", str(HELPER), str(status_fd), str(os.getpid()), *flags, *paths, "--", *argv]
 
 
-def sandbox_environment(plan: SandboxPlan) -> dict[str, str]:
-    """Variables that point a confined command at its private temp folder."""
+# Variables that name host folders a command of the minimal view cannot see (its HOME becomes
+# the workspace): dropped rather than left pointing at nothing, or at the server's files.
+HOST_FOLDER_VARIABLES = (
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "VIRTUAL_ENV",
+    "PYENV_ROOT",
+)
+
+
+def sandbox_environment(plan: SandboxPlan, env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a confined command: pointed at its private temp folder; in the minimal view
+    also HOME at the workspace, host folders' variables dropped, and PATH less the folders it
+    cannot see, so a program is looked up where it can run (Landlock lets a command stat what it
+    may not execute)."""
     tmp = "/tmp" if plan.kind == "bubblewrap" else str(plan.private_tmp)
-    return {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+    out = {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+    if plan.view == "minimal":
+        for name in HOST_FOLDER_VARIABLES:
+            out.pop(name, None)
+        out["HOME"] = str(plan.workspace)
+        if "PATH" in out:
+            out["PATH"] = os.pathsep.join(p for p in out["PATH"].split(os.pathsep) if p and visible(Path(p), plan))
+    return out

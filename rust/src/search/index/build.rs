@@ -27,10 +27,17 @@ pub(crate) type Ident = (u64, u64, i128);
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
     pub(crate) has_nul: bool,
-    /// Always searched (a byte order mark, a huge file).
+    /// Always searched (a byte order mark, a huge file, a file with several links: a change
+    /// through a link in another folder reaches no watch of ours).
     pub(crate) unsure: bool,
     /// The file as it was when read (taken before reading).
     pub(crate) ident: Ident,
+}
+
+/// Whether a file has more than one name: then it is never trusted to the watch.
+pub(crate) fn linked(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink() > 1
 }
 
 /// The identity of an open file.
@@ -120,24 +127,29 @@ impl Visitor<'_> {
             return;
         };
         let read = found.open().and_then(|file| {
-            let ident = ident_of(&file.metadata()?);
+            let meta = file.metadata()?;
+            let (ident, linked) = (ident_of(&meta), linked(&meta));
             if ident.1 >= MAX_INDEXED {
-                return Ok((None, ident));
+                return Ok((None, ident, linked));
             }
-            Ok((Some(extractor.read(&mut file.take(MAX_INDEXED))?), ident))
+            Ok((
+                Some(extractor.read(&mut file.take(MAX_INDEXED))?),
+                ident,
+                linked,
+            ))
         });
         match read {
-            Ok((Some(grams), ident)) => {
+            Ok((Some(grams), ident, linked)) => {
                 self.shard.add(id, &grams.grams);
                 self.bytes += grams.bytes;
                 let facts = Facts {
                     has_nul: grams.has_nul,
-                    unsure: grams.unsure,
+                    unsure: grams.unsure || linked,
                     ident,
                 };
                 self.facts.push((id, facts));
             }
-            Ok((None, ident)) => self.facts.push((
+            Ok((None, ident, _)) => self.facts.push((
                 id,
                 Facts {
                     has_nul: false,

@@ -376,24 +376,34 @@ impl Index {
         };
         let mut extractor = Extractor::new();
         let mut read = Vec::new();
+        let mut twins = Vec::new();
         for (id, seq, path) in todo {
             let Ok(mut file) = Walker::reopen(&root, &path, false) else {
                 continue;
             };
-            let Ok(ident) = file.metadata().map(|m| build::ident_of(&m)) else {
+            let Ok(meta) = file.metadata() else {
                 continue;
             };
+            let (ident, linked) = (build::ident_of(&meta), build::linked(&meta));
             let Ok(grams) = extractor.read(&mut (&mut file).take(build::MAX_INDEXED)) else {
                 continue;
             };
             let facts = Facts {
                 has_nul: grams.has_nul,
-                unsure: grams.unsure || ident.1 >= build::MAX_INDEXED,
+                unsure: grams.unsure || linked || ident.1 >= build::MAX_INDEXED,
                 ident,
             };
+            if linked {
+                twins.push(ident.0);
+            }
             read.push((id, seq, grams.grams.into_boxed_slice(), facts));
         }
         let mut state = lock(&self.state);
+        // A file given another name since it was read (`ln` elsewhere in the tree): its other
+        // names are searched from now on too, as a change through one reaches only its folder.
+        if !twins.is_empty() {
+            state.distrust_inodes(&twins);
+        }
         let n = read.len();
         for (id, seq, grams, facts) in read {
             if matches!(state.over.get(&id), Some(Over::Dirty { seq: s, .. }) if *s == seq) {

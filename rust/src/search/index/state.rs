@@ -97,6 +97,22 @@ impl State {
         Some((paths, stats))
     }
 
+    /// Search every file with one of these inodes on each query from now on.
+    pub(crate) fn distrust_inodes(&mut self, inodes: &[u64]) {
+        for facts in self.facts.iter_mut() {
+            if inodes.contains(&facts.ident.0) {
+                facts.unsure = true;
+            }
+        }
+        for over in self.over.values_mut() {
+            if let Over::Folded { facts, .. } = over {
+                if inodes.contains(&facts.ident.0) {
+                    facts.unsure = true;
+                }
+            }
+        }
+    }
+
     pub(crate) fn files(&self) -> usize {
         self.tree.file_count()
     }

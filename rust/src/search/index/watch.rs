@@ -5,12 +5,14 @@
 //!
 //! The barrier: one inotify descriptor delivers events in order, so after a sentinel file in a
 //! private folder (outside the workspace, watched by the same descriptor) is seen created,
-//! every change made before it is known.
+//! every change made before it is known. Each barrier's sentinel has a random 128-bit name that
+//! only it waits for: a file another process makes in that folder (even after watching it)
+//! cannot end a barrier early, since no later barrier ever waits for a name seen before.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -49,7 +51,8 @@ const BARRIER_WAIT: Duration = Duration::from_millis(200);
 struct Shared {
     watches: Mutex<Watches>,
     paths: Mutex<FxHashMap<WatchDescriptor, (PathBuf, Role)>>,
-    seen: Mutex<u64>,
+    /// The sentinel names barriers wait for, and whether each has been seen.
+    awaited: Mutex<FxHashMap<u128, bool>>,
     arrived: Condvar,
     stop: AtomicBool,
 }
@@ -58,7 +61,6 @@ pub(crate) struct Watch {
     shared: Arc<Shared>,
     root: PathBuf,
     sentinel: tempfile::TempDir,
-    next: AtomicU64,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -109,7 +111,7 @@ impl Watch {
         let shared = Arc::new(Shared {
             watches: Mutex::new(watches),
             paths: Mutex::new(paths),
-            seen: Mutex::new(0),
+            awaited: Mutex::new(FxHashMap::default()),
             arrived: Condvar::new(),
             stop: AtomicBool::new(false),
         });
@@ -121,7 +123,6 @@ impl Watch {
             shared,
             root: root.to_path_buf(),
             sentinel,
-            next: AtomicU64::new(1),
             thread: Some(thread),
         })
     }
@@ -156,19 +157,26 @@ impl Watch {
 
     /// Wait until every change made before this call has been delivered.
     pub(crate) fn barrier(&self) -> bool {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let file = self.sentinel.path().join(format!("b{n}"));
-        if std::fs::File::create(&file).is_err() {
+        let Ok(nonce) = random_nonce() else {
             return false;
-        }
+        };
+        lock(&self.shared.awaited).insert(nonce, false);
+        let file = self.sentinel.path().join(format!("b{nonce:032x}"));
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .is_ok();
         let _ = std::fs::remove_file(&file);
-        let seen = lock(&self.shared.seen);
-        let (seen, _) = self
+        let awaited = lock(&self.shared.awaited);
+        let (mut awaited, _) = self
             .shared
             .arrived
-            .wait_timeout_while(seen, BARRIER_WAIT, |s| *s < n)
+            .wait_timeout_while(awaited, BARRIER_WAIT, |a| {
+                made && a.get(&nonce) == Some(&false)
+            })
             .unwrap_or_else(|e| e.into_inner());
-        *seen >= n
+        made && awaited.remove(&nonce) == Some(true)
     }
 
     pub(crate) fn watched(&self) -> usize {
@@ -183,6 +191,20 @@ impl Drop for Watch {
             let _ = t.join();
         }
     }
+}
+
+/// 128 bits from the kernel's generator: a sentinel name nobody else can guess.
+fn random_nonce() -> std::io::Result<u128> {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(u128::from_ne_bytes(bytes))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -224,13 +246,16 @@ fn read_loop(mut inotify: Inotify, shared: &Shared, sink: &dyn Fn(Mark)) {
             let name = ev.name.map(OsStr::as_bytes);
             match role {
                 Role::Sentinel => {
-                    let n = name
+                    let nonce = name
                         .and_then(|n| n.strip_prefix(b"b"))
-                        .and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok());
-                    if let Some(n) = n {
-                        let mut seen = lock(&shared.seen);
-                        *seen = (*seen).max(n);
-                        shared.arrived.notify_all();
+                        .filter(|n| n.len() == 32)
+                        .and_then(|n| u128::from_str_radix(std::str::from_utf8(n).ok()?, 16).ok());
+                    if let Some(nonce) = nonce {
+                        let mut awaited = lock(&shared.awaited);
+                        if let Some(seen) = awaited.get_mut(&nonce) {
+                            *seen = true;
+                            shared.arrived.notify_all();
+                        }
                     }
                 }
                 Role::Git if name == Some(b"info") => {

@@ -1,0 +1,114 @@
+"""Which uid each tenant's commands run as in served mode, and the workspace that records it.
+
+A server running as root gives every tenant a uid of its own from a range (default
+`DEFAULT_UIDS`, above the ranges systemd hands to containers), so even a mount mistake in a
+sandbox cannot reach another tenant's files: each workspace is a 0700 folder owned by its
+tenant's uid, and the file tools give what they make there to that owner. The allocation is
+kept where it cannot drift: the owner of the tenant's workspace *is* its uid. A new tenant gets
+the first free uid from a starting point derived from its id, chosen under a lock file beside
+the workspaces, so replicas on one machine never hand out one uid twice.
+
+A server that is not root cannot switch uids: its tenants' commands share its uid, and only the
+minimal view (docs/deploy.md) keeps them apart.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolroute.errors import ToolArgumentError
+from toolroute.naming import validate_user_id
+
+USER_PLACEHOLDER = "{user}"
+# 65,536 uids from 0x70000000: above systemd's container range (524288-1879048191) and its
+# dynamic users, far below the 32-bit end that some tools reserve.
+DEFAULT_UIDS = range(0x70000000, 0x70000000 + 65536)
+LOCK_NAME = ".toolroute-workspaces.lock"
+
+
+def parse_uid_range(text: str) -> range:
+    """`FIRST-LAST` (inclusive) as a range; raises ToolArgumentError for anything else."""
+    first, sep, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last)
+    except ValueError:
+        lo = hi = -1
+    if not sep or not 0 < lo <= hi < 2**32 - 1:
+        raise ToolArgumentError(f"a uid range is FIRST-LAST with 0 < FIRST <= LAST < 4294967295, got {text!r}")
+    return range(lo, hi + 1)
+
+
+def template_base(template: str) -> Path:
+    """The folder every workspace of `template` lies beneath: the part before `{user}`."""
+    if USER_PLACEHOLDER not in template:
+        raise ToolArgumentError(f"the workspace template {template!r} must contain {USER_PLACEHOLDER}")
+    head = template.split(USER_PLACEHOLDER, 1)[0]
+    return Path(os.path.dirname(head) if not head.endswith("/") else head).expanduser()
+
+
+@dataclass(frozen=True)
+class Workspaces:
+    """Per-user workspace roots from a template such as `/srv/ws/{user}`; with `uids`, each
+    one owned by (and so recording) its tenant's uid."""
+
+    template: str
+    uids: range | None = None
+
+    def __post_init__(self) -> None:
+        template_base(self.template)  # validates the placeholder
+
+    def path(self, user_id: str) -> Path:
+        validate_user_id(user_id)  # the id becomes a path component: never `..` or a separator
+        return Path(self.template.replace(USER_PLACEHOLDER, user_id)).expanduser()
+
+    def ensure(self, user_id: str) -> tuple[Path, int | None]:
+        """The user's workspace (made 0700 if new) and the uid its commands run as."""
+        root = self.path(user_id)
+        if self.uids is None:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return root, None
+        with self._locked():
+            owner = _owner(root)
+            if owner is not None and owner in self.uids:
+                return root, owner
+            uid = self._free_uid(user_id)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chown(root, uid, uid)
+            os.chmod(root, 0o700)
+            return root, uid
+
+    def _free_uid(self, user_id: str) -> int:
+        assert self.uids is not None
+        taken = {_owner(Path(p)) for p in glob.glob(glob.escape(self.template).replace(USER_PLACEHOLDER, "*"))}
+        taken.discard(None)
+        start = int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % len(self.uids)
+        for step in range(len(self.uids)):
+            uid = self.uids[(start + step) % len(self.uids)]
+            if uid not in taken:
+                return uid
+        raise ToolArgumentError(f"no free uid left in {self.uids.start}-{self.uids.stop - 1} for user {user_id!r}")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        base = template_base(self.template)
+        base.mkdir(parents=True, exist_ok=True)
+        fd = os.open(base / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.lstat().st_uid
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,124 @@
+"""Whether built-ins may be served to many users here, and the context every tenant's starts from.
+
+With authentication, any number of users may call, so served mode refuses to start where a
+tenant's call could reach another tenant or the server's own files:
+- built-ins need a workspace per user (`--workspace-template`): one shared context is never the
+  default;
+- `bash` needs a sandbox that hides other tenants: bubblewrap or Landlock in the minimal view
+  (`sandbox_view="minimal"`), and, when the server is root, a uid of its own per tenant;
+- the registry and its key must lie outside every command's view (hidden if a system folder
+  holds them) and outside every workspace.
+Each refusal is one line saying what to install or which flag to add.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from toolroute.builtins import builtin_tools
+from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, resolve_kind
+from toolroute.context import BuiltInToolContext
+from toolroute.errors import ToolArgumentError
+from toolroute.serve.identities import DEFAULT_UIDS, template_base
+
+PROBE_TIMEOUT = 10.0
+
+
+def tenant_uids(requested: range | None) -> range | None:
+    """The uid range tenants' commands get: `requested`, else the default when this process can
+    switch uids (root), else None (they share the server's uid)."""
+    if requested is not None:
+        if os.geteuid() != 0:
+            raise ToolArgumentError("--tenant-uids needs the server to run as root (it switches uids)")
+        return requested
+    return DEFAULT_UIDS if os.geteuid() == 0 else None
+
+
+def _probe_bwrap_as(uid: int) -> None:
+    """bubblewrap must start as a tenant's uid (an unprivileged user namespace)."""
+    probe = [bwrap_path(), "--unshare-all", "--ro-bind", "/", "/", "--", shutil.which("true") or "/bin/true"]
+    try:
+        done = subprocess.run(
+            probe, user=uid, group=uid, extra_groups=[], capture_output=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailable(f"bubblewrap could not be run as uid {uid}: {exc}") from None
+    if done.returncode != 0:
+        reason = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
+        raise SandboxUnavailable(
+            f"bubblewrap cannot start as a tenant's uid {uid} (unprivileged user namespaces?): {reason}"
+        )
+
+
+def _require_reachable(folder: Path) -> None:
+    """Tenants' uids must be able to pass through every folder above their workspaces."""
+    for above in [folder, *folder.parents]:
+        try:
+            mode = above.stat().st_mode
+        except FileNotFoundError:
+            continue  # made on first use (0755)
+        if not mode & 0o001:
+            raise ToolArgumentError(
+                f"the tenants' uids cannot reach their workspaces: {above} is mode {mode & 0o777:o}; "
+                f"put --workspace-template elsewhere or 'chmod o+x {above}' (its entries stay unlistable)"
+            )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def tenant_base_context(
+    base: BuiltInToolContext,
+    functions: Sequence[str],
+    *,
+    workspace_template: str | None,
+    uids: range | None,
+    secret_files: Sequence[Path],
+) -> BuiltInToolContext:
+    """The context every tenant's is made from (its workspace and uid set per user); raises
+    ToolArgumentError with a one-line reason when the built-ins asked for cannot be isolated."""
+    builtins = [name for name in functions if name in builtin_tools()]
+    if not builtins:
+        return base
+    if workspace_template is None:
+        raise ToolArgumentError(
+            f"refusing to serve built-ins ({', '.join(builtins)}) to many users from one shared workspace: "
+            "add --workspace-template DIR/{user} (each user gets a folder of its own)"
+        )
+    secrets = [p.resolve() for p in secret_files]
+    base_folder = template_base(workspace_template).resolve()
+    for secret in secrets:
+        if _inside(secret, base_folder):
+            raise ToolArgumentError(
+                f"the registry file {secret} lies where the workspaces are made ({base_folder}): move it out"
+            )
+    context = dataclasses.replace(
+        base, sandbox_view="minimal", sandbox_hidden=(*base.sandbox_hidden, *secrets), user_id=None
+    )
+    if "bash" not in builtins:
+        return context
+    if base.sandbox == "off":
+        raise ToolArgumentError(
+            "refusing to serve bash to many users without a sandbox: add --sandbox on "
+            "(bubblewrap, Debian package bubblewrap, or Landlock on Linux 5.13+)"
+        )
+    if uids is not None:
+        _require_reachable(base_folder)
+    mode = "on" if base.sandbox == "auto" else base.sandbox
+    try:
+        kind = resolve_kind(mode)
+        if kind == "bubblewrap" and uids is not None:
+            _probe_bwrap_as(uids.start)
+    except SandboxUnavailable as exc:
+        raise ToolArgumentError(
+            f"refusing to serve bash to many users: no sandbox that hides other tenants works here ({exc}); "
+            "install bubblewrap (Debian package bubblewrap) or run on a kernel with Landlock (Linux 5.13+), "
+            "or leave bash out of --functions"
+        ) from None
+    return dataclasses.replace(context, sandbox=mode)

@@ -1,0 +1,267 @@
+"""Tenant isolation below the router, as deployed: a real `toolroute serve` over HTTP with API
+keys, workspaces, registry and key file outside /tmp (a sandbox replaces /tmp, which would hide a
+leak), under bubblewrap and under the Landlock fallback. bob's commands must not reach alice's
+workspace, the registry, its key, the server's environment or the server user's home, by any
+path: absolute, relative, through /proc, or through symlinks bob makes himself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _mcp_helpers import demo_stdio
+from _serve_helpers import http_server_process, outside_tmp, run_cli, tool_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
+from toolroute.serve.secrets import SecretBox
+from toolroute.serve.store import UserStore
+
+ALICE_SECRET = "alice-private-7f3a9c"
+UPSTREAM_TOKEN = "ghp-upstream-token-5be1d2"
+HOST_SECRET = "host-environment-secret-c41e"
+MECHANISMS = ("bubblewrap", "landlock")
+
+
+def _available(mechanism: str) -> str | None:
+    try:
+        bwrap_path() if mechanism == "bubblewrap" else landlock_abi()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    return None
+
+
+@dataclass
+class Deployment:
+    url: str
+    server_pid: int
+    base: Path
+    keys: dict[str, str]
+    registry: Path
+    key_file: Path
+
+
+@pytest.fixture(scope="module", params=MECHANISMS)
+def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    mechanism = request.param
+    missing = _available(mechanism)
+    if missing:
+        pytest.skip(f"{mechanism}: {missing}")
+    base = outside_tmp()
+    try:
+        registry = base / "registry" / "users.db"
+        registry.parent.mkdir()
+        config = base / "config"
+        key_file = config / "toolroute" / "store.key"
+        env = tool_env(XDG_CONFIG_HOME=str(config), TOOLROUTE_TEST_HOST_SECRET=HOST_SECRET)
+        store_url = f"sqlite:///{registry}"
+        saved = os.environ.get("XDG_CONFIG_HOME")
+        os.environ["XDG_CONFIG_HOME"] = str(config)
+        try:
+            with UserStore(store_url, SecretBox()) as store:
+                keys = {}
+                for user in ("alice", "bob"):
+                    store.add_user(user)
+                    keys[user] = store.add_key(user)
+                store.add_server("alice", "gh", demo_stdio("alice-gh", env={"GH_TOKEN": UPSTREAM_TOKEN}))
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_CONFIG_HOME")
+            else:
+                os.environ["XDG_CONFIG_HOME"] = saved
+        args = [
+            *("--functions", "bash,read_file,write_file", "--api-keys", "--store", store_url),
+            *("--workspace-template", str(base / "ws" / "{user}"), "--sandbox", mechanism),
+        ]
+        with http_server_process(args, env) as (proc, url):
+            deployment = Deployment(url, proc.pid, base, keys, registry, key_file)
+            _call(deployment, "alice", "write_file", {"path": "notes.txt", "content": ALICE_SECRET + "\n"})
+            yield deployment
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+async def _session_call(url: str, bearer: str, name: str, arguments: dict[str, Any]) -> Any:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        return await client.call_tool(name, arguments)
+
+
+def _call(d: Deployment, user: str, name: str, arguments: dict[str, Any]) -> str:
+    result = anyio.run(_session_call, d.url, d.keys[user], name, arguments)
+    text: str = result.content[0].text
+    assert not result.is_error, text
+    return text
+
+
+def bash(d: Deployment, user: str, command: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(_call(d, user, "bash", {"command": command}))
+    return out
+
+
+def _secrets(d: Deployment) -> list[str]:
+    return [ALICE_SECRET, UPSTREAM_TOKEN, HOST_SECRET, d.key_file.read_text().strip()]
+
+
+def _leaks(d: Deployment, out: dict[str, Any]) -> list[str]:
+    seen = out["stdout"] + out["stderr"]
+    return [s for s in _secrets(d) if s in seen]
+
+
+def test_the_deployment_is_set_up_the_way_users_deploy(deployment: Deployment) -> None:
+    # Everything an attack aims at lies outside /tmp, and alice's bytes really are there.
+    tmp = Path(tempfile.gettempdir()).resolve()
+    for path in (deployment.base, deployment.registry, deployment.key_file):
+        assert not path.resolve().is_relative_to(tmp)
+    assert (deployment.base / "ws" / "alice" / "notes.txt").read_text() == ALICE_SECRET + "\n"
+    assert deployment.key_file.is_file()
+    # The server's own environment holds the host secret (so /proc/<pid>/environ would show it).
+    assert HOST_SECRET.encode() in Path(f"/proc/{deployment.server_pid}/environ").read_bytes()
+
+
+def test_commands_run_with_a_minimal_view_named_in_the_trace(deployment: Deployment) -> None:
+    out = bash(deployment, "bob", "echo mine > own.txt && cat own.txt")
+    assert out["exitCode"] == 0 and out["stdout"] == "mine\n"
+    assert out["sandbox"]["view"] == "minimal"
+    assert out["sandbox"]["confinement"] in MECHANISMS
+
+
+def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Deployment) -> None:
+    d = deployment
+    alice = d.base / "ws" / "alice"
+    targets = [
+        alice / "notes.txt",
+        alice,
+        d.base / "ws",
+        d.registry,
+        d.registry.parent,
+        d.key_file,
+        Path.home(),
+        Path(f"/proc/{d.server_pid}/environ"),
+        Path("/proc/1/environ"),
+    ]
+    own = d.base / "ws" / "bob"
+    foreign = [t for t in targets if not own.is_relative_to(t) and t.parts[1] != "proc"]
+    for target in targets:
+        # Nothing read, nothing listed: nothing on stdout (a folder above bob's own workspace
+        # lists bob's folder alone).
+        out = bash(d, "bob", f"cat {target}; ls -1a {target}/; head -c 4096 {target}/*; true")
+        assert _leaks(d, out) == [] and "alice" not in out["stdout"], (target, out)
+        # (/proc/1 under bubblewrap is the sandbox's own init, holding the command's own variables.)
+        if target in foreign:
+            assert out["stdout"] == "", (target, out)
+    # Landlock has no right for stat: there, what a tenant's uid cannot search stays unseen.
+    unseen = foreign if _mechanism(d) == "bubblewrap" else [alice / "notes.txt", d.key_file]
+    if _mechanism(d) == "landlock" and os.geteuid() != 0:
+        unseen = []  # without per-tenant uids, Landlock lets any path be stat'ed (docs/deploy.md)
+    for target in unseen:
+        out = bash(d, "bob", f"stat -c %s:%i {target}")
+        assert out["exitCode"] != 0 and out["stdout"] == "", (target, out)
+    # A search of everything the command can see finds none of alice's bytes either.
+    skip = "--exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
+    out = bash(d, "bob", f"grep -rIl {skip} {ALICE_SECRET} / 2>/dev/null")
+    assert out["stdout"] == "" and _leaks(d, out) == []
+
+
+def _mechanism(d: Deployment) -> str:
+    return str(bash(d, "bob", "true")["sandbox"]["confinement"])
+
+
+def test_each_tenants_commands_run_as_a_uid_of_its_own_that_owns_its_workspace(deployment: Deployment) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("per-tenant uids need the server to run as root")
+    d = deployment
+    uids = {user: bash(d, user, "id -u")["stdout"].strip() for user in ("alice", "bob")}
+    assert uids["alice"] != uids["bob"] and "0" not in uids.values()
+    for user, uid in uids.items():
+        workspace = d.base / "ws" / user
+        assert str(workspace.stat().st_uid) == uid and workspace.stat().st_mode & 0o777 == 0o700
+    # What the file tools made for alice belongs to alice's uid, so her commands can change it.
+    assert str((d.base / "ws" / "alice" / "notes.txt").stat().st_uid) == uids["alice"]
+    out = bash(d, "alice", "echo more >> notes.txt && tail -n 1 notes.txt")
+    assert out["stdout"] == "more\n"
+
+
+def test_the_registry_holds_no_secret_value_in_its_bytes(deployment: Deployment) -> None:
+    raw = b"".join(p.read_bytes() for p in deployment.registry.parent.iterdir() if p.is_file())
+    assert UPSTREAM_TOKEN.encode() not in raw and b"GH_TOKEN" in raw
+
+
+PROC_FORMS = ["/proc/self/root{p}", "/proc/1/root{p}", "/proc/{pid}/root{p}", "/proc/{pid}/cwd/../alice/notes.txt"]
+
+
+@st.composite
+def hostile_paths(draw: st.DrawFn, base: Path, server_pid: int) -> tuple[str, str]:
+    """(setup command, path) pairs that try to reach alice's notes."""
+    notes = str(base / "ws" / "alice" / "notes.txt")
+    kind = draw(st.sampled_from(["absolute", "relative", "proc", "symlink", "dots"]))
+    if kind == "absolute":
+        return "", notes
+    if kind == "relative":
+        return "", "../" * draw(st.integers(1, 8)) + notes.lstrip("/")
+    if kind == "dots":
+        return "", "./" + "/".join(["."] * draw(st.integers(0, 3))) + "/../alice/notes.txt"
+    if kind == "proc":
+        form = draw(st.sampled_from(PROC_FORMS))
+        return "", form.format(p=notes, pid=draw(st.sampled_from([server_pid, 1, 2])))
+    target = draw(st.sampled_from([notes, str(base / "ws" / "alice"), str(base / "ws"), "/proc/1/cwd"]))
+    link = "l" + str(draw(st.integers(0, 10_000)))
+    return f"rm -f {link}; ln -s {target} {link}; ", f"{link}" + ("" if target == notes else "/notes.txt")
+
+
+def test_no_generated_path_reaches_alices_bytes(deployment: Deployment) -> None:
+    d = deployment
+
+    @settings(max_examples=25, deadline=None)
+    @given(hostile_paths(d.base, d.server_pid))
+    def attack(case: tuple[str, str]) -> None:
+        setup, path = case
+        out = bash(d, "bob", f"{setup}cat {path}; cat {path}/../notes.txt; ls {path}")
+        assert _leaks(d, out) == [], (case, out)
+
+    attack()
+    # The read_file tool refuses the same paths (confinement by descriptor).
+    result = anyio.run(_session_call, d.url, d.keys["bob"], "read_file", {"path": str(d.base / "ws/alice/notes.txt")})
+    assert result.is_error and ALICE_SECRET not in result.content[0].text
+
+
+# ---- served mode refuses to run unsafely ----------------------------------------------------
+
+
+def _serve_refusal(*args: str) -> str:
+    base = outside_tmp()
+    try:
+        done = run_cli(
+            "serve", "--transport", "http", "--port", "0", "--api-keys", "--store", f"sqlite:///{base}/u.db", *args
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode != 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_built_ins_for_many_users_without_a_workspace_each_are_refused() -> None:
+    reason = _serve_refusal("--functions", "read_file")
+    assert "--workspace-template" in reason and "read_file" in reason
+
+
+def test_bash_for_many_users_without_a_sandbox_is_refused(tmp_path: Path) -> None:
+    reason = _serve_refusal(
+        "--functions", "bash", "--sandbox", "off", "--workspace-template", str(tmp_path / "ws" / "{user}")
+    )
+    assert "--sandbox on" in reason
