@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _postgres import postgres_server
+from cryptography.fernet import Fernet
 
 from toolroute.errors import ToolArgumentError
+from toolroute.serve.secrets import PREFIX, SecretBox, SecretError
 from toolroute.serve.store import REDACTED, UserStore, key_digest
 
 SERVER = {"command": "python3", "args": ["server.py"], "env": {"API_TOKEN": "s3cret-value"}}
@@ -140,3 +146,99 @@ def test_two_stores_on_one_postgres_database_see_each_others_writes(postgres_dsn
             assert one.user_for_key(key) is None
         finally:
             one.remove_user("shared-user")
+
+
+# ---- secrets at rest ------------------------------------------------------------------------
+
+
+def _raw_configs(store: UserStore) -> str:
+    """The stored server configs exactly as the database holds them."""
+    return "\n".join(str(row[0]) for row in store._query("SELECT config FROM toolroute_user_servers"))
+
+
+def test_secret_values_are_stored_encrypted_and_read_back_whole(store: UserStore) -> None:
+    store.add_user("alice")
+    store.add_server("alice", "notes", {**SERVER, "headers": {"Authorization": "Bearer tok-9f2"}})
+    raw = _raw_configs(store)
+    assert "s3cret-value" not in raw and "tok-9f2" not in raw
+    assert "API_TOKEN" in raw and raw.count(PREFIX) == 2
+    config = store.servers("alice")["notes"]
+    assert config["env"] == {"API_TOKEN": "s3cret-value"}
+    assert config["headers"] == {"Authorization": "Bearer tok-9f2"}
+
+
+def test_the_sqlite_files_hold_no_secret_byte_and_only_their_owner_may_read_them(tmp_path: Path) -> None:
+    path = tmp_path / "users.db"
+    with UserStore(f"sqlite:///{path}") as store:
+        store.add_user("alice")
+        store.add_server("alice", "notes", SERVER)
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("users.db")]
+        assert all(b"s3cret-value" not in p.read_bytes() for p in files)
+        assert all(p.stat().st_mode & 0o077 == 0 for p in files), [oct(p.stat().st_mode) for p in files]
+
+
+def test_rotation_moves_every_secret_to_the_new_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    key_file = tmp_path / "store.key"
+    key_file.write_text(old + "\n")
+    url = f"sqlite:///{tmp_path / 'users.db'}"
+    with UserStore(url, SecretBox(key_file)) as store:
+        store.add_user("alice")
+        store.add_server("alice", "notes", SERVER)
+    key_file.write_text(f"{new}\n{old}\n")  # the new key first, the old one still accepted
+    with UserStore(url, SecretBox(key_file)) as store:
+        assert store.rotate_secrets() == 1
+    key_file.write_text(new + "\n")  # the old key dropped
+    with UserStore(url, SecretBox(key_file)) as store:
+        assert store.servers("alice")["notes"]["env"] == {"API_TOKEN": "s3cret-value"}
+    key_file.write_text(old + "\n")  # only the retired key: a clear error, not garbage
+    with UserStore(url, SecretBox(key_file)) as store, pytest.raises(SecretError, match="does not decrypt"):
+        store.servers("alice")
+
+
+def test_a_missing_key_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'users.db'}"
+    with UserStore(url) as store:
+        store.add_user("alice")
+        store.add_server("alice", "notes", SERVER)
+    with pytest.raises(SecretError, match="does not exist"):
+        UserStore(url, SecretBox(tmp_path / "nowhere.key")).servers("alice")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "elsewhere"))  # the default file is not there
+    with UserStore(url) as store, pytest.raises(SecretError, match="no key was found"):
+        store.servers("alice")
+
+
+# ---- replicas start together -----------------------------------------------------------------
+
+STARTER = r"""
+import sys, time
+from toolroute.serve.store import UserStore
+at = float(sys.argv[2])
+time.sleep(max(0.0, at - time.time()))
+with UserStore(sys.argv[1]) as store:
+    assert store.schema_version >= 1
+"""
+
+
+def test_ten_replicas_opening_a_fresh_postgres_registry_at_once_all_start(postgres_dsn: str) -> None:
+    import psycopg
+
+    for round_ in range(3):
+        name = f"fresh_{round_}_{secrets.token_hex(4)}"
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        dsn = postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+        at = time.time() + 3.0  # every starter opens the registry at this moment
+        starters = [
+            subprocess.Popen([sys.executable, "-c", STARTER, dsn, str(at)], stderr=subprocess.PIPE, text=True)
+            for _ in range(10)
+        ]
+        failures = []
+        for proc in starters:
+            _, err = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                failures.append(err.strip().splitlines()[-1] if err.strip() else str(proc.returncode))
+        assert failures == [], failures
+        with UserStore(dsn) as store:
+            rows = store._query("SELECT version FROM toolroute_schema")
+            assert sorted(r[0] for r in rows) == list(range(1, store.schema_version + 1))

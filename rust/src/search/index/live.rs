@@ -65,6 +65,7 @@ pub(crate) struct Index {
 /// into its name, change the identity without a write event); anything else is dirty.
 fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u32>) {
     let idents: FxHashMap<u32, Ident> = built.facts.iter().map(|(id, f)| (*id, f.ident)).collect();
+    let mut fresh_inodes = Vec::new();
     for (path, id) in built.listing.files.iter_mut() {
         let now = idents.get(id).copied();
         if let Some(&known) = old.get(path) {
@@ -72,11 +73,18 @@ fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u
             if now.is_some() && now == state.ident(known) {
                 continue;
             }
+        } else {
+            fresh_inodes.extend(now.map(|i| i.0));
         }
         state.seq += 1;
         let seq = state.seq;
         let path = path.clone();
         state.over.insert(*id, Over::Dirty { seq, path });
+    }
+    // A new name for a file already indexed elsewhere in the tree (`ln`): a change through
+    // either name reaches only that name's folder, so both are searched from disk from now on.
+    if !fresh_inodes.is_empty() {
+        state.distrust_inodes(&fresh_inodes);
     }
 }
 

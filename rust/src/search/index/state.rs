@@ -99,6 +99,7 @@ impl State {
 
     /// Search every file with one of these inodes on each query from now on.
     pub(crate) fn distrust_inodes(&mut self, inodes: &[u64]) {
+        let inodes: rustc_hash::FxHashSet<u64> = inodes.iter().copied().collect();
         for facts in self.facts.iter_mut() {
             if inodes.contains(&facts.ident.0) {
                 facts.unsure = true;
