@@ -29,14 +29,17 @@ async def _call(url: str, headers: dict[str, str], name: str, arguments: dict[st
 async def _abandon(url: str, headers: dict[str, str], marker: str) -> None:
     """Start a long bash call, then go away 2 s into it (the connection closes)."""
     http = create_mcp_http_client(headers=headers)
-    async with http, Client(streamable_http_client(url, http_client=http)) as client:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(client.call_tool, "bash", {"command": f"sleep 300; echo {marker}", "timeout": 300})
-            with anyio.fail_after(60):
-                while not processes_with(marker):
-                    await anyio.sleep(0.05)
-            await anyio.sleep(2)
-            tg.cancel_scope.cancel()
+    async with (
+        http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(client.call_tool, "bash", {"command": f"sleep 300; echo {marker}", "timeout": 300})
+        with anyio.fail_after(60):
+            while not processes_with(marker):
+                await anyio.sleep(0.05)
+        await anyio.sleep(2)
+        tg.cancel_scope.cancel()
 
 
 def _records(audit: Path) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ import pydantic_core
 from toolroute.builtins._process import hostsignals
 from toolroute.builtins._process.environment import DEFAULT_ENV_ALLOWLIST, INHERIT_ALL
 from toolroute.builtins.bash import describe_confinement
-from toolroute.context import SANDBOX_MODES, BuiltInToolContext
+from toolroute.context import SANDBOX_MODES, SANDBOX_VIEWS, BuiltInToolContext
 from toolroute.errors import (
     ToolArgumentError,
     ToolError,
@@ -118,6 +118,13 @@ def _add_sandbox_options(p: argparse.ArgumentParser, *, default: str) -> None:
     )
     g.add_argument("--network", action="store_true", help="let sandboxed commands use the network")
     g.add_argument(
+        "--view",
+        choices=SANDBOX_VIEWS,
+        default="host",
+        help="what sandboxed commands can read: host = the whole host read-only; minimal = system folders, "
+        "the workspace and declared roots only (served mode's tenants always get minimal)",
+    )
+    g.add_argument(
         "--writable", metavar="DIR", action="append", default=[], help="extra folder sandboxed commands may write"
     )
     g.add_argument(
@@ -160,6 +167,7 @@ def _options(args: argparse.Namespace) -> RouterOptions:
         sandbox=args.sandbox,
         sandbox_network=args.network,
         sandbox_writable=tuple(Path(p).expanduser().resolve() for p in args.writable),
+        sandbox_view=args.view,
         env_allowlist=_env_allowlist(args),
     )
 
@@ -237,7 +245,7 @@ def _confinement_note(ctx: BuiltInToolContext) -> str:
         return f"bash: commands run unconfined (sandbox={info['mode']})"
     network = "network allowed" if info["network"] else "no network"
     extra = f"; not confined: {info['notConfined']}" if "notConfined" in info else ""
-    return f"bash: commands run under {kind} (sandbox={info['mode']}, {network}{extra})"
+    return f"bash: commands run under {kind} (sandbox={info['mode']}, view={info['view']}, {network}{extra})"
 
 
 # ---- call --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolroute.builtins import builtin_tools
-from toolroute.context import BuiltInToolContext, SandboxMode, ToolLimits
+from toolroute.context import BuiltInToolContext, SandboxMode, SandboxView, ToolLimits
 from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
 
@@ -36,6 +36,7 @@ class RouterOptions:
     sandbox: SandboxMode = "off"
     sandbox_network: bool = False
     sandbox_writable: tuple[Path, ...] = ()
+    sandbox_view: SandboxView = "host"
     env_allowlist: tuple[str, ...] | None = None  # None: bash's DEFAULT_ENV_ALLOWLIST
 
     def limits(self) -> ToolLimits:
@@ -62,6 +63,7 @@ class RouterOptions:
                 sandbox=self.sandbox,
                 sandbox_network=self.sandbox_network,
                 sandbox_writable=self.sandbox_writable,
+                sandbox_view=self.sandbox_view,
             )
         except (OSError, ValueError) as exc:
             raise ToolArgumentError(f"bad workspace or read-only root: {exc}") from None
