@@ -77,7 +77,11 @@ def test_tools_reports_the_confinement(tmp_path: Path) -> None:
     if NO_BWRAP is None:
         boxed = run_cli("tools", "--functions", "bash", "--sandbox", "auto", "--workspace", str(tmp_path))
         assert json.loads(boxed.stdout)[0]["function"]["name"] == "bash"  # JSON stays JSON; the note is on stderr
-        assert "bash: commands run under bubblewrap (sandbox=auto, no network)" in boxed.stderr
+        assert "bash: commands run under bubblewrap (sandbox=auto, view=host, no network)" in boxed.stderr
+        minimal = run_cli(
+            "tools", "--functions", "bash", "--sandbox", "on", "--view", "minimal", "--workspace", str(tmp_path)
+        )
+        assert "bash: commands run under bubblewrap (sandbox=on, view=minimal, no network)" in minimal.stderr
 
 
 def test_call_sigterm_ends_the_in_flight_command(tmp_path: Path) -> None:

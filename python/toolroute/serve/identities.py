@@ -80,6 +80,8 @@ class Workspaces:
                 return root, owner
             uid = self._free_uid(user_id)
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if owner is not None:
+                _give_tree(root, uid)  # a workspace from before uids: all of it becomes the tenant's
             os.chown(root, uid, uid)
             os.chmod(root, 0o700)
             return root, uid
@@ -105,6 +107,13 @@ class Workspaces:
             yield
         finally:
             os.close(fd)
+
+
+def _give_tree(root: Path, uid: int) -> None:
+    """Everything beneath `root` owned by `uid` (symlinks themselves, never their targets)."""
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(folder, name), uid, uid)
 
 
 def _owner(path: Path) -> int | None:
