@@ -265,3 +265,17 @@ def test_bash_for_many_users_without_a_sandbox_is_refused(tmp_path: Path) -> Non
         "--functions", "bash", "--sandbox", "off", "--workspace-template", str(tmp_path / "ws" / "{user}")
     )
     assert "--sandbox on" in reason
+
+
+def test_a_registry_inside_what_commands_see_is_refused(tmp_path: Path) -> None:
+    base = outside_tmp()
+    try:
+        (base / "shared").mkdir()
+        done = run_cli(
+            *("serve", "--transport", "http", "--port", "0", "--api-keys", "--functions", "read_file"),
+            *("--store", f"sqlite:///{base}/shared/u.db", "--read-only-root", str(base / "shared")),
+            *("--workspace-template", str(base / "ws" / "{user}")),
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode != 0 and "in a read-only root" in done.stderr, done.stderr

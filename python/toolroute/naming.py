@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import re
+
 from toolroute._core import (
     decode_user_tool,
     encode_user_tool,
@@ -21,6 +23,20 @@ from toolroute._core import (
     with_hash_suffix,
 )
 from toolroute.errors import ToolArgumentError
+
+# The one rule for MCP service (server) ids, in configs and in the user registry alike: they
+# become parts of tool names and registry keys, so a safe alphabet and a bound.
+SERVICE_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+SERVICE_ID_RULE = "a service id is 1 to 64 ASCII letters, digits, '_', '.' or '-' ([A-Za-z0-9_.-]{1,64})"
+
+
+def service_id_problem(service_id: object) -> str | None:
+    """Why `service_id` is not a legal MCP service id (the message names the rule), else None."""
+    if not isinstance(service_id, str):
+        return f"MCP service id must be a string, not {type(service_id).__name__}; {SERVICE_ID_RULE}"
+    if SERVICE_ID_RE.fullmatch(service_id) is None:
+        return f"MCP service id {service_id[:80]!r} is not allowed; {SERVICE_ID_RULE}"
+    return None
 
 
 def parse_user_service_key(key: str, user_id: str | None = None) -> tuple[str, str] | None:
@@ -43,6 +59,7 @@ def mcp_tool_candidates(service_id: str, tool: str) -> list[str]:
 
 
 __all__ = [
+    "SERVICE_ID_RULE",
     "decode_user_tool",
     "encode_user_tool",
     "generate_api_function_name",
@@ -52,6 +69,7 @@ __all__ = [
     "mcp_tool_candidates",
     "parse_user_service_key",
     "sanitize_tool_name",
+    "service_id_problem",
     "user_service_candidates",
     "user_service_key",
     "user_tool_owners",

@@ -33,7 +33,12 @@ from toolroute.errors import (
 )
 from toolroute.exposure import Exposure
 from toolroute.gateway import GatewayRoutes, ToolGateway
-from toolroute.naming import generate_api_function_name, is_valid_tool_name, parse_user_service_key
+from toolroute.naming import (
+    generate_api_function_name,
+    is_valid_tool_name,
+    parse_user_service_key,
+    validate_user_id,
+)
 from toolroute.registration import (
     SPEC_ATTR,
     BoundMcpTool,
@@ -405,6 +410,7 @@ class ToolRouter:
         return Exposure.of(self._require_gateway(ids[0]).global_tools(ids)).definitions
 
     def get_user_mcp_tools(self, mcp_server_ids: Sequence[str] | None, user_id: str) -> list[ToolDefinition]:
+        _check_user(user_id)
         ids = list(mcp_server_ids or ())
         if not ids:
             return []
@@ -419,6 +425,7 @@ class ToolRouter:
     ) -> Exposure:
         """What `get_all_tools` lists, as exposed name -> the very tool it was listed for.
         Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools."""
+        _check_user(user_id)
         self.ensure_initialized()
         tools: list[Tool] = [self.local_tool(name) for name in dict.fromkeys(function_list or ())]
         local, remote, per_user = [], [], []
@@ -458,12 +465,14 @@ class ToolRouter:
 
     def traits(self, name: str, user_id: str | None = None) -> ToolTraits:
         """Declared side effects of whatever `name` routes to (remote tools: not read-only)."""
+        _check_user(user_id)
         self.ensure_initialized()
         hit = self._table.resolve(name, user_id)
         return ToolTraits() if hit is None else hit[1].traits
 
     def route(self, name: str, user_id: str | None = None) -> Tool | None:
         """The tool `name` resolves to now (None when nothing does), without loading anything."""
+        _check_user(user_id)
         self.ensure_initialized()
         hit = self._table.resolve(name, user_id)
         return None if hit is None else hit[1]
@@ -490,6 +499,7 @@ class ToolRouter:
     def resolve(self, name: str, user_id: str | None = None) -> Tool:
         """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
         that user's own, then, on a miss, the ones the name may be in."""
+        _check_user(user_id)
         self._check_open(name)
         gateway = self._gateway
         hit = self._table.resolve(name, user_id)
@@ -506,6 +516,7 @@ class ToolRouter:
         return tool
 
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
+        _check_user(user_id)
         self._check_open(name)
         gateway = self._gateway
         hit = self._table.resolve(name, user_id)
@@ -601,6 +612,13 @@ class ToolRouter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_user(user_id: object) -> None:
+    """Every door of the router takes a user id only if it follows the one rule (naming.rs);
+    None is the shared, user-less view."""
+    if user_id is not None:
+        validate_user_id(user_id)
 
 
 def _is_builtin(hit: tuple[ToolKind, Any] | None) -> bool:

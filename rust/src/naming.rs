@@ -124,13 +124,17 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UserIdError {
-    #[error("user id must not be empty")]
+    #[error("user id must not be empty; {USER_ID_RULE}")]
     Empty,
-    #[error("user id is {0} characters long; at most 64 are allowed")]
+    #[error("user id is {0} bytes long; {USER_ID_RULE}")]
     TooLong(usize),
-    #[error("user id {0:?} contains {1:?}; only ASCII letters, digits, '_' and '-' are allowed")]
+    #[error("user id {0:?} contains {1:?}; {USER_ID_RULE}")]
     BadChar(String, char),
 }
+
+/// The rule every user id must follow, as error messages state it.
+pub const USER_ID_RULE: &str =
+    "a user id is 1 to 64 ASCII letters, digits, '_' or '-' ([A-Za-z0-9_-]{1,64})";
 
 /// User ids are restricted to a safe alphabet so that an encoded name is a legal tool name.
 pub fn validate_user_id(user_id: &str) -> Result<(), UserIdError> {

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from toolroute.errors import ToolRegistrationError
+from toolroute.naming import service_id_problem
 
 Transport = Literal["stdio", "http", "sse"]
 
@@ -98,8 +99,9 @@ def _seconds(service_id: str, raw: Mapping[str, Any], key: str) -> float | None:
 
 
 def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
-    if not isinstance(service_id, str) or not service_id:
-        raise ToolRegistrationError("an MCP service id must be a non-empty string")
+    problem = service_id_problem(service_id)
+    if problem is not None:
+        raise ToolRegistrationError(problem)
     if not isinstance(raw, Mapping):
         raise ToolRegistrationError(f"MCP server {service_id!r}: the configuration must be an object")
     unknown = sorted(set(raw) - _KNOWN_KEYS)

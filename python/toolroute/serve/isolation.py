@@ -93,11 +93,15 @@ def tenant_base_context(
         )
     secrets = [p.resolve() for p in secret_files]
     base_folder = template_base(workspace_template).resolve()
+    shown = [(base_folder, "where the workspaces are made")]
+    shown += [(p.resolve(), "in a read-only root") for p in base.read_only_roots]
+    shown += [(p.resolve(), "in a folder commands may write") for p in base.sandbox_writable]
     for secret in secrets:
-        if _inside(secret, base_folder):
-            raise ToolArgumentError(
-                f"the registry file {secret} lies where the workspaces are made ({base_folder}): move it out"
-            )
+        for folder, where in shown:
+            if _inside(secret, folder):
+                raise ToolArgumentError(
+                    f"the registry file {secret} lies {where} ({folder}), which commands see: move it out"
+                )
     context = dataclasses.replace(
         base, sandbox_view="minimal", sandbox_hidden=(*base.sandbox_hidden, *secrets), user_id=None
     )

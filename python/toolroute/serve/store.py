@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
-from toolroute.naming import validate_user_id
+from toolroute.naming import service_id_problem, validate_user_id
 from toolroute.serve.secrets import SecretBox
 
 KEY_PREFIX = "trk"
 _KEY_RE = re.compile(r"^trk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
-_SERVER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 REDACTED = "***"
 # pg_advisory_xact_lock's key for migrations: any constant that other users of the database
 # are unlikely to pick ("toolrout" in ASCII).
@@ -299,8 +298,9 @@ class UserStore:
         """Store one `mcpServers` entry for a user (validated by the gateway's own parser)."""
         from toolroute.mcp.config import parse_server  # the mcp package stays optional until used
 
-        if not _SERVER_ID_RE.match(server_id):
-            raise StoreError(f"server id {server_id!r} must match {_SERVER_ID_RE.pattern}")
+        problem = service_id_problem(server_id)
+        if problem is not None:
+            raise StoreError(problem)
         try:
             parse_server(server_id, config)
         except ToolRegistrationError as exc:

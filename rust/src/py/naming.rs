@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyString};
 
 use super::errors::{guard, raise};
 use crate::naming;
@@ -61,9 +61,25 @@ fn encode_user_tool(py: Python<'_>, user_id: &str, tool: &str) -> PyResult<Strin
         .map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
 }
 
+/// Any Python object: a non-string, or a string that is not valid Unicode (a lone surrogate),
+/// is refused like a bad id, never with a raw TypeError or UnicodeEncodeError.
 #[pyfunction]
-fn validate_user_id(py: Python<'_>, user_id: &str) -> PyResult<()> {
-    naming::validate_user_id(user_id).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))
+fn validate_user_id(py: Python<'_>, user_id: &Bound<'_, PyAny>) -> PyResult<()> {
+    let refuse = |why: String| raise(py, "ToolArgumentError", why);
+    let Ok(text) = user_id.cast::<PyString>() else {
+        let kind = user_id.get_type().name()?;
+        return Err(refuse(format!(
+            "user id must be a string, not {kind}; {}",
+            naming::USER_ID_RULE
+        )));
+    };
+    let Ok(id) = text.to_str() else {
+        return Err(refuse(format!(
+            "user id is not valid Unicode (a lone surrogate); {}",
+            naming::USER_ID_RULE
+        )));
+    };
+    naming::validate_user_id(id).map_err(|e| refuse(e.to_string()))
 }
 
 #[pyfunction]
