@@ -71,27 +71,42 @@ __all__ = [
 ]
 
 
+MAX_ARGUMENT_DEPTH = 128  # nesting of objects and arrays in one call's arguments
+
+
 def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """A JSON object string or a mapping; blank means no arguments."""
+    """A JSON object string or a mapping; blank means no arguments. Whatever a model sends, the
+    answer is a dict or a ToolArgumentError: nesting past MAX_ARGUMENT_DEPTH, numbers past
+    Python's digit limit, invalid JSON and lone surrogates never escape as raw exceptions."""
     if argument is None:
         return {}
     if type(argument) is not str and isinstance(argument, Mapping):  # an ABC check: skipped for str
-        return dict(argument)
-    if isinstance(argument, (bytes, bytearray)):
-        argument = argument.decode("utf-8", "replace")
-    if not isinstance(argument, str):
-        raise ToolArgumentError(f"arguments must be a JSON object string or a mapping, got {type(argument).__name__}")
-    if not argument.strip():
-        return {}
-    try:
+        value: Any = dict(argument)
+    else:
+        if isinstance(argument, (bytes, bytearray)):
+            argument = argument.decode("utf-8", "replace")
+        if not isinstance(argument, str):
+            raise ToolArgumentError(
+                f"arguments must be a JSON object string or a mapping, got {type(argument).__name__}"
+            )
+        if not argument.strip():
+            return {}
         value = _loads(argument)
-    except json.JSONDecodeError as exc:
-        raise ToolArgumentError(
-            f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    if not isinstance(value, dict):
-        raise ToolArgumentError(f"arguments must be a JSON object, got {type(value).__name__}")
-    return value
+        if not isinstance(value, dict):
+            raise ToolArgumentError(f"arguments must be a JSON object, got {type(value).__name__}")
+    _check_depth(value)
+    return value  # type: ignore[no-any-return]
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse arguments nested deeper than MAX_ARGUMENT_DEPTH (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise ToolArgumentError(f"arguments nest more than {MAX_ARGUMENT_DEPTH} levels deep")
+        children = node.values() if isinstance(node, Mapping) else node if isinstance(node, (list, tuple)) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (Mapping, list, tuple)))
 
 
 def _loads(text: str) -> Any:
@@ -101,7 +116,17 @@ def _loads(text: str) -> Any:
     try:
         return pydantic_core.from_json(text)
     except ValueError:
+        pass
+    try:
         return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentError(
+            f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise ToolArgumentError(f"arguments nest more than {MAX_ARGUMENT_DEPTH} levels deep") from None
+    except ValueError as exc:  # e.g. an integer past sys.get_int_max_str_digits()
+        raise ToolArgumentError(f"arguments hold a value Python cannot read: {str(exc)[:120]}") from None
 
 
 def _as_output(result: Any) -> ToolOutput:
