@@ -98,8 +98,16 @@ def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
     return value  # type: ignore[no-any-return]
 
 
-def _check_depth(value: Any) -> None:
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _check_depth(value: dict[str, Any]) -> None:
     """Refuse arguments nested deeper than MAX_ARGUMENT_DEPTH (walked without recursion)."""
+    for v in value.values():
+        if type(v) not in _SCALARS:
+            break
+    else:
+        return  # the common case, a flat object: no walk
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
