@@ -108,7 +108,7 @@ def _check_depth(value: dict[str, Any]) -> None:
             break
     else:
         return  # the common case, a flat object: no walk
-    stack = [(value, 1)]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_ARGUMENT_DEPTH:
