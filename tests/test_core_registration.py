@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from toolroute import ToolNotFoundError, ToolRegistrationError, ToolRouter, function_tool, mcp_service, mcp_tool
+from toolroute import (
+    BuiltInToolContext,
+    ToolNotFoundError,
+    ToolRegistrationError,
+    ToolRouter,
+    function_tool,
+    mcp_service,
+    mcp_tool,
+)
+from toolroute._core import ToolKind
 from toolroute.builtins import BUILTIN_TOOL_NAMES
 
 
@@ -152,3 +161,47 @@ def test_definitions_are_cached_and_registration_shows_at_once() -> None:
     again = router.get_all_tools(["lookup"])[0]["function"]
     assert again["description"] == "the second"
     assert set(again["parameters"]["properties"]) == {"key", "default"}
+
+
+# ---- renaming at registration: a tool set with a method named like a built-in -----------------
+
+
+def _gorilla_file_system() -> list[object]:
+    """Three of BFCL's GorillaFileSystem methods, one named like the built-in `grep`."""
+
+    @function_tool(name="ls")
+    def ls(a: bool = False) -> str:
+        return "gfs:ls"
+
+    @function_tool(name="grep")
+    def grep(file_name: str, pattern: str) -> str:
+        return f"gfs:grep:{pattern}"
+
+    @function_tool(name="cat")
+    def cat(file_name: str) -> str:
+        return "gfs:cat"
+
+    return [ls, grep, cat]
+
+
+def test_a_tool_set_clashing_with_a_builtin_is_refused_whole_by_default(tmp_path: Path) -> None:
+    router = ToolRouter(context=BuiltInToolContext(tmp_path))
+    with pytest.raises(ToolRegistrationError, match="grep"):
+        router.register_all(_gorilla_file_system())
+    assert router.route("ls") is None and router.route("cat") is None  # none of them registered
+
+
+def test_a_rename_map_registers_the_rest_beside_the_builtin(tmp_path: Path) -> None:
+    router = ToolRouter(context=BuiltInToolContext(tmp_path))
+    assert router.register_all(_gorilla_file_system(), rename={"grep": "gfs_grep"}) == ["ls", "gfs_grep", "cat"]
+    assert router.invoke("gfs_grep", {"file_name": "f", "pattern": "x"}) == "gfs:grep:x"
+    assert router.route("grep").kind == ToolKind.BUILTIN  # type: ignore[union-attr]
+    assert router.invoke("ls") == "gfs:ls"
+
+
+def test_a_prefix_renames_every_function_tool_of_the_unit(tmp_path: Path) -> None:
+    router = ToolRouter(context=BuiltInToolContext(tmp_path))
+    tools = _gorilla_file_system()
+    assert router.register_all(tools, prefix="gfs_") == ["gfs_ls", "gfs_grep", "gfs_cat"]
+    assert router.register(tools[0], prefix="gfs_") == ["gfs_ls"]  # the same again: a no-op
+    assert router.invoke("gfs_cat", {"file_name": "f"}) == "gfs:cat"

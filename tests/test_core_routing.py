@@ -71,7 +71,7 @@ def layered_router() -> tuple[ToolRouter, DictGateway]:
     return router, gateway
 
 
-def test_host_names_are_reserved_against_upstream_servers():
+def test_host_names_are_reserved_against_shared_upstream_names_and_users_keep_theirs():
     r, _ = layered_router()
     assert r.invoke("read_file", {"path": "a"}) == "builtin:a"
     assert r.invoke("svc_x") == "local-mcp:svc_x"
@@ -82,14 +82,17 @@ def test_host_names_are_reserved_against_upstream_servers():
     assert r.invoke("remote_shared") == "global:remote:shared"
     assert r.invoke("global_only") == "global:remote:global_only"
     assert r.invoke("create_issue") == "global:remote:create_issue"
-    # a user's tools: their own names, except where a host tool holds the name
+    # a user's tools keep their own names (the prefix sets them apart from every host tool),
+    # and with an explicit user id they come right after the built-ins (spec 5)
     assert r.invoke("user_123_tool_create_issue") == "user:123:gh:create_issue"
     assert r.invoke("create_issue", {}, user_id="123") == "user:123:gh:create_issue"  # explicit user id
-    assert r.invoke("user_123_tool_gh_shared") == "user:123:gh:shared"
-    assert r.invoke("shared", {}, user_id="123") == "function:shared"
+    assert r.invoke("user_123_tool_shared") == "user:123:gh:shared"
+    assert r.invoke("shared", {}, user_id="123") == "user:123:gh:shared"  # before the function tool
+    assert r.invoke("shared", {}) == "function:shared"  # without a user id: the shared levels
+    assert r.invoke("shared", {}, user_id="456") == "function:shared"  # another user: theirs, or shared
     # built-in still first even for a user that has a same-named tool
     assert r.invoke("read_file", {"path": "b"}, user_id="123") == "builtin:b"
-    assert r.invoke("user_123_tool_gh_read_file") == "user:123:gh:read_file"
+    assert r.invoke("user_123_tool_read_file") == "user:123:gh:read_file"
 
 
 def test_a_function_named_like_a_builtin_is_refused():
@@ -145,7 +148,7 @@ def test_allowlist_exposes_exactly_what_was_asked():
     assert [t["function"]["name"] for t in r.get_all_tools(["fn_only"])] == ["fn_only"]
     assert r.get_all_tools() == []
     user = [t["function"]["name"] for t in r.get_all_tools([], ["gh"], user_id="123")]
-    assert user == ["user_123_tool_create_issue", "user_123_tool_gh_read_file", "user_123_tool_gh_shared"]
+    assert user == ["user_123_tool_create_issue", "user_123_tool_read_file", "user_123_tool_shared"]
     ai4j_form = [t["function"]["name"] for t in r.get_all_tools([], ["user_456_service_gh"])]
     assert ai4j_form == ["user_456_tool_create_issue"]
     local = [t["function"]["name"] for t in r.get_all_tools([], ["svc"])]

@@ -68,13 +68,22 @@ def test_upstream_servers_never_get_host_or_tenant_names(router: ToolRouter, tmp
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_tenant_server_cannot_take_host_names(router: ToolRouter) -> None:
+def test_a_tenant_server_keeps_its_names_behind_its_prefix_and_never_reaches_others(router: ToolRouter) -> None:
     listed = names(router.get_user_mcp_tools(["box"], "mallory"))
     assert "user_mallory_tool_send" in listed
-    assert "user_mallory_tool_box_deploy_prod" in listed and "user_mallory_tool_box_bash" in listed
-    # a plain name with the tenant's id still reaches the host's own tool
-    assert router.invoke("deploy_prod", {}, user_id="mallory") == "host:deploy_prod"
-    assert router.invoke("user_mallory_tool_box_deploy_prod") == "mallory-box:deploy_prod"
+    assert "user_mallory_tool_deploy_prod" in listed and "user_mallory_tool_bash" in listed
+    assert "deploy_prod" not in listed and "bash" not in listed  # never a bare host name
+    # spec 5: with mallory's id, a plain name reaches her own tool before a host function...
+    assert router.invoke("deploy_prod", {}, user_id="mallory") == "mallory-box:deploy_prod"
+    assert router.invoke("user_mallory_tool_deploy_prod") == "mallory-box:deploy_prod"
+    # ...but never before a built-in, nor for anybody else's call
+    assert router.traits("bash", user_id="mallory") == router.traits("bash")
+    assert router.route("bash", user_id="mallory") is router.route("bash")
+    assert router.invoke("deploy_prod", {}) == "host:deploy_prod"
+    assert router.invoke("deploy_prod", {}, user_id="alice") == "host:deploy_prod"
+    # an exposure runs what it listed (the identity rule): the host's deploy_prod, for mallory too
+    exposed = ExposedTools(router, ["deploy_prod"], user_id="mallory")
+    assert exposed.execute("deploy_prod").text == "host:deploy_prod"
     # and never another tenant's tool
     with pytest.raises(ToolNotFoundError):
         router.invoke("user_alice_tool_send", {}, user_id="mallory")

@@ -9,6 +9,7 @@ every result into a string (spec 11), with `execute` also returning the structur
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import json
@@ -272,21 +273,45 @@ class ToolRouter:
                 self._gateway_attached = True
             self._initialized = True
 
-    def register(self, obj: Any, *, replace: bool = False) -> list[str]:
+    def register(
+        self, obj: Any, *, replace: bool = False, rename: Mapping[str, str] | None = None, prefix: str = ""
+    ) -> list[str]:
         """Register a `@function_tool` or `@mcp_service` object; returns the exposed names.
-        Registering the same object again is a no-op that returns the same names."""
-        with self._lock:
-            return self._register_unit(_Unit(repr(obj), (obj,)), replace=replace, wrap=False)
+        Registering the same object again is a no-op that returns the same names.
 
-    def _register_unit(self, unit: _Unit, *, replace: bool = False, wrap: bool = True) -> list[str]:
+        A function tool is exposed under its declared name, or `rename[name]`, or `prefix + name`
+        (e.g. a class of BFCL tools with a method named `grep`: `rename={"grep": "fs_grep"}`
+        registers it beside the built-in). Without them a clash stays a loud refusal."""
+        with self._lock:
+            unit = _Unit(repr(obj), (obj,))
+            return self._register_unit(unit, replace=replace, wrap=False, rename=_renaming(rename, prefix))
+
+    def register_all(
+        self, objects: Iterable[Any], *, rename: Mapping[str, str] | None = None, prefix: str = ""
+    ) -> list[str]:
+        """Register several objects as one unit (all or none), renamed as `register` says."""
+        with self._lock:
+            unit = _Unit("the objects given", tuple(objects))
+            return self._register_unit(unit, rename=_renaming(rename, prefix))
+
+    def _register_unit(
+        self,
+        unit: _Unit,
+        *,
+        replace: bool = False,
+        wrap: bool = True,
+        rename: Callable[[str], str] | None = None,
+    ) -> list[str]:
         """Register every object of `unit`, or (on any error) none of them; `wrap` names the
-        unit in the error."""
+        unit in the error; `rename` gives function tools their exposed names."""
         undo: list[Callable[[], None]] = []
         names: list[str] = []
         try:
             for obj in unit.objects:
                 spec = getattr(obj, SPEC_ATTR, None)
                 if isinstance(spec, FunctionToolSpec):
+                    if rename is not None:
+                        spec = dataclasses.replace(spec, name=rename(spec.name))
                     names.append(self._register_function(spec, replace, undo))
                 elif isinstance(spec, McpServiceSpec):
                     names += self._register_service(spec, replace, undo)
@@ -307,8 +332,8 @@ class ToolRouter:
             )
         hit = self._table.resolve(spec.name)
         previous = hit[1] if hit is not None and hit[0] == ToolKind.FUNCTION else None
-        if isinstance(previous, FunctionTool) and previous.spec is spec:
-            return spec.name  # the same object again (an overlapping scan or entry point)
+        if isinstance(previous, FunctionTool) and (previous.spec is spec or previous.spec == spec):
+            return spec.name  # the same object again (an overlapping scan, an entry point, a rename)
         self._table.insert(ToolKind.FUNCTION, spec.name, FunctionTool(spec), replace)
 
         def restore() -> None:
@@ -645,6 +670,14 @@ class ToolRouter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _renaming(rename: Mapping[str, str] | None, prefix: str) -> Callable[[str], str] | None:
+    """The exposed name of a function tool declared as `name`: `rename[name]`, else prefixed."""
+    if not rename and not prefix:
+        return None
+    table = dict(rename or {})
+    return lambda name: table.get(name, prefix + name)
 
 
 def _check_user(user_id: object) -> None:

@@ -273,19 +273,17 @@ impl<T> RoutingTable<T> {
     }
 
     /// Keys for a batch of `user_id`'s newcomers, planned in that user's own key namespace.
-    /// Keys naming a host tool are reserved, so a plain-name call with a user id never lands on
-    /// an upstream tool where the host defines one.
+    /// No shared name is reserved there: the exposed name always carries the user prefix
+    /// (`user_{userId}_tool_{key}`), so it can never be taken for a host tool, and spec 5 puts
+    /// the user level right after the built-ins (which [`Self::resolve`] still answers first).
     pub fn plan_user(
         &mut self,
         user_id: &str,
         items: &[(String, Vec<String>)],
     ) -> Result<Vec<Option<String>>, RouteError> {
         crate::naming::validate_user_id(user_id)?;
-        let names = &self.names;
         let claims = self.user_keys.entry(user_id.to_string()).or_default();
-        Ok(claims.plan(Kind::UserMcp, items, |key| {
-            names.holder(key).is_some_and(|(_, k)| k.is_host())
-        }))
+        Ok(claims.plan(Kind::UserMcp, items, |_| false))
     }
 
     /// Route a planned key of `user_id` to `target`; returns the exposed name.
@@ -533,18 +531,29 @@ mod tests {
     }
 
     #[test]
-    fn user_keys_avoid_host_names_not_global_ones() {
+    fn user_keys_take_their_own_names_and_yield_to_builtins_only() {
         let mut t = table();
-        let keys = t
-            .plan_user(
-                "7",
-                &items(&[
-                    ("s\0calc", &["calc", "s_calc"]),
-                    ("s\0search", &["search", "s_search"]),
-                ]),
-            )
-            .unwrap();
-        assert_eq!(keys, vec![Some("s_calc".into()), Some("search".into())]);
+        let batch = [
+            ("s\0read_file", &["read_file", "s_read_file"][..]),
+            ("s\0weather", &["weather", "s_weather"][..]),
+            ("s\0calc", &["calc", "s_calc"][..]),
+        ];
+        let keys = t.plan_user("7", &items(&batch)).unwrap();
+        let keys: Vec<String> = keys.into_iter().map(Option::unwrap).collect();
+        assert_eq!(keys, ["read_file", "weather", "calc"]);
+        for (i, key) in keys.iter().enumerate() {
+            let name = t.insert_user("7", key, 20 + i as u32).unwrap();
+            assert_eq!(name, format!("user_7_tool_{key}"));
+        }
+        // spec 5: built-in, then the user's own, then local MCP, function tool, global MCP
+        let at = |n: &str, u: Option<&str>| found(t.resolve(n, u).unwrap());
+        assert_eq!(at("read_file", Some("7")), Some((Kind::Builtin, 1)));
+        assert_eq!(at("weather", Some("7")), Some((Kind::UserMcp, 21)));
+        assert_eq!(at("calc", Some("7")), Some((Kind::UserMcp, 22)));
+        assert_eq!(at("user_7_tool_read_file", None), Some((Kind::UserMcp, 20)));
+        // nobody else's call reaches them
+        assert_eq!(at("weather", None), Some((Kind::LocalMcp, 3)));
+        assert_eq!(at("calc", Some("8")), Some((Kind::Function, 6)));
     }
 
     #[test]
