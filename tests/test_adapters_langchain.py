@@ -65,3 +65,28 @@ def test_async_tool_call(lc_tools: dict[str, BaseTool]) -> None:
     call = recorded_ai_message().tool_calls[0]
     reply = anyio.run(lc_tools["add"].ainvoke, call)
     assert isinstance(reply, ToolMessage) and json.loads(reply.content) == {"sum": 3}
+
+
+def test_the_dispatch_helper_answers_an_invented_name_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    monkeypatch.setenv(MARKER_ENV, str(marker))
+    with make_router(tmp_path) as router:
+        tools = LangChainTools(router, ["echo", "add"])
+        message = AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "add", "args": {"a": 1, "b": 2}, "id": "c1", "type": "tool_call"},
+                {"name": "write_file", "args": {"path": "x", "content": "y"}, "id": "c2", "type": "tool_call"},
+                {"name": "fail", "args": {"reason": "no"}, "id": "c3", "type": "tool_call"},  # registered, not exposed
+            ],
+        )
+        replies = tools.tool_messages(message)
+        again = anyio.run(tools.atool_messages, message.tool_calls)
+    for got in (replies, again):
+        assert [r.tool_call_id for r in got] == ["c1", "c2", "c3"]
+        assert json.loads(got[0].content) == {"sum": 3} and got[0].status == "success"
+        assert got[1].status == "error" and "not available" in got[1].content
+        assert got[2].status == "error" and "not available" in got[2].content
+    assert not (tmp_path / "x").exists() and not marker.exists()

@@ -2,11 +2,12 @@
 
 (`langchain-mcp-adapters` pins `mcp<2` and cannot be installed beside toolroute.)
 
-    tools = {t.name: t for t in LangChainTools(router, functions=["read_file", "grep"]).base_tools()}
-    ai_message = ChatOpenAI(...).bind_tools(list(tools.values())).invoke(messages)
-    messages += [ai_message, *(tools[c["name"]].invoke(c) for c in ai_message.tool_calls)]  # ToolMessages
+    tools = LangChainTools(router, functions=["read_file", "grep"])
+    ai_message = ChatOpenAI(...).bind_tools(tools.base_tools()).invoke(messages)
+    messages += [ai_message, *tools.tool_messages(ai_message)]  # one ToolMessage per call
 
-Tool errors come back as `ToolMessage(status="error")` for the model to read, not as exceptions.
+Tool errors, and calls of a name the model invented, come back as `ToolMessage(status="error")`
+for the model to read, not as exceptions; an invented name runs nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from langchain_core.callbacks import (  # noqa: E402  (after the friendly import
     AsyncCallbackManagerForToolRun,
     CallbackManagerForToolRun,
 )
+from langchain_core.messages import ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool, ToolException  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
@@ -55,6 +57,28 @@ class LangChainTools(ExposedTools):
 
     def base_tools(self) -> list[BaseTool]:
         return [RouterTool(self, name) for name in self.names]
+
+    def _tool(self, name: str) -> RouterTool:
+        tools: dict[str, RouterTool] = self.__dict__.setdefault("_tools", {})
+        if name not in tools:
+            tools[name] = RouterTool(self, name)
+        return tools[name]
+
+    def _refusal_message(self, call: dict[str, Any]) -> ToolMessage:
+        text = self.refusal(str(call.get("name"))).text
+        return ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name"), status="error")
+
+    def tool_messages(self, source: Any) -> list[ToolMessage]:
+        """Run every tool call of `source` (an AIMessage, or its `tool_calls`), in order; one
+        `ToolMessage` per call. A name outside the allowlist runs nothing and answers an error."""
+        calls = getattr(source, "tool_calls", source)
+        return [self._tool(c["name"]).invoke(c) if c.get("name") in self else self._refusal_message(c) for c in calls]
+
+    async def atool_messages(self, source: Any) -> list[ToolMessage]:
+        calls = getattr(source, "tool_calls", source)
+        return [
+            await self._tool(c["name"]).ainvoke(c) if c.get("name") in self else self._refusal_message(c) for c in calls
+        ]
 
 
 __all__ = ["LangChainTools", "RouterTool"]
