@@ -8,7 +8,7 @@
 //! the end of the file).
 
 use super::parse::{old_lines, Chunk, ChunkLine};
-use super::seek::{seek, Tier};
+use super::seek::{Seeker, Tier};
 use super::text::{Line, Replacement, TextFile};
 
 /// Where one chunk landed.
@@ -97,6 +97,7 @@ pub fn apply_chunks(
 ) -> Result<(String, Vec<ChunkReport>), ChunkError> {
     let file = TextFile::parse(content);
     let texts = &file.texts;
+    let seeker = Seeker::new(texts);
     let eol = file.default_eol();
     let mut replacements: Vec<Replacement<'_>> = Vec::with_capacity(chunks.len());
     let mut reports = Vec::with_capacity(chunks.len());
@@ -112,7 +113,7 @@ pub fn apply_chunks(
             message,
         };
         for anchor in &chunk.anchors {
-            match seek(texts, &[anchor.as_str()], line_index, false) {
+            match seeker.seek(&[anchor.as_str()], line_index, false) {
                 Some((i, _)) => line_index = i + 1,
                 None => {
                     return Err(fail(format!(
@@ -137,10 +138,10 @@ pub fn apply_chunks(
             continue;
         }
         let mut ops: &[ChunkLine] = &chunk.lines;
-        let mut found = seek(texts, &old_lines(ops), line_index, chunk.end_of_file);
+        let mut found = seeker.seek(&old_lines(ops), line_index, chunk.end_of_file);
         if let (None, Some(second)) = (found, &second_tries[n]) {
             ops = second;
-            found = seek(texts, &old_lines(ops), line_index, chunk.end_of_file);
+            found = seeker.seek(&old_lines(ops), line_index, chunk.end_of_file);
         }
         let Some((start, tier)) = found else {
             let anchors = if chunk.anchors.is_empty() {
