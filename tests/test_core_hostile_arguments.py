@@ -108,3 +108,19 @@ def test_deep_mappings_are_refused_with_the_bound(router: ToolRouter, depth: int
 def test_arguments_at_the_bound_still_work(router: ToolRouter, tmp_path: Path) -> None:
     data = _nested(MAX_ARGUMENT_DEPTH - 2, "[", "]", "1")
     assert router.invoke("take_anything", '{"data": ' + data + "}").startswith("[[[")
+
+
+@settings(max_examples=60, deadline=None)
+@given(argument=hostile_text, name=st.sampled_from(["glob", "take_anything"]))
+def test_the_served_door_answers_every_hostile_call(router: ToolRouter, argument: str, name: str) -> None:
+    """What `toolroute serve` runs per `tools/call` (after the SDK parsed the JSON-RPC): the
+    arguments object as the client sent it, here parsed by Python's own json where it can be."""
+    from toolroute.serve.server import ServedTools
+
+    try:
+        value = json.loads(argument)
+    except (ValueError, RecursionError):
+        value = {"data": argument}  # the SDK would have refused it; its text still goes in
+    arguments = value if isinstance(value, dict) else {"data": value}
+    result = anyio.run(ServedTools(router, ["glob", "take_anything"]).call, name, arguments)
+    assert isinstance(result.content[0].text, str)

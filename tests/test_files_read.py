@@ -36,9 +36,12 @@ def test_offset_limit_and_ai4j_aliases(tmp_path: Path) -> None:
     assert "offset=6" in out.text and out.trace["truncated"] is True
     same = r.execute("read_file", '{"path": "n.txt", "startLine": 4, "endLine": 5}')
     assert same.text == out.text
-    capped = r.execute("read_file", {"path": "n.txt", "maxChars": 30})
-    assert capped.trace["lines_returned"] == 2
+    # The marker counts against max_chars: rows give way to it (each row here is 13 characters).
+    capped = r.execute("read_file", {"path": "n.txt", "maxChars": 130})
+    assert capped.trace["lines_returned"] == 2 and len(capped.text) <= 130
     assert "To read on, call read_file with offset=3" in capped.text
+    tiny = r.execute("read_file", {"path": "n.txt", "maxChars": 30})
+    assert len(tiny.text) <= 30 and tiny.trace["lines_returned"] == 1
 
 
 def test_long_lines_and_output_cap_are_marked(tmp_path: Path) -> None:

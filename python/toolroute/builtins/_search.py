@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolroute.outputcap import cap_text
+
 # Text after the page: worst case length of the paging footer, kept free in the output budget.
 FOOTER_RESERVE = 240
 
@@ -79,19 +81,10 @@ def paging_footer(offset: int, shown: int, total: int, tool: str) -> str:
     )
 
 
-# The one wording for output cut at the character cap (the Rust renderer uses the same).
-CUT_NOTICE = " … [output cut at the size limit]"
-
-
 def assemble(parts: Sequence[str], max_chars: int) -> str:
     """Join the non-empty parts, never longer than `max_chars` (a hard cut with the notice guards
     tiny limits; the budget normally fits)."""
-    text = "\n".join(p.rstrip("\n") for p in parts if p)
-    if len(text) <= max_chars:
-        return text
-    if len(CUT_NOTICE) >= max_chars:
-        return text[:max_chars]
-    return text[: max_chars - len(CUT_NOTICE)] + CUT_NOTICE
+    return cap_text("\n".join(p.rstrip("\n") for p in parts if p), max_chars)
 
 
 def body_budget(max_chars: int, *fixed: str) -> int:

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from toolroute.builtins.habits import translate_for_model
 from toolroute.context import BuiltInToolContext
+from toolroute.errors import ToolError
+from toolroute.outputcap import cap_error, cap_text
 from toolroute.schema import function_definition, model_parameters
 from toolroute.types import (
     LocalTool,
@@ -63,12 +65,26 @@ class BuiltinTool(LocalTool, Generic[RequestT]):
         return fresh(self._definition)
 
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], ToolOutput]:
+        """The call, ready to run; what it returns or raises is held to the context's output cap
+        (`outputcap`: the one place every built-in's text passes)."""
         ctx = host.builtin_context(self.name)
-        request = validate_request(self.name, self.request_model, arguments)
+        limit = ctx.limits.max_output_chars
+        try:
+            request = validate_request(self.name, self.request_model, arguments)
+        except ToolError as exc:
+            cap_error(exc, limit)
+            raise
         resources = host.resources
 
         def run() -> ToolOutput:
-            with using_resources(resources):
-                return self.handler(request, ctx)
+            try:
+                with using_resources(resources):
+                    output = self.handler(request, ctx)
+            except ToolError as exc:
+                cap_error(exc, limit)
+                raise
+            if len(output.text) <= limit:
+                return output
+            return ToolOutput(cap_text(output.text, limit), output.trace)
 
         return run

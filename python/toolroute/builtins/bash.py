@@ -45,6 +45,7 @@ from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.cancellation import current_cancel_token, stop_on_cancel
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
+from toolroute.outputcap import cap_text
 from toolroute.types import current_resources
 
 NAME = "bash"
@@ -254,7 +255,23 @@ def fit(render: Callable[[int], dict[str, Any]], budget: int, limit: int) -> dic
             lo, best = mid, candidate
         else:
             hi = mid
-    return best
+    return _fit_echo(best, limit)
+
+
+def _fit_echo(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """`result` with its command echo shortened until its JSON fits `limit` (an echo of a long
+    command full of characters that JSON escapes can outgrow a small cap by itself)."""
+    command = result.get("command")
+    if len(dumps(result)) <= limit or not isinstance(command, str):
+        return result
+    lo, hi = 0, len(command)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if len(dumps({**result, "command": cap_text(command, mid)})) <= limit:
+            lo = mid
+        else:
+            hi = mid
+    return {**result, "command": cap_text(command, lo)}
 
 
 def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess:

@@ -11,6 +11,7 @@ from toolroute.builtins._fileio import DecodedText, binary_kind, decode, display
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
+from toolroute.outputcap import cap_text
 
 MAX_LISTING = 200
 
@@ -91,33 +92,44 @@ def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
             f"offset {start} is past the first {got.scanned} bytes of {shown}, the most read_file reads "
             "(max_file_bytes); use grep to find the lines you need"
         )
-    budget = min(limits.max_output_chars, request.max_chars or limits.max_output_chars)
+    cap = min(limits.max_output_chars, request.max_chars or limits.max_output_chars)
     out: list[str] = []
     used = 0
     for number, line in enumerate(lines, start):
         row = f"{number:>6}\t{_clip_line(line, limits.max_line_chars)}"
-        if out and used + len(row) + 1 > budget:
+        if out and used + len(row) + 1 > cap:
             break
-        if not out and len(row) > budget:
-            row = row[:budget] + "… [cut at the output cap]"
+        if not out and len(row) > cap:
+            row = cap_text(row, cap)
         out.append(row)
         used += len(row) + 1
+
+    def notes_after(shown: int) -> list[str]:
+        last = start + shown - 1
+        notes = [f"[note: {decoded.note}]"] if decoded.note else []
+        if total is None or last < total:
+            cause = "the output cap" if shown < len(lines) or shown < count else "the line limit"
+            of = f"{total}{'+' if got.capped else ''}" if total is not None else f"a {got.size}-byte file"
+            notes.append(
+                f"[… showing lines {start}-{last} of {of} (cut by {cause}). "
+                f"To read on, call read_file with offset={last + 1}.]"
+            )
+        if got.capped:
+            notes.append(
+                f"[the file is {got.size} bytes; only the first {got.scanned} bytes were read (max_file_bytes); "
+                "use grep to find the lines you need]"
+            )
+        return notes
+
+    # The notes count against the cap too: rows give way to them, down to one row; what still
+    # does not fit (a tiny max_chars) is cut with the one notice.
+    notes = notes_after(len(out))
+    while len(out) > 1 and used + sum(len(n) + 1 for n in notes) > cap:
+        used -= len(out.pop()) + 1
+        notes = notes_after(len(out))
     last = start + len(out) - 1
     more_after = total is None or last < total
-    notes = [f"[note: {decoded.note}]"] if decoded.note else []
-    if more_after:
-        cause = "the output cap" if len(out) < len(lines) or len(out) < count else "the line limit"
-        of = f"{total}{'+' if got.capped else ''}" if total is not None else f"a {got.size}-byte file"
-        notes.append(
-            f"[… showing lines {start}-{last} of {of} (cut by {cause}). "
-            f"To read on, call read_file with offset={last + 1}.]"
-        )
-    if got.capped:
-        notes.append(
-            f"[the file is {got.size} bytes; only the first {got.scanned} bytes were read (max_file_bytes); "
-            "use grep to find the lines you need]"
-        )
-    text = "\n".join(out + notes)
+    text = cap_text("\n".join(out + notes), cap)
     truncated = more_after or got.capped
     return ToolOutput(text, _trace(shown, decoded.encoding, start, last, len(out), total, truncated))
 

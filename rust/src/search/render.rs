@@ -81,5 +81,6 @@ fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
     format!("{kept} … [line cut at {max_chars} chars]")
 }
 
-/// The one wording for output cut at the character cap (the Python side uses the same).
+/// The one wording for output cut at the character cap: exported as `_core.CUT_NOTICE`, which
+/// `toolroute.outputcap` applies to every built-in's text.
 pub const CUT_NOTICE: &str = " … [output cut at the size limit]";
