@@ -24,7 +24,7 @@ import pytest
 from _interleave import compare
 
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
-from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
+from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
 from toolroute.serve.audit import AuditLog
 from toolroute.serve.server import TenantDoors
 from toolroute.serve.tenants import Tenancy
@@ -34,7 +34,7 @@ COMMAND = {"command": "cat /etc/hostname >/dev/null; echo ok"}
 
 def _available(mechanism: str) -> bool:
     try:
-        bwrap_path() if mechanism == "bubblewrap" else landlock_abi()
+        resolve_kind(mechanism)  # type: ignore[arg-type]  # raises where that mechanism cannot run
     except SandboxUnavailable:
         return False
     return True

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from toolroute import BuiltInToolContext, ToolRouter
-from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi, readable_grants
+from toolroute.builtins._process.sandbox import SandboxUnavailable, landlock_abi, readable_grants, resolve_kind
 
 SECRET = "neighbour-secret-51c0"
 
 
 def _skip_unless(mechanism: str) -> None:
     try:
-        bwrap_path() if mechanism == "bubblewrap" else landlock_abi()
+        resolve_kind(mechanism)  # type: ignore[arg-type]  # raises where that mechanism cannot run
     except SandboxUnavailable as exc:
         pytest.skip(f"{mechanism}: {exc}")
 

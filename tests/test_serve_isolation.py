@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
+from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
 from toolroute.serve.secrets import SecretBox
 from toolroute.serve.store import UserStore
 
@@ -38,7 +38,7 @@ MECHANISMS = ("bubblewrap", "landlock")
 
 def _available(mechanism: str) -> str | None:
     try:
-        bwrap_path() if mechanism == "bubblewrap" else landlock_abi()
+        resolve_kind(mechanism)  # type: ignore[arg-type]  # raises where that mechanism cannot run
     except SandboxUnavailable as exc:
         return str(exc)
     return None

@@ -133,9 +133,12 @@ class SecretBox:
             return self.encrypt(value)
         from cryptography.fernet import InvalidToken
 
+        box = self._multi(create=False)
+        if box is None:
+            raise SecretError("the registry holds encrypted secrets but no key was found to rotate them with")
         try:
-            token: bytes = self._multi(create=False).rotate(value.removeprefix(PREFIX).encode())
-        except (InvalidToken, AttributeError):
+            token: bytes = box.rotate(value.removeprefix(PREFIX).encode())
+        except InvalidToken:
             raise SecretError("a registry secret does not decrypt with the configured key(s)") from None
         return PREFIX + token.decode()
 
