@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ def run_coroutine_sync(factory: Callable[[], Awaitable[T]]) -> T:
     thread.join()
     if "error" in result:
         raise result["error"]
-    return result["value"]
+    return cast(T, result["value"])
 
 
 async def _as_coroutine(factory: Callable[[], Awaitable[T]]) -> T:

@@ -323,7 +323,7 @@ class BoundMcpTool(LocalTool):
     method: Callable[..., Any]
     schema_model: type[BaseModel]
     adapters: Mapping[str, tuple[TypeAdapter[Any], Any]]
-    is_async: bool  # type: ignore[misc]
+    is_async: bool
     service_spec: McpServiceSpec | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -178,7 +178,7 @@ class ToolRouter:
         entry_points: bool = False,
         gateway: ToolGateway | None = None,
         context: BuiltInToolContext | None = None,
-        builtins: Mapping[str, BuiltinTool] | None = None,
+        builtins: Mapping[str, BuiltinTool[Any]] | None = None,
     ) -> None:
         self._table = RouteTable()
         self._lock = threading.RLock()

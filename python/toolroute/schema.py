@@ -110,7 +110,7 @@ class _Inliner:
                 return {**resolved, **siblings} if isinstance(resolved, dict) else resolved
             return {k: walk(v, stack, depth + 1) for k, v in node.items()}
 
-        out = walk(self.root, (), 1)
+        out: JsonSchema = walk(self.root, (), 1)
         done: set[str] = set()
         while kept.keys() - done:  # a kept definition may keep others
             name = next(iter(kept.keys() - done))
@@ -136,7 +136,7 @@ class _Inliner:
                 out["$ref"] = f"#/$defs/{self.names[key]}"
             return out
 
-        out = walk(self.root)
+        out: JsonSchema = walk(self.root)
         defs: dict[str, Any] = {}
         while reachable.keys() - defs.keys():
             name = next(iter(reachable.keys() - defs.keys()))

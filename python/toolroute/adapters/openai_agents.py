@@ -36,7 +36,7 @@ class AgentsTools(ExposedTools):
             return model_text(await self.aexecute(name, arguments))
 
         read_only = self.router.traits(name, self.user_id).read_only
-        return agents.FunctionTool(
+        tool: FunctionTool = agents.FunctionTool(
             name=name,
             description=fn.get("description", ""),
             params_json_schema=fn["parameters"],
@@ -45,6 +45,7 @@ class AgentsTools(ExposedTools):
             strict_json_schema=False,
             needs_approval=approve_side_effects and not read_only,
         )
+        return tool
 
 
 __all__ = ["AgentsTools"]

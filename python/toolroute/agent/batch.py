@@ -37,8 +37,8 @@ from toolroute.agent.retry import RetryPolicy
 from toolroute.agent.telemetry import ToolTelemetry
 from toolroute.agent.types import AgentToolCall, AgentToolResult
 from toolroute.errors import ToolTimeoutError
-from toolroute.registration import ToolTraits
 from toolroute.router import ToolRouter
+from toolroute.types import ToolTraits
 
 log = logging.getLogger("toolroute.agent")
 CallLike = AgentToolCall | Mapping[str, Any]

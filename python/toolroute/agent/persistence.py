@@ -18,7 +18,7 @@ from typing import Any
 
 from toolroute.agent.executor import TraceSlot
 from toolroute.agent.types import REPLAY_MISS, AgentToolCall, AgentToolResult
-from toolroute.registration import ToolTraits
+from toolroute.types import ToolTraits
 
 FORMAT_VERSION = 1
 log = logging.getLogger("toolroute.agent")

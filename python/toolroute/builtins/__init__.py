@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import Any
 
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
+from toolroute.types import ToolOutput
 
 # BuiltInTools.allCodingToolNames(), in the spec's order. Each is a module here exposing `TOOL`.
 BUILTIN_TOOL_NAMES: tuple[str, ...] = (
@@ -21,7 +23,7 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = (
 
 
 @cache
-def builtin_tools() -> dict[str, BuiltinTool]:
+def builtin_tools() -> dict[str, BuiltinTool[Any]]:
     """Name -> tool, imported once on first use."""
     return {name: importlib.import_module(f"{__name__}.{name}").TOOL for name in BUILTIN_TOOL_NAMES}
 

@@ -105,7 +105,7 @@ def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
 def build_router(options: RouterOptions) -> ToolRouter:
     """A router with the options' context as default, the modules scanned, the gateway attached."""
     gateway = _load_gateway(options.mcp_config) if options.mcp_config is not None else None
-    router = ToolRouter(context=options.context(), gateway=gateway)  # type: ignore[arg-type]
+    router = ToolRouter(context=options.context(), gateway=gateway)
     try:
         _import_modules(router, options.modules)
     except BaseException:
