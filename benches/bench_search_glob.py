@@ -19,6 +19,7 @@ from _interleave import compare
 from _search_trees import generated_tree, large_tree, need_rg, stdlib_tree
 
 from toolroute import _core
+from toolroute.builtins.glob import GlobRequest
 from toolroute.context import BuiltInToolContext
 
 __all__ = ["generated_tree", "large_tree", "stdlib_tree"]
@@ -28,7 +29,7 @@ ROUNDS = {"generated": 15, "stdlib": 15, "large": 7}
 
 
 def toolroute_glob(root: Path) -> int:
-    return len(_core.glob(BuiltInToolContext(root).confinement, PATTERN, sort="path"))
+    return len(_core.glob(BuiltInToolContext(root).confinement, GlobRequest(pattern=PATTERN, sort="path")))
 
 
 def rg_files(root: Path) -> int:

@@ -18,6 +18,7 @@ from _interleave import compare
 from _search_trees import generated_tree, large_tree, need_rg, stdlib_tree
 
 from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext
 
 __all__ = ["generated_tree", "large_tree", "stdlib_tree"]
@@ -27,9 +28,13 @@ PATTERNS = {"generated": "needle", "stdlib": r"class \w+Error", "large": r"class
 ROUNDS = {"generated": 10, "stdlib": 10, "large": 3}
 
 
+def confinement(root: Path) -> _core.Confinement:
+    return BuiltInToolContext(root).confinement
+
+
 def toolroute_grep(root: Path, pattern: str) -> int:
     """Matching lines, as every side below counts them."""
-    return int(_core.grep(BuiltInToolContext(root).confinement, pattern, no_ignore=False).match_lines)
+    return int(_core.grep(confinement(root), GrepRequest(pattern=pattern), max_line_bytes=8192).match_lines)
 
 
 def rg_subprocess(root: Path, pattern: str) -> int:

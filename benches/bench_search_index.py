@@ -20,6 +20,7 @@ from _interleave import Case, compare
 from _search_trees import large_tree, need_rg, stdlib_tree
 
 from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext
 
 __all__ = ["large_tree", "stdlib_tree"]
@@ -71,7 +72,7 @@ def tool_session(root: Path, index: bool) -> list[tuple[Any, ...]]:
     c = conf(root)
     out = []
     for pattern, opts in SESSION:
-        r = _core.grep(c, pattern, index=index, **opts)
+        r = _core.grep(c, GrepRequest(pattern=pattern, **opts), max_line_bytes=8192, index=index)
         out.append((r.files_matched, r.match_lines, tuple(map(repr, r.rows())), repr(sorted(r.stats.items()))))
     return out
 

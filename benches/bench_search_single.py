@@ -21,11 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolroute import _core
+from toolroute.builtins.glob import GlobRequest
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext
 
 STDLIB = Path(os.__file__).parent
 RG = shutil.which("rg")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
+
+
+def confinement(root: Path) -> _core.Confinement:
+    return BuiltInToolContext(root).confinement
 
 
 def stdlib_copy(dest: Path) -> Path:
@@ -48,7 +54,9 @@ def rg(root: Path, *args: str) -> bytes:
 
 
 def grep_lines(root: Path, pattern: str) -> int:
-    return _core.grep(BuiltInToolContext(root).confinement, pattern).match_lines
+    return _core.grep(
+        BuiltInToolContext(root).confinement, GrepRequest(pattern=pattern), max_line_bytes=8192
+    ).match_lines
 
 
 def rg_lines(root: Path, pattern: str) -> int:
@@ -58,7 +66,9 @@ def rg_lines(root: Path, pattern: str) -> int:
 
 
 def grep_count(root: Path, pattern: str) -> int:
-    return _core.grep(BuiltInToolContext(root).confinement, pattern, output_mode="count").match_lines
+    return _core.grep(
+        BuiltInToolContext(root).confinement, GrepRequest(pattern=pattern, output_mode="count"), max_line_bytes=8192
+    ).match_lines
 
 
 def rg_count(root: Path, pattern: str) -> int:
@@ -85,7 +95,7 @@ def walk_re_lines(root: Path, pattern: str) -> int:
 
 
 def glob_paths(root: Path) -> set[str]:
-    return set(_core.glob(BuiltInToolContext(root).confinement, "*.py", sort="path").paths())
+    return set(_core.glob(BuiltInToolContext(root).confinement, GlobRequest(pattern="*.py", sort="path")).paths())
 
 
 def walk_pathspec(root: Path) -> set[str]:

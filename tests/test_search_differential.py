@@ -17,6 +17,7 @@ import pytest
 from _search_helpers import RG, rg_rows, write
 
 from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext
 
 pytestmark = pytest.mark.skipif(
@@ -95,17 +96,17 @@ def random_query(rng: random.Random) -> tuple[str, dict[str, Any]]:
 
 
 def ours(root: Path, pattern: str, opts: dict[str, Any]) -> set[tuple[str, int, str]]:
-    result = _core.grep(
-        BuiltInToolContext(root).confinement,
-        pattern,
-        globs=opts.get("glob", []),
-        types=opts.get("type", []),
+    request = GrepRequest(
+        pattern=pattern,
+        glob=opts.get("glob", []),
+        type=opts.get("type", []),
         case_insensitive=opts.get("case_insensitive", False),
         hidden=opts.get("hidden", False),
         no_ignore=opts.get("no_ignore", False),
         follow_symlinks=opts.get("follow_symlinks", False),
         text=opts.get("text", False),
     )
+    result = _core.grep(BuiltInToolContext(root).confinement, request, max_line_bytes=8192)
     return {(r["path"], r["line"], r["kind"]) for r in result.rows() if r["kind"] != "break"}
 
 

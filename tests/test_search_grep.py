@@ -11,6 +11,7 @@ import pytest
 from _search_helpers import call, router_for, small_tree, write
 
 from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext, builtin_tool_context
 from toolroute.errors import PathDeniedError, ToolArgumentError
 from toolroute.router import ToolRouter
@@ -271,7 +272,7 @@ def test_sparse_gigabyte_file_does_not_blow_memory(ws: Path, router: ToolRouter)
 
 def test_structured_api_for_python_callers(ws: Path) -> None:
     ctx = BuiltInToolContext(ws)
-    result = _core.grep(ctx.confinement, "needle", globs=["*.py"])
+    result = _core.grep(ctx.confinement, GrepRequest(pattern="needle", glob=["*.py"]), max_line_bytes=8192)
     assert result.paths() == ["a.py"]
     assert [r["line"] for r in result.rows()] == [2, 4]
     assert result.rows(1, 1)[0]["text"] == "print(needle)"

@@ -10,6 +10,7 @@ import pytest
 from _search_helpers import RG, call, parity_tree, rg_rows, router_for
 
 from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
 from toolroute.context import BuiltInToolContext
 
 # rg is optional on a developer's machine; CI (.ci/run installs Debian's ripgrep) must run these.
@@ -58,11 +59,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ours(root: Path, pattern: str, opts: dict[str, Any]) -> set[tuple[str, int, str]]:
     ctx = BuiltInToolContext(root)
     context = opts.get("context") or 0
-    result = _core.grep(
-        ctx.confinement,
-        pattern,
-        globs=opts.get("glob", []),
-        types=opts.get("type", []),
+    request = GrepRequest(
+        pattern=pattern,
+        glob=opts.get("glob", []),
+        type=opts.get("type", []),
         case_insensitive=opts.get("case_insensitive", False),
         fixed_strings=opts.get("fixed_strings", False),
         word=opts.get("word", False),
@@ -74,6 +74,7 @@ def ours(root: Path, pattern: str, opts: dict[str, Any]) -> set[tuple[str, int, 
         no_ignore=opts.get("no_ignore", False),
         text=opts.get("text", False),
     )
+    result = _core.grep(ctx.confinement, request, max_line_bytes=8192)
     return {(r["path"], r["line"], r["kind"]) for r in result.rows() if r["kind"] != "break"}
 
 

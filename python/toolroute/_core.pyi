@@ -4,11 +4,13 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Final, final
 
+from toolroute.builtins.glob import GlobRequest
+from toolroute.builtins.grep import GrepRequest
+
 def generate_api_function_name(service: str, tool: str) -> str: ...
 def generate_api_function_names(pairs: list[tuple[str, str]]) -> list[str]: ...
 def sanitize_tool_name(raw: str) -> str: ...
 def is_valid_tool_name(name: str) -> bool: ...
-def short_hash(raw: str) -> str: ...
 def with_hash_suffix(name: str, raw: str) -> str: ...
 def encode_user_tool(user_id: str, tool: str) -> str: ...
 def validate_user_id(user_id: object) -> None: ...
@@ -92,7 +94,7 @@ class GrepResult:
     def paths(self) -> list[str]: ...
     def rows(self, offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]: ...
     def render(
-        self, offset: int = 0, limit: int | None = None, max_chars: int = 30000, max_line_chars: int = 2000
+        self, offset: int, limit: int | None, max_chars: int, max_line_chars: int
     ) -> tuple[str, list[dict[str, Any]]]: ...
 
 @final
@@ -104,28 +106,7 @@ class GlobResult:
     def stats(self) -> dict[str, Any]: ...
 
 def grep(
-    confinement: Confinement,
-    pattern: str,
-    path: str | None = None,
-    *,
-    globs: list[str] = ...,
-    types: list[str] = ...,
-    case_insensitive: bool = False,
-    fixed_strings: bool = False,
-    word: bool = False,
-    multiline: bool = False,
-    before: int = 0,
-    after: int = 0,
-    output_mode: str = "content",
-    max_count: int | None = None,
-    hidden: bool = False,
-    no_ignore: bool = False,
-    require_git: bool = False,
-    follow_symlinks: bool = False,
-    text: bool = False,
-    max_line_bytes: int = 8192,
-    threads: int = 0,
-    index: bool = True,
+    confinement: Confinement, request: GrepRequest, *, max_line_bytes: int, threads: int = 0, index: bool = True
 ) -> GrepResult: ...
 def search_index_warm(
     confinement: Confinement,
@@ -138,19 +119,7 @@ def search_index_warm(
 def search_index_stats(
     confinement: Confinement, path: str | None = None, *, hidden: bool = False, no_ignore: bool = False
 ) -> dict[str, Any]: ...
-def glob(
-    confinement: Confinement,
-    pattern: str,
-    path: str | None = None,
-    *,
-    sort: str = "modified",
-    hidden: bool = False,
-    no_ignore: bool = False,
-    require_git: bool = False,
-    follow_symlinks: bool = False,
-    threads: int = 0,
-    index: bool = True,
-) -> GlobResult: ...
+def glob(confinement: Confinement, request: GlobRequest, *, threads: int = 0, index: bool = True) -> GlobResult: ...
 
 # --- File tools (rust/src/py/files.rs): confined reads, atomic writes, edit, apply_patch ---
 
@@ -161,7 +130,9 @@ class FilePage:
     @property
     def size(self) -> int: ...
     @property
-    def head(self) -> bytes: ...
+    def binary(self) -> str | None: ...
+    @property
+    def bom(self) -> tuple[str, str, int] | None: ...
     @property
     def whole(self) -> bool: ...
     @property
@@ -188,6 +159,53 @@ def read_page(
     confinement: Confinement, path: str, offset: int, max_lines: int, max_bytes: int
 ) -> FilePage | DirListing: ...
 def read_file_head(confinement: Confinement, path: str, max_bytes: int) -> tuple[Path, bytes, int]: ...
+
+@final
+class WriteResult:
+    @property
+    def resolved(self) -> Path: ...
+    @property
+    def created(self) -> bool: ...
+    @property
+    def bytes_written(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+@final
+class EditResult:
+    @property
+    def resolved(self) -> Path: ...
+    @property
+    def replacements(self) -> int: ...
+    @property
+    def lines(self) -> list[int]: ...
+    @property
+    def eol_adapted(self) -> bool: ...
+
+@final
+class PatchedFile:
+    @property
+    def path(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def hunks(self) -> list[tuple[int, str]]: ...
+
+@final
+class PatchResult:
+    @property
+    def added(self) -> list[str]: ...
+    @property
+    def modified(self) -> list[str]: ...
+    @property
+    def moved(self) -> list[tuple[str, str]]: ...
+    @property
+    def deleted(self) -> list[str]: ...
+    @property
+    def files(self) -> list[PatchedFile]: ...
+    @property
+    def summary(self) -> str: ...
+
 def write_file_text(
     confinement: Confinement,
     path: str,
@@ -196,7 +214,7 @@ def write_file_text(
     max_bytes: int,
     keep_style: bool = True,
     write_read_only: bool = False,
-) -> dict[str, Any]: ...
+) -> WriteResult: ...
 def edit_file(
     confinement: Confinement,
     path: str,
@@ -205,9 +223,7 @@ def edit_file(
     replace_all: bool,
     max_bytes: int,
     write_read_only: bool = False,
-) -> dict[str, Any]: ...
-def apply_patch(
-    confinement: Confinement, patch: str, max_bytes: int, write_read_only: bool = False
-) -> dict[str, Any]: ...
+) -> EditResult: ...
+def apply_patch(confinement: Confinement, patch: str, max_bytes: int, write_read_only: bool = False) -> PatchResult: ...
 def apply_update_to_text(patch: str, content: str) -> str: ...
 def edit_bytes(content: bytes, old_string: str, new_string: str, replace_all: bool) -> tuple[bytes, int, list[int]]: ...

@@ -1,18 +1,12 @@
 //! toolroute's Rust core. Plain Rust modules hold the logic (each with its own `cargo test`s);
 //! `py` is the thin PyO3 layer that exposes them as `toolroute._core`.
 
-pub mod beneath;
-pub mod confine;
-pub mod edit;
-pub mod fs;
+pub mod files;
 pub mod naming;
 pub mod patch;
 pub mod routing;
 pub mod search;
-pub mod text_style;
 pub mod textsafety;
-pub mod txn;
-pub mod write;
 
 mod py;
 

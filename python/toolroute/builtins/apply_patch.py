@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field
 
 from toolroute._core import apply_patch as apply_patch_core
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
+from toolroute.types import ToolOutput
 
 
 class ApplyPatchRequest(BuiltinRequest):
@@ -25,9 +26,21 @@ def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutp
     result = apply_patch_core(
         ctx.confinement, request.patch, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
     )
-    summary: str = result.pop("summary")
-    result["moved"] = [{"from": src, "to": dst} for src, dst in result["moved"]]
-    return ToolOutput(summary, result)
+    trace = {
+        "added": result.added,
+        "modified": result.modified,
+        "moved": [{"from": src, "to": dst} for src, dst in result.moved],
+        "deleted": result.deleted,
+        "files": [
+            {
+                "path": f.path,
+                "action": f.action,
+                "hunks": [{"line": line, "match": match} for line, match in f.hunks],
+            }
+            for f in result.files
+        ],
+    }
+    return ToolOutput(result.summary, trace)
 
 
 TOOL = BuiltinTool(

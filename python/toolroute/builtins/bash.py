@@ -41,12 +41,12 @@ from toolroute.builtins._process.sandbox import (
     resolve_kind,
     sandbox_environment,
 )
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.cancellation import current_cancel_token, stop_on_cancel
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
 from toolroute.outputcap import cap_text
-from toolroute.types import current_resources
+from toolroute.types import ToolOutput, current_resources
 
 NAME = "bash"
 RESOURCE_KEY = "bash.processes"

@@ -6,8 +6,9 @@ from pydantic import AliasChoices, Field
 
 from toolroute._core import edit_file
 from toolroute.builtins._fileio import display_path
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
+from toolroute.types import ToolOutput
 
 
 class EditRequest(BuiltinRequest):
@@ -41,15 +42,15 @@ def edit(request: EditRequest, ctx: BuiltInToolContext) -> ToolOutput:
         ctx.limits.max_file_bytes,
         write_read_only=request.write_read_only,
     )
-    shown = display_path(ctx, result["resolved"])
-    count: int = result["replacements"]
-    lines: list[int] = result["lines"]
+    shown = display_path(ctx, result.resolved)
+    count = result.replacements
+    lines = result.lines
     noun = "replacement" if count == 1 else "replacements"
     where = "line" if count == 1 else "lines"
     text = f"Edited {shown}: {count} {noun} at {where} {_lines_text(lines)}."
-    if result["eol_adapted"]:
+    if result.eol_adapted:
         text += " (old_string/new_string line endings were matched to the file's.)"
-    trace = {"path": shown, "replacements": count, "lines": lines, "eol_adapted": result["eol_adapted"]}
+    trace = {"path": shown, "replacements": count, "lines": lines, "eol_adapted": result.eol_adapted}
     return ToolOutput(text, trace)
 
 

@@ -8,8 +8,9 @@ from pydantic import AliasChoices, Field
 
 from toolroute import _core
 from toolroute.builtins._search import assemble, body_budget, paging_footer, skip_notice
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
+from toolroute.types import ToolOutput
 
 
 class GlobRequest(BuiltinRequest):
@@ -34,15 +35,7 @@ class GlobRequest(BuiltinRequest):
 
 def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> _core.GlobResult:
     """The structured listing (a `toolroute._core.GlobResult`), for Python callers and the tool."""
-    return _core.glob(
-        ctx.confinement,
-        request.pattern,
-        request.path,
-        sort=request.sort,
-        hidden=request.hidden,
-        no_ignore=request.no_ignore,
-        follow_symlinks=request.follow_symlinks,
-    )
+    return _core.glob(ctx.confinement, request)
 
 
 def _fit(paths: list[str], budget: int) -> list[str]:

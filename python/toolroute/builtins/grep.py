@@ -8,8 +8,9 @@ from pydantic import AliasChoices, Field
 
 from toolroute import _core
 from toolroute.builtins._search import as_list, assemble, body_budget, paging_footer, skip_notice, split_globs
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
+from toolroute.types import ToolOutput
 
 OutputMode = Literal["content", "files_with_matches", "count"]
 
@@ -52,32 +53,29 @@ class GrepRequest(BuiltinRequest):
     text: bool = Field(False, description="Search binary files as if they were text.")
     follow_symlinks: bool = Field(False, description="Follow symlinks (only those resolving inside the roots).")
 
+    # What the Rust search reads besides the fields above (`GrepArgs` in rust/src/py/search.rs):
+    # the values after aliases and shorthands are applied.
+    @property
+    def globs(self) -> list[str]:
+        return split_globs(self.glob)
+
+    @property
+    def types(self) -> list[str]:
+        return as_list(self.file_type)
+
+    @property
+    def before_lines(self) -> int:
+        return self.before if self.before is not None else self.context or 0
+
+    @property
+    def after_lines(self) -> int:
+        return self.after if self.after is not None else self.context or 0
+
 
 def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> _core.GrepResult:
     """The structured search (a `toolroute._core.GrepResult`), for Python callers and the tool."""
-    context = request.context or 0
-    before = request.before if request.before is not None else context
-    after = request.after if request.after is not None else context
-    return _core.grep(
-        ctx.confinement,
-        request.pattern,
-        request.path,
-        globs=split_globs(request.glob),
-        types=as_list(request.file_type),
-        case_insensitive=request.case_insensitive,
-        fixed_strings=request.fixed_strings,
-        word=request.word,
-        multiline=request.multiline,
-        before=before,
-        after=after,
-        output_mode=request.output_mode,
-        max_count=request.max_count,
-        hidden=request.hidden,
-        no_ignore=request.no_ignore,
-        follow_symlinks=request.follow_symlinks,
-        text=request.text,
-        max_line_bytes=ctx.limits.max_line_chars * 4,
-    )
+    # The request is read in Rust, field by field; a line is read up to 4 bytes per character.
+    return _core.grep(ctx.confinement, request, max_line_bytes=ctx.limits.max_line_chars * 4)
 
 
 def _summary(result: _core.GrepResult) -> str:

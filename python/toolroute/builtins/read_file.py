@@ -7,11 +7,12 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from toolroute._core import DirListing, FilePage, read_page
-from toolroute.builtins._fileio import DecodedText, binary_kind, decode, display_path, split_lines
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins._fileio import DecodedText, decode, display_path, split_lines
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
 from toolroute.outputcap import cap_text
+from toolroute.types import ToolOutput
 
 MAX_LISTING = 200
 
@@ -57,10 +58,10 @@ def _clip_line(line: str, cap: int) -> str:
 def _page_lines(page: FilePage, start: int, count: int) -> tuple[DecodedText, list[str], int | None]:
     """The decoded lines of the page, and the file's line count when known."""
     if page.whole:  # UTF-16/32: decoded whole, then paged
-        decoded = decode(page.body, truncated=page.capped)
+        decoded = decode(page.body, truncated=page.capped, bom=page.bom)
         lines = split_lines(decoded.text)
         return decoded, lines[start - 1 : start - 1 + count], len(lines)
-    decoded = decode(page.body, truncated=page.capped)
+    decoded = decode(page.body, truncated=page.capped, bom=page.bom)
     return decoded, split_lines(decoded.text)[:count], page.total
 
 
@@ -77,7 +78,7 @@ def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
     shown = display_path(ctx, got.resolved)
     if isinstance(got, DirListing):
         return _listing(shown, got.names)
-    kind = binary_kind(got.head)
+    kind = got.binary
     if kind is not None:
         raise ToolArgumentError(
             f"{shown} looks like a binary file ({kind}, {got.size} bytes); read_file returns text only"

@@ -7,9 +7,10 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from toolroute._core import read_file_head, write_file_text
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
+from toolroute.types import ToolOutput
 
 PRIMARY = "AGENTS.md"
 FALLBACK = ".agents/AGENTS.md"  # where AI4J also looks
@@ -74,8 +75,8 @@ def update_agents_md(request: UpdateAgentsMdRequest, ctx: BuiltInToolContext) ->
         )
     result = write_file_text(ctx.confinement, rel, new_text, mode, cap)
     verb = "Wrote" if request.action == "write" else "Appended to"
-    trace = {"action": request.action, "path": rel, "created": result["created"], "bytes": result["size"]}
-    return ToolOutput(f"{verb} {rel} (now {result['size']} bytes).", trace)
+    trace = {"action": request.action, "path": rel, "created": result.created, "bytes": result.size}
+    return ToolOutput(f"{verb} {rel} (now {result.size} bytes).", trace)
 
 
 TOOL = BuiltinTool(

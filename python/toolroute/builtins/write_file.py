@@ -8,9 +8,10 @@ from pydantic import AliasChoices, Field, field_validator
 
 from toolroute._core import write_file_text
 from toolroute.builtins._fileio import display_path
-from toolroute.builtins.base import BuiltinRequest, BuiltinTool, ToolOutput
+from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
+from toolroute.types import ToolOutput
 
 WriteMode = Literal["create", "overwrite", "append"]
 
@@ -50,15 +51,15 @@ def write_file(request: WriteFileRequest, ctx: BuiltInToolContext) -> ToolOutput
         limits.max_file_bytes,
         write_read_only=request.write_read_only,
     )
-    shown = display_path(ctx, result["resolved"])
-    written = result["bytes_written"]
-    if request.mode == "append" and not result["created"]:
-        text = f"Appended {written} bytes to {shown} (now {result['size']} bytes)."
-    elif result["created"]:
+    shown = display_path(ctx, result.resolved)
+    written = result.bytes_written
+    if request.mode == "append" and not result.created:
+        text = f"Appended {written} bytes to {shown} (now {result.size} bytes)."
+    elif result.created:
         text = f"Created {shown} ({written} bytes)."
     else:
         text = f"Overwrote {shown} ({written} bytes)."
-    trace = {"path": shown, "mode": request.mode, "created": result["created"], "bytes_written": written}
+    trace = {"path": shown, "mode": request.mode, "created": result.created, "bytes_written": written}
     return ToolOutput(text, trace)
 
 

@@ -1,22 +1,30 @@
-//! Open files and folders beneath a root folder, by descriptor.
+//! Open files and folders beneath a folder, by descriptor: the one confinement primitive, used
+//! by the file tools (through [`Root`]), the search walker, its ignore rules and the index.
 //!
-//! A [`Root`] holds an open descriptor of a folder. Every path is resolved relative to that
-//! descriptor, never as a string checked first and opened later, so a folder swapped for a
-//! symlink by another process cannot move an open outside the root: the kernel's `openat2`
-//! with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` does it in one call, and where that is missing
-//! (Linux < 5.6, seccomp filters) or refuses (absolute symlinks) the same walk is done here one
-//! component at a time with `openat(O_NOFOLLOW)` and `readlinkat`, keeping a stack of open
-//! folders so `..` never climbs through the file system.
+//! Every path is resolved relative to an open folder descriptor, never as a string checked first
+//! and opened later, so a folder swapped for a symlink by another process cannot move an open
+//! outside: the kernel's `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` does it in one
+//! call, and where that is missing (Linux < 5.6, `ENOSYS`, or `EPERM` from a seccomp filter,
+//! remembered for the process), refuses (absolute symlinks) or gives up (`EAGAIN`, a rename raced
+//! the lookup) the same walk is done here one component at a time with `openat(O_NOFOLLOW)` and
+//! `readlinkat`, keeping a stack of open folders so `..` never climbs through the file system.
 //!
-//! Symlinks are followed while they stay beneath the root; an absolute link target is accepted
-//! when it names a place under the root's own path. Anything else is a [`BeneathError::Escape`]
-//! carrying where the path was heading, so a caller with several roots can try the next one.
+//! The rules, the same on both paths:
+//! - symlinks are followed while they stay beneath ([`Links::Follow`]), or refused in every
+//!   component ([`Links::Never`]); an absolute link target is accepted only when the folder's own
+//!   path is known (a [`Root`]) and the target names a place under it;
+//! - `..` past the folder, absolute paths elsewhere and magic links are a [`BeneathError::Escape`]
+//!   carrying where the path was heading, so a caller with several roots can try the next one;
+//! - a component changed by another process between two of our calls is looked at again, at
+//!   most [`MAX_RETRIES`] times.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{mkdirat, openat, openat2, readlinkat, AtFlags, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -26,6 +34,18 @@ use rustix::process::{Gid, Uid};
 const MAX_LINKS: usize = 40;
 /// Retries of one component when another process changes it between two of our calls.
 const MAX_RETRIES: usize = 16;
+
+/// Set once `openat2` is known missing (old kernel) or forbidden (seccomp) in this process.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// What a resolution does with the symlinks it meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Follow them while they stay beneath; the last one too unless the flags have `O_NOFOLLOW`.
+    Follow,
+    /// Refuse a symlink in any component (`ELOOP`), as `RESOLVE_NO_SYMLINKS` does.
+    Never,
+}
 
 #[derive(Debug)]
 pub enum BeneathError {
@@ -39,6 +59,25 @@ pub enum BeneathError {
 impl From<Errno> for BeneathError {
     fn from(e: Errno) -> Self {
         BeneathError::Io(e.into())
+    }
+}
+
+impl From<BeneathError> for io::Error {
+    fn from(e: BeneathError) -> Self {
+        match e {
+            BeneathError::Io(e) => e,
+            BeneathError::Escape { to } => io::Error::other(format!("leads outside, to {to:?}")),
+        }
+    }
+}
+
+impl BeneathError {
+    /// As an `io::Error` whose code says what happened: an escape is `EXDEV`.
+    fn into_errno(self) -> io::Error {
+        match self {
+            BeneathError::Escape { .. } => Errno::XDEV.into(),
+            BeneathError::Io(e) => e,
+        }
     }
 }
 
@@ -172,18 +211,7 @@ impl Root {
     /// Open `rel` beneath the root with `flags` (`O_CLOEXEC` is added). Symlinks are followed
     /// while they stay beneath, the last one too unless `flags` has `O_NOFOLLOW`.
     pub fn open_at(&self, rel: &Path, flags: OFlags) -> Result<OwnedFd, BeneathError> {
-        let flags = flags | OFlags::CLOEXEC;
-        if is_plain_relative(rel) {
-            match openat2(&self.fd, rel, flags, Mode::empty(), resolve_flags()) {
-                Ok(fd) => return Ok(fd),
-                Err(e)
-                    if walk_instead(e)
-                        && !(e == Errno::LOOP && flags.contains(OFlags::NOFOLLOW)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let mut walk = Walk::new(self, rel)?;
-        walk.open_last(flags)
+        open_in(self.fd(), Some(&self.path), rel, flags, Links::Follow)
     }
 
     /// The folder holding `rel`'s last component, and that name. With `follow_last`, a symlink
@@ -205,7 +233,7 @@ impl Root {
             };
             // Folders on the way may be links (followed while they stay beneath).
             let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-            match openat2(&self.fd, dir, flags, Mode::empty(), resolve_flags()) {
+            match kernel_open(self.fd(), dir, flags, Links::Follow) {
                 Ok(fd) => {
                     // The fast path only stands when the last name is not itself a link.
                     let is_link = follow_last && readlinkat(&fd, name, Vec::new()).is_ok();
@@ -221,7 +249,7 @@ impl Root {
                 Err(e) => return Err(e.into()),
             }
         }
-        let mut walk = Walk::new(self, rel)?;
+        let mut walk = Walk::new(self.fd(), Some(&self.path), rel, Links::Follow)?;
         walk.parent(follow_last, missing)
     }
 }
@@ -229,6 +257,72 @@ impl Root {
 /// Relative, no `..`, no empty or `.` parts: the kernel's fast path is exact for these.
 fn is_plain_relative(rel: &Path) -> bool {
     !rel.as_os_str().is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// Open `rel` (relative; empty is the folder itself) beneath the folder `base`, whose path is
+/// not needed: symlinks are followed while they stay beneath (an absolute target always leaves),
+/// and with `O_NOFOLLOW` in `flags` no component may be a symlink. An escape is `EXDEV`.
+pub fn open_beneath(base: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    let links = if flags.contains(OFlags::NOFOLLOW) {
+        Links::Never
+    } else {
+        Links::Follow
+    };
+    open_in(base, None, rel, flags, links).map_err(BeneathError::into_errno)
+}
+
+/// The one resolution: the kernel's in one call where it gives the answer, else the walk.
+fn open_in(
+    base: BorrowedFd<'_>,
+    base_path: Option<&Path>,
+    rel: &Path,
+    flags: OFlags,
+    links: Links,
+) -> Result<OwnedFd, BeneathError> {
+    let flags = flags | OFlags::CLOEXEC;
+    if is_plain_relative(rel) {
+        match kernel_open(base, rel, flags, links) {
+            Ok(fd) => return Ok(fd),
+            Err(e)
+                if walk_instead(e) && !(e == Errno::LOOP && flags.contains(OFlags::NOFOLLOW)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Walk::new(base, base_path, rel, links)?.open_last(flags)
+}
+
+/// `openat2` beneath `base`, or `ENOSYS` at once once it is known to be unavailable.
+fn kernel_open(
+    base: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    links: Links,
+) -> Result<OwnedFd, Errno> {
+    if NO_OPENAT2.load(Ordering::Relaxed) {
+        return Err(Errno::NOSYS);
+    }
+    let mut resolve = resolve_flags();
+    if links == Links::Never {
+        resolve |= ResolveFlags::NO_SYMLINKS;
+    }
+    let got = openat2(base, rel, flags, Mode::empty(), resolve);
+    if let Err(Errno::NOSYS | Errno::PERM) = got {
+        NO_OPENAT2.store(true, Ordering::Relaxed);
+    }
+    got
+}
+
+/// The walk alone, as it runs where `openat2` is missing (for tests that compare the two).
+#[cfg(test)]
+pub(crate) fn walk_beneath(base: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    let links = if flags.contains(OFlags::NOFOLLOW) {
+        Links::Never
+    } else {
+        Links::Follow
+    };
+    Walk::new(base, None, rel, links)
+        .and_then(|mut walk| walk.open_last(flags | OFlags::CLOEXEC))
+        .map_err(BeneathError::into_errno)
 }
 
 /// Apply `parts` to `base` lexically (`..` pops): where an escaping path was heading.
@@ -246,6 +340,17 @@ fn lexical(base: &Path, parts: impl IntoIterator<Item = OsString>) -> PathBuf {
     out
 }
 
+/// `rel` applied to `base` lexically (`..` pops; an absolute `rel` starts again at `/`).
+pub fn lexical_join(base: &Path, rel: &Path) -> PathBuf {
+    let bytes = rel.as_os_str().as_bytes();
+    let base = if bytes.starts_with(b"/") {
+        Path::new("/")
+    } else {
+        base
+    };
+    lexical(base, split(bytes))
+}
+
 fn split(path: &[u8]) -> impl Iterator<Item = OsString> + '_ {
     path.split(|&b| b == b'/')
         .filter(|p| !p.is_empty() && *p != b".")
@@ -254,12 +359,15 @@ fn split(path: &[u8]) -> impl Iterator<Item = OsString> + '_ {
 
 /// One resolution in progress: the folders opened so far and the names still to walk.
 struct Walk<'r> {
-    root: &'r Root,
+    base: BorrowedFd<'r>,
+    /// The base folder's path, when known: for messages and absolute link targets.
+    base_path: Option<&'r Path>,
+    links: Links,
     dirs: Vec<OwnedFd>,
     names: Vec<OsString>,
     /// Components still to resolve, the next one last.
     pending: Vec<OsString>,
-    links: usize,
+    followed: usize,
 }
 
 enum Step {
@@ -269,24 +377,34 @@ enum Step {
 }
 
 impl<'r> Walk<'r> {
-    fn new(root: &'r Root, rel: &Path) -> Result<Self, BeneathError> {
+    fn new(
+        base: BorrowedFd<'r>,
+        base_path: Option<&'r Path>,
+        rel: &Path,
+        links: Links,
+    ) -> Result<Self, BeneathError> {
         let mut walk = Walk {
-            root,
+            base,
+            base_path,
+            links,
             dirs: Vec::new(),
             names: Vec::new(),
             pending: Vec::new(),
-            links: 0,
+            followed: 0,
         };
         walk.push_target(rel.as_os_str().as_bytes())?;
         Ok(walk)
     }
 
     fn cur(&self) -> BorrowedFd<'_> {
-        self.dirs.last().map_or(self.root.fd(), |d| d.as_fd())
+        self.dirs.last().map_or(self.base, |d| d.as_fd())
     }
 
     fn here(&self) -> PathBuf {
-        lexical(self.root.path(), self.names.iter().cloned())
+        lexical(
+            self.base_path.unwrap_or(Path::new("")),
+            self.names.iter().cloned(),
+        )
     }
 
     fn escape(&self, base: PathBuf) -> BeneathError {
@@ -301,13 +419,13 @@ impl<'r> Walk<'r> {
         let mut target = target;
         if target.starts_with(b"/") {
             let abs = Path::new(OsStr::from_bytes(target));
-            match abs.strip_prefix(self.root.path()) {
-                Ok(rest) => {
+            match self.base_path.map(|base| abs.strip_prefix(base)) {
+                Some(Ok(rest)) => {
                     self.dirs.clear();
                     self.names.clear();
                     target = rest.as_os_str().as_bytes();
                 }
-                Err(_) => {
+                _ => {
                     let abs = abs.to_path_buf();
                     return Err(
                         self.escape(lexical(Path::new("/"), split(abs.as_os_str().as_bytes())))
@@ -321,8 +439,8 @@ impl<'r> Walk<'r> {
     }
 
     fn follow(&mut self, target: Vec<u8>) -> Result<(), BeneathError> {
-        self.links += 1;
-        if self.links > MAX_LINKS {
+        self.followed += 1;
+        if self.links == Links::Never || self.followed > MAX_LINKS {
             return Err(Errno::LOOP.into());
         }
         self.push_target(&target)
@@ -330,12 +448,10 @@ impl<'r> Walk<'r> {
 
     fn up(&mut self) -> Result<(), BeneathError> {
         if self.names.pop().is_none() {
-            let above = self
-                .root
-                .path()
-                .parent()
-                .unwrap_or(Path::new("/"))
-                .to_path_buf();
+            let above = match self.base_path {
+                Some(base) => base.parent().unwrap_or(Path::new("/")).to_path_buf(),
+                None => PathBuf::from(".."),
+            };
             return Err(self.escape(above));
         }
         self.dirs.pop();
@@ -458,7 +574,7 @@ impl Root {
     /// Where `rel` would resolve, as a path (for messages and for callers that need a path):
     /// the real location of the deepest existing folder, plus the missing rest.
     pub fn locate(&self, rel: &Path) -> Result<PathBuf, BeneathError> {
-        let mut walk = Walk::new(self, rel)?;
+        let mut walk = Walk::new(self.fd(), Some(&self.path), rel, Links::Follow)?;
         if walk.pending.is_empty() {
             return Ok(self.path.clone());
         }
@@ -553,7 +669,7 @@ mod tests {
             ("out", None),
             ("a/up/secret", None),
         ] {
-            let got = Walk::new(&root, Path::new(rel))
+            let got = Walk::new(root.fd(), Some(root.path()), Path::new(rel), Links::Follow)
                 .and_then(|mut w| w.open_last(OFlags::RDONLY | OFlags::CLOEXEC));
             match (got, want) {
                 (Ok(fd), Some(text)) => assert_eq!(
@@ -564,15 +680,25 @@ mod tests {
                 (other, _) => panic!("{rel}: {:?}", other.map(|_| ())),
             }
         }
-        let p = Walk::new(&root, Path::new("rel/new/x"))
-            .and_then(|mut w| w.parent(true, Missing::Stop))
-            .unwrap();
+        let p = Walk::new(
+            root.fd(),
+            Some(root.path()),
+            Path::new("rel/new/x"),
+            Links::Follow,
+        )
+        .and_then(|mut w| w.parent(true, Missing::Stop))
+        .unwrap();
         assert_eq!(
             (p.missing, p.name),
             (vec![OsString::from("new")], OsString::from("x"))
         );
-        let nofollow = Walk::new(&root, Path::new("abs"))
-            .and_then(|mut w| w.open_last(OFlags::RDONLY | OFlags::NOFOLLOW));
+        let nofollow = Walk::new(
+            root.fd(),
+            Some(root.path()),
+            Path::new("abs"),
+            Links::Follow,
+        )
+        .and_then(|mut w| w.open_last(OFlags::RDONLY | OFlags::NOFOLLOW));
         assert!(
             matches!(nofollow, Err(BeneathError::Io(e)) if e.raw_os_error() == Some(libc::ELOOP))
         );

@@ -1,7 +1,7 @@
 //! Confinement shared by every built-in tool that touches the file system.
 //!
 //! A path is taken relative to the workspace root (or, when absolute, to the root it names) and
-//! resolved by descriptor beneath that root ([`crate::beneath`]): `..` and symlinks are followed
+//! resolved by descriptor beneath that root ([`crate::files::beneath`]): `..` and symlinks are followed
 //! the way the kernel would, but the walk can only end inside the workspace root or, for reads
 //! only, inside one of the read-only roots. Nothing is checked as a string and then used again:
 //! what is opened is what was resolved. Roots themselves are opened once, in [`Roots::new`].
@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use rustix::fs::OFlags;
 
-use crate::beneath::{fd_path, BeneathError, Missing, Parent, Root};
-use crate::fs::FsError;
+use crate::files::beneath::{fd_path, lexical_join, BeneathError, Missing, Parent, Root};
+use crate::files::error::FsError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -184,16 +184,7 @@ impl Roots {
         e: io::Error,
     ) -> FsError {
         if e.kind() == io::ErrorKind::NotFound {
-            let mut lexical = self.0.roots[i].path().to_path_buf();
-            for c in rel.components() {
-                match c {
-                    std::path::Component::ParentDir => {
-                        lexical.pop();
-                    }
-                    std::path::Component::Normal(n) => lexical.push(n),
-                    _ => {}
-                }
-            }
+            let lexical = lexical_join(self.0.roots[i].path(), rel);
             if self.root_of(&lexical).is_none() {
                 return self.outside(shown, lexical).into();
             }
@@ -226,6 +217,17 @@ impl Roots {
     /// Open a user-supplied path beneath the roots (`access` says which roots count). `flags`
     /// are `openat` flags; add `O_NOFOLLOW` to refuse a symlink in the last place.
     pub fn open(&self, shown: &str, access: Access, flags: OFlags) -> Result<OwnedFd, FsError> {
+        self.open_in_root(shown, access, flags).map(|(fd, _)| fd)
+    }
+
+    /// [`Roots::open`], also naming the root the path was found beneath (the search walker
+    /// confines its walk to it).
+    pub fn open_in_root(
+        &self,
+        shown: &str,
+        access: Access,
+        flags: OFlags,
+    ) -> Result<(OwnedFd, &Root), FsError> {
         let (mut i, mut rel) = self.start(shown)?;
         for _ in 0..MAX_HOPS {
             if access == Access::Write && i != 0 {
@@ -236,7 +238,7 @@ impl Roots {
                     if access == Access::Write {
                         self.check_nested(shown, &fd, &OsString::new())?;
                     }
-                    return Ok(fd);
+                    return Ok((fd, &self.0.roots[i]));
                 }
                 Err(BeneathError::Escape { to }) => (i, rel) = self.hop(shown, to, access)?,
                 Err(BeneathError::Io(e)) => {

@@ -1,7 +1,7 @@
-//! Confined file I/O on top of [`crate::confine`]: reads that never block on a FIFO or device,
+//! Confined file I/O on top of [`crate::files::confine`]: reads that never block on a FIFO or device,
 //! the pages read_file shows, and the preparation of writes (the folder and name a write goes
 //! to, the file's current bytes and metadata, and the checks that keep them). The writes
-//! themselves are done by [`crate::txn`], atomically.
+//! themselves are done by [`crate::files::txn`], atomically.
 
 use std::ffi::OsString;
 use std::io::{self, Read};
@@ -11,71 +11,10 @@ use std::path::PathBuf;
 use rustix::fs::{fstat, openat, readlinkat, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use crate::beneath::{fd_path, Parent};
-use crate::confine::{Access, ConfineError, Roots};
-use crate::text_style::StyleError;
-
-/// Failures of the confined file helpers: a refused path, or a file-system problem.
-#[derive(Debug, thiserror::Error)]
-pub enum FsError {
-    #[error(transparent)]
-    Denied(#[from] ConfineError),
-    #[error("{path}: no such file")]
-    NotFound { path: String },
-    #[error("{path} is a directory, not a file")]
-    IsDir { path: String },
-    #[error("{path} is {size} bytes, over the {limit}-byte limit for this tool")]
-    TooLarge { path: String, size: u64, limit: u64 },
-    #[error(
-        "{path} already exists (mode \"create\" never overwrites; use \"overwrite\" or \"append\")"
-    )]
-    Exists { path: String },
-    /// The file is there but toolroute will not change it this way (the reason says why).
-    #[error("{path}: {reason}")]
-    Refused { path: String, reason: String },
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: String,
-        source: io::Error,
-    },
-}
-
-impl FsError {
-    pub fn io(action: &'static str, path: &str, source: io::Error) -> Self {
-        FsError::Io {
-            action,
-            path: path.to_string(),
-            source,
-        }
-    }
-
-    /// Like [`FsError::io`], but a missing file or a folder get their own variants.
-    pub fn from_io(action: &'static str, path: &str, source: io::Error) -> Self {
-        match source.raw_os_error() {
-            Some(libc::ENOENT) => FsError::NotFound {
-                path: path.to_string(),
-            },
-            Some(libc::EISDIR) => FsError::IsDir {
-                path: path.to_string(),
-            },
-            _ => FsError::io(action, path, source),
-        }
-    }
-
-    fn refused(path: &str, reason: impl Into<String>) -> Self {
-        FsError::Refused {
-            path: path.to_string(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl From<(&str, StyleError)> for FsError {
-    fn from((path, e): (&str, StyleError)) -> Self {
-        FsError::refused(path, e.to_string())
-    }
-}
+use crate::files::beneath::{fd_path, Parent};
+use crate::files::confine::{Access, Roots};
+use crate::files::error::FsError;
+use crate::files::text_style::{binary_kind, Encoding};
 
 /// Who owns a file and how it may be used, as read before changing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,8 +269,10 @@ pub fn check_writable(shown: &str, meta: Meta, permit: Permit) -> Result<(), FsE
 pub struct Page {
     pub resolved: PathBuf,
     pub size: u64,
-    /// The first bytes of the file (for binary sniffing and the BOM), at most 8 KiB.
-    pub head: Vec<u8>,
+    /// The encoding the file's byte-order mark names, if it has one.
+    pub bom: Option<Encoding>,
+    /// Why the file is not text (from its first 8 KiB), if it is not.
+    pub binary: Option<&'static str>,
     /// Set for UTF-16/32 files (by BOM): `body` is then the whole file (up to the byte cap)
     /// and the caller splits lines after decoding.
     pub whole: bool,
@@ -403,22 +344,26 @@ impl Roots {
             Ok(false)
         };
         let mut eof = fill(&mut buf, (SNIFF as u64).min(max_bytes))?;
-        let head = buf[..buf.len().min(SNIFF)].to_vec();
-        let wide = matches!(
-            head.as_slice(),
-            [0xff, 0xfe, ..] | [0xfe, 0xff, ..] | [0, 0, 0xfe, 0xff, ..]
-        );
+        let head = &buf[..buf.len().min(SNIFF)];
+        let bom = Encoding::by_bom(head);
+        let binary = binary_kind(head);
+        let wide = bom.is_some_and(Encoding::is_wide);
         if wide || meta.size <= COUNT_ALL_BELOW {
             eof = fill(&mut buf, max_bytes)? || eof;
         }
+        // The mark itself is not text: the body leaves it out.
+        let mark = bom.map_or(0, |enc| enc.bom().len());
         if wide {
             let capped = !eof && (buf.len() as u64) < meta.size;
+            let scanned = buf.len() as u64;
+            buf.drain(..mark.min(buf.len()));
             return Ok(ReadOutcome::Page(Page {
                 resolved,
                 size: meta.size,
-                head,
+                bom,
+                binary,
                 whole: true,
-                scanned: buf.len() as u64,
+                scanned,
                 body: buf,
                 first,
                 lines: 0,
@@ -464,7 +409,11 @@ impl Roots {
         // A last line without a newline still counts, when the scan saw the end.
         let tail = at_end && line_start < buf.len();
         let total = at_end.then(|| line - 1 + usize::from(tail));
-        let start_at = start.unwrap_or(buf.len()).min(buf.len());
+        let start_at = match start {
+            Some(0) => mark.min(buf.len()),
+            Some(at) => at.min(buf.len()),
+            None => buf.len(),
+        };
         let end_at = end.unwrap_or(buf.len()).max(start_at);
         let body = buf[start_at..end_at].to_vec();
         let lines = memchr::memchr_iter(b'\n', &body).count()
@@ -472,7 +421,8 @@ impl Roots {
         Ok(ReadOutcome::Page(Page {
             resolved,
             size: meta.size,
-            head,
+            bom,
+            binary,
             whole: false,
             body,
             first,

@@ -4,6 +4,33 @@
 use memchr::memmem;
 
 const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+/// The byte-order mark as a character (what a UTF-8 BOM decodes to).
+pub const BOM_CHAR: char = '\u{feff}';
+
+/// Magic numbers of common binary formats, so a refusal can say what the file is.
+const MAGIC: [(&[u8], &str); 9] = [
+    (b"\x89PNG\r\n\x1a\n", "PNG image"),
+    (b"\xff\xd8\xff", "JPEG image"),
+    (b"GIF8", "GIF image"),
+    (b"%PDF-", "PDF document"),
+    (b"PK\x03\x04", "ZIP archive (also .jar/.docx/.xlsx)"),
+    (b"\x7fELF", "ELF executable"),
+    (b"\x1f\x8b", "gzip archive"),
+    (b"\xfd7zXZ\x00", "xz archive"),
+    (b"SQLite format 3\x00", "SQLite database"),
+];
+
+/// Why a file whose first bytes are `head` is not text (`None` if it looks like text): a known
+/// binary format, or a NUL byte. UTF-16/32 with a BOM is text.
+pub fn binary_kind(head: &[u8]) -> Option<&'static str> {
+    if Encoding::by_bom(head).is_some() {
+        return None;
+    }
+    if let Some((_, kind)) = MAGIC.iter().find(|(magic, _)| head.starts_with(magic)) {
+        return Some(kind);
+    }
+    memchr::memchr(0, head).map(|_| "binary data (NUL bytes)")
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -20,14 +47,55 @@ pub enum Encoding {
 impl Encoding {
     /// Sniff from a file's bytes (the BOM, then UTF-8 validity).
     pub fn of(bytes: &[u8]) -> Self {
-        match bytes {
-            [0xff, 0xfe, 0, 0, ..] => Encoding::Utf32Le,
-            [0, 0, 0xfe, 0xff, ..] => Encoding::Utf32Be,
-            [0xff, 0xfe, ..] => Encoding::Utf16Le,
-            [0xfe, 0xff, ..] => Encoding::Utf16Be,
-            _ if bytes.starts_with(UTF8_BOM) => Encoding::Utf8Bom,
-            _ if std::str::from_utf8(bytes).is_ok() => Encoding::Utf8,
-            _ => Encoding::Latin1,
+        match Encoding::by_bom(bytes) {
+            Some(enc) => enc,
+            None if std::str::from_utf8(bytes).is_ok() => Encoding::Utf8,
+            None => Encoding::Latin1,
+        }
+    }
+
+    /// The encoding a file's first bytes name by their byte-order mark, if they have one: the
+    /// one place a BOM is recognised.
+    pub fn by_bom(head: &[u8]) -> Option<Self> {
+        match head {
+            [0xff, 0xfe, 0, 0, ..] => Some(Encoding::Utf32Le),
+            [0, 0, 0xfe, 0xff, ..] => Some(Encoding::Utf32Be),
+            [0xff, 0xfe, ..] => Some(Encoding::Utf16Le),
+            [0xfe, 0xff, ..] => Some(Encoding::Utf16Be),
+            _ if head.starts_with(UTF8_BOM) => Some(Encoding::Utf8Bom),
+            _ => None,
+        }
+    }
+
+    /// UTF-16 or UTF-32: lines cannot be found in the raw bytes.
+    pub fn is_wide(self) -> bool {
+        matches!(
+            self,
+            Encoding::Utf16Le | Encoding::Utf16Be | Encoding::Utf32Le | Encoding::Utf32Be
+        )
+    }
+
+    /// Python's codec for the bytes after the BOM.
+    pub fn codec(self) -> &'static str {
+        match self {
+            Encoding::Utf8 | Encoding::Utf8Bom => "utf-8",
+            Encoding::Utf16Le => "utf-16-le",
+            Encoding::Utf16Be => "utf-16-be",
+            Encoding::Utf32Le => "utf-32-le",
+            Encoding::Utf32Be => "utf-32-be",
+            Encoding::Latin1 => "latin-1",
+        }
+    }
+
+    /// How read_file names a BOM-marked encoding to the model.
+    pub fn bom_label(self) -> &'static str {
+        match self {
+            Encoding::Utf8Bom => "UTF-8 with BOM",
+            Encoding::Utf16Le => "UTF-16LE (BOM)",
+            Encoding::Utf16Be => "UTF-16BE (BOM)",
+            Encoding::Utf32Le => "UTF-32LE (BOM)",
+            Encoding::Utf32Be => "UTF-32BE (BOM)",
+            Encoding::Utf8 | Encoding::Latin1 => self.name(),
         }
     }
 
@@ -43,7 +111,7 @@ impl Encoding {
         }
     }
 
-    fn bom(self) -> &'static [u8] {
+    pub fn bom(self) -> &'static [u8] {
         match self {
             Encoding::Utf8 | Encoding::Latin1 => b"",
             Encoding::Utf8Bom => UTF8_BOM,
@@ -121,7 +189,7 @@ fn all_crlf(text: &[u8]) -> bool {
 /// the file is CRLF and the content uses bare LF (so a rewrite does not flip the file's endings).
 pub fn conform_to_style(existing: &[u8], content: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(content.len() + 16);
-    if existing.starts_with(UTF8_BOM) && !content.starts_with('\u{feff}') {
+    if existing.starts_with(UTF8_BOM) && !content.starts_with(BOM_CHAR) {
         out.extend_from_slice(UTF8_BOM);
     }
     if all_crlf(existing) && !content.contains('\r') {
@@ -146,7 +214,7 @@ pub fn encode_like(existing: &[u8], content: &str, appending: bool) -> Result<Ve
     let enc = Encoding::of(existing);
     if matches!(enc, Encoding::Utf8 | Encoding::Utf8Bom) {
         let mut out = conform_to_style(existing, content);
-        if appending && out.starts_with(UTF8_BOM) && !content.starts_with('\u{feff}') {
+        if appending && out.starts_with(UTF8_BOM) && !content.starts_with(BOM_CHAR) {
             out.drain(..UTF8_BOM.len());
         }
         return Ok(out);

@@ -30,9 +30,10 @@ use rustix::fs::{
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
 
-use crate::beneath::{fd_path, BeneathError, Created, Missing, Root};
-use crate::confine::Roots;
-use crate::fs::{FsError, Meta, Original, Target};
+use crate::files::beneath::{fd_path, Created, Missing, Root};
+use crate::files::confine::Roots;
+use crate::files::error::FsError;
+use crate::files::fs::{Meta, Original, Permit, Target};
 
 /// How toolroute's temps and journals are named (then the owner's pid and start time).
 pub const TEMP_PREFIX: &str = ".toolroute-";
@@ -50,6 +51,13 @@ pub enum Durability {
     /// the call returns.
     #[default]
     Full,
+}
+
+/// How a write may go: durability and what it may overwrite.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    pub durability: Durability,
+    pub permit: Permit,
 }
 
 impl FromStr for Durability {
@@ -274,7 +282,7 @@ fn stage(
         if let Some(m) = meta.or(target.existing().map(|e| e.meta)) {
             keep_meta(&fd, m, shown)?;
         } else {
-            let owner = crate::beneath::owner_for_new(staged.dir.as_fd());
+            let owner = crate::files::beneath::owner_for_new(staged.dir.as_fd());
             if let Some((uid, gid)) =
                 owner.map_err(|e| FsError::io("stat the folder of", shown, e))?
             {
@@ -755,15 +763,6 @@ fn roll_back(ws: &Root, journal: &[Entry]) {
             if let Ok(p) = ws.parent(tmp, false, Missing::Fail) {
                 let _ = unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty());
             }
-        }
-    }
-}
-
-impl From<BeneathError> for io::Error {
-    fn from(e: BeneathError) -> Self {
-        match e {
-            BeneathError::Io(e) => e,
-            BeneathError::Escape { to } => io::Error::other(format!("leads outside, to {to:?}")),
         }
     }
 }

@@ -1,14 +1,15 @@
 //! write_file and edit on disk: find the destination by descriptor, keep the file's style and
-//! metadata, and commit the new bytes atomically through [`crate::txn`].
+//! metadata, and commit the new bytes atomically through [`crate::files::txn`].
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::confine::Roots;
-use crate::edit::{plan_edit, EditError, EditPlan};
-use crate::fs::{check_rewrite, FsError, Original, Permit};
-use crate::text_style::encode_like;
-use crate::txn::{commit, Change, Durability, Op, TxnError};
+use crate::files::confine::Roots;
+use crate::files::edit::{plan_edit, EditError, EditPlan};
+use crate::files::error::FsError;
+use crate::files::fs::{check_rewrite, Original};
+use crate::files::text_style::encode_like;
+use crate::files::txn::{commit, Change, Op, TxnError, WriteOptions};
 
 /// write_file's modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +32,6 @@ impl FromStr for WriteMode {
             )),
         }
     }
-}
-
-/// How a write may go: durability and what it may overwrite.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WriteOptions {
-    pub durability: Durability,
-    pub permit: Permit,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

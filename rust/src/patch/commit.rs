@@ -1,5 +1,5 @@
 //! The transaction: every hunk is checked and applied in memory first (later hunks see earlier
-//! ones), then all changed files are committed together by [`crate::txn`]: staged, journaled,
+//! ones), then all changed files are committed together by [`crate::files::txn`]: staged, journaled,
 //! renamed. A patch changes all of its files or none, across a failure and across a crash.
 //! Paths are found by descriptor beneath the workspace; a delete (and the source of a move)
 //! acts on the name itself, so a symlink is removed, never its target.
@@ -10,10 +10,10 @@ use std::os::fd::AsFd;
 
 use super::apply::{apply_chunks, ChunkReport};
 use super::parse::{parse_patch, Hunk, ParseError};
-use crate::confine::Roots;
-use crate::fs::{check_rewrite, check_writable, FsError, Meta, Original, Target};
-use crate::txn::{commit, Change, Op, TxnError};
-use crate::write::WriteOptions;
+use crate::files::confine::Roots;
+use crate::files::error::FsError;
+use crate::files::fs::{check_rewrite, check_writable, Meta, Original, Target};
+use crate::files::txn::{commit, Change, Op, TxnError, WriteOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {

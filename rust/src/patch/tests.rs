@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::commit::apply_patch_inner;
 use super::*;
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 
 const MAX: u64 = 1 << 20;
 

@@ -2,7 +2,7 @@
 //! come back byte for byte; a UTF-8 BOM is kept aside and put back. Untouched runs of lines are
 //! copied as whole byte ranges, which keeps big files cheap.
 
-const BOM: &str = "\u{feff}";
+use crate::files::text_style::BOM_CHAR;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Line<'a> {
@@ -30,7 +30,7 @@ pub struct Replacement<'a> {
 
 impl<'a> TextFile<'a> {
     pub fn parse(content: &'a str) -> Self {
-        let (bom, body) = match content.strip_prefix(BOM) {
+        let (bom, body) = match content.strip_prefix(BOM_CHAR) {
             Some(rest) => (true, rest),
             None => (false, content),
         };
@@ -95,7 +95,7 @@ impl<'a> TextFile<'a> {
             .sum();
         let mut out = String::with_capacity(self.body.len() + extra + 8);
         if self.bom {
-            out.push_str(BOM);
+            out.push(BOM_CHAR);
         }
         let head = out.len();
         let end_line = |out: &mut String| {

@@ -1,40 +1,125 @@
-//! Map Rust errors to toolroute's own Python exceptions (never a `PanicException`).
+//! The boundary's errors: toolroute's own Python exceptions, declared once here, and one `From`
+//! conversion per Rust error type, so a binding only writes `?`. And the panic guard every entry
+//! point runs behind: a bug that panics in the core is a `ToolExecutionError` (an `Exception`),
+//! never a `PanicException`, which derives from `BaseException` and would escape
+//! `except Exception`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
-use pyo3::types::PyType;
 
-use crate::confine::ConfineError;
+use crate::files::confine::ConfineError;
+use crate::files::edit::EditError;
+use crate::files::error::FsError;
+use crate::patch::PatchError;
 use crate::routing::RouteError;
+use crate::search::SearchError;
 
-/// Build an instance of `toolroute.errors.<class>` with `message`.
-pub fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
-    let made = py
-        .import("toolroute.errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
-        .and_then(|c| c.call1((message,)));
-    match made {
-        Ok(exc) => PyErr::from_value(exc),
-        Err(e) => e,
+// The classes of `toolroute/errors.py`, imported on first use.
+pyo3::import_exception!(toolroute.errors, ToolArgumentError);
+pyo3::import_exception!(toolroute.errors, ToolExecutionError);
+pyo3::import_exception!(toolroute.errors, ToolRegistrationError);
+pyo3::import_exception!(toolroute.errors, ToolPreconditionError);
+pyo3::import_exception!(toolroute.errors, PathDeniedError);
+
+/// A malformed call (the model's arguments, or a caller's): `ToolArgumentError`.
+pub fn argument(message: impl Into<String>) -> PyErr {
+    ToolArgumentError::new_err(message.into())
+}
+
+impl From<ConfineError> for PyErr {
+    fn from(e: ConfineError) -> Self {
+        PathDeniedError::new_err(e.to_string())
     }
 }
 
-pub fn confine_err(py: Python<'_>, e: ConfineError) -> PyErr {
-    raise(py, "PathDeniedError", e.to_string())
+/// A refused path is denied; a failing file system is an execution error; the rest (no such
+/// file, too large, exists, refused) are preconditions the caller can fix.
+fn fs_exception(e: &FsError, message: String) -> PyErr {
+    match e {
+        FsError::Denied(_) => PathDeniedError::new_err(message),
+        FsError::Io { .. } => ToolExecutionError::new_err(message),
+        _ => ToolPreconditionError::new_err(message),
+    }
 }
 
-pub fn route_err(py: Python<'_>, e: RouteError) -> PyErr {
-    let class = match e {
-        RouteError::UserId(_) => "ToolArgumentError",
-        _ => "ToolRegistrationError",
+impl From<FsError> for PyErr {
+    fn from(e: FsError) -> Self {
+        fs_exception(&e, e.to_string())
+    }
+}
+
+/// An edit whose strings are fine but do not fit the file is a failed precondition, not a
+/// malformed call; `context` names the file when there is one (`"edit notes.md: "`).
+pub fn edit_error(context: &str, e: EditError) -> PyErr {
+    let message = format!("{context}{e}");
+    match e {
+        EditError::EmptyOld | EditError::Identical => ToolArgumentError::new_err(message),
+        _ => ToolPreconditionError::new_err(message),
+    }
+}
+
+impl From<PatchError> for PyErr {
+    fn from(e: PatchError) -> Self {
+        let message = e.to_string();
+        match &e {
+            // The file error's class, with the patch's fuller message.
+            PatchError::File { source, .. } | PatchError::Commit { source, .. } => {
+                fs_exception(source, message)
+            }
+            PatchError::Mismatch { .. } => ToolPreconditionError::new_err(message),
+            _ => ToolArgumentError::new_err(message),
+        }
+    }
+}
+
+impl From<SearchError> for PyErr {
+    fn from(e: SearchError) -> Self {
+        match e {
+            SearchError::Confine(c) => c.into(),
+            other => ToolArgumentError::new_err(other.to_string()),
+        }
+    }
+}
+
+impl From<RouteError> for PyErr {
+    fn from(e: RouteError) -> Self {
+        match e {
+            RouteError::UserId(_) => ToolArgumentError::new_err(e.to_string()),
+            _ => ToolRegistrationError::new_err(e.to_string()),
+        }
+    }
+}
+
+/// Set to `1` in a test process's environment, `_core` gains `_force_panics(on)`, which makes
+/// every guarded entry point panic, so a test can check that each one surfaces the panic as a
+/// toolroute exception. Without it the switch cannot be reached.
+pub const TEST_HOOKS_VAR: &str = "TOOLROUTE_CORE_TEST_HOOKS";
+
+static FORCE_PANICS: AtomicBool = AtomicBool::new(false);
+
+/// The test hook (only registered under [`TEST_HOOKS_VAR`]).
+#[pyfunction]
+fn _force_panics(on: bool) {
+    FORCE_PANICS.store(on, Ordering::Relaxed);
+}
+
+pub fn register_test_hooks(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    if std::env::var_os(TEST_HOOKS_VAR).is_some_and(|v| v == "1") {
+        m.add_function(wrap_pyfunction!(_force_panics, m)?)?;
+    }
+    Ok(())
+}
+
+/// Run one entry point's body, turning a panic into a `ToolExecutionError`.
+pub fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    let body = || {
+        if FORCE_PANICS.load(Ordering::Relaxed) {
+            panic!("forced by the test hook");
+        }
+        f()
     };
-    raise(py, class, e.to_string())
-}
-
-/// Safety net: a bug that panics in the core becomes a `ToolExecutionError` (an `Exception`),
-/// never a `PanicException`, which derives from `BaseException` and would escape `except Exception`.
-pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(result) => result,
         Err(payload) => {
             let what = payload
@@ -42,11 +127,9 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
-            Err(raise(
-                py,
-                "ToolExecutionError",
-                format!("internal error in toolroute's core: {what}"),
-            ))
+            Err(ToolExecutionError::new_err(format!(
+                "internal error in toolroute's core: {what}"
+            )))
         }
     }
 }

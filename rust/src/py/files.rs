@@ -6,16 +6,18 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::PyBytes;
 
-use super::errors::{confine_err, guard, raise};
-use crate::confine::{Access, Roots};
-use crate::edit::plan_edit;
-use crate::fs::{FsError, Page, Permit, ReadOutcome};
+use super::errors::{argument, edit_error, guard, ToolExecutionError};
+use crate::files::confine::{Access, Roots};
+use crate::files::edit::plan_edit;
+use crate::files::error::FsError;
+use crate::files::fs::{Page, Permit, ReadOutcome};
+use crate::files::txn::WriteOptions;
+use crate::files::txn::{recover, Durability};
+use crate::files::write::{self, write_text, EditFailure, WriteMode};
 use crate::patch::commit::apply_patch_with;
-use crate::patch::{apply_chunks, parse_patch, Hunk, Outcome, PatchError};
-use crate::txn::{recover, Durability};
-use crate::write::{self, write_text, EditFailure, WriteMode, WriteOptions};
+use crate::patch::{apply_chunks, parse_patch, Hunk, Outcome};
 
 /// The open roots of one context; `resolve` confines a user-supplied path to them.
 #[pyclass(frozen, name = "Confinement", module = "toolroute._core")]
@@ -34,17 +36,16 @@ impl PyConfinement {
         read_only: Vec<PathBuf>,
         durability: &str,
     ) -> PyResult<Self> {
-        let durability =
-            Durability::from_str(durability).map_err(|e| raise(py, "ToolArgumentError", e))?;
-        let roots = py
-            .detach(|| {
+        guard(|| {
+            let durability = Durability::from_str(durability).map_err(argument)?;
+            let roots = py.detach(|| {
                 let roots = Roots::new(&workspace, &read_only)?;
                 // The next use of a workspace finishes what a crashed write left (see txn.rs).
                 let _ = recover(roots.workspace_root());
-                Ok(roots)
-            })
-            .map_err(|e| confine_err(py, e))?;
-        Ok(Self { roots, durability })
+                Ok::<_, crate::files::confine::ConfineError>(roots)
+            })?;
+            Ok(Self { roots, durability })
+        })
     }
 
     #[getter]
@@ -71,19 +72,18 @@ impl PyConfinement {
     #[pyo3(signature = (path, write=false))]
     fn resolve(&self, py: Python<'_>, path: &str, write: bool) -> PyResult<PathBuf> {
         let access = if write { Access::Write } else { Access::Read };
-        guard(py, || {
-            py.detach(|| self.roots.resolve(path, access))
-                .map_err(|e| confine_err(py, e))
-        })
+        guard(|| Ok(py.detach(|| self.roots.resolve(path, access))?))
     }
 
     /// Finish or clean up writes a crashed process left in the workspace (also done when the
     /// confinement is made): `(transactions rolled forward, transactions rolled back)`.
     fn recover(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
-        let done = py
-            .detach(|| recover(self.roots.workspace_root()))
-            .map_err(|e| raise(py, "ToolExecutionError", format!("recovery failed: {e}")))?;
-        Ok((done.rolled_forward, done.rolled_back))
+        guard(|| {
+            let done = py
+                .detach(|| recover(self.roots.workspace_root()))
+                .map_err(|e| ToolExecutionError::new_err(format!("recovery failed: {e}")))?;
+            Ok((done.rolled_forward, done.rolled_back))
+        })
     }
 }
 
@@ -114,9 +114,17 @@ impl PyFilePage {
     fn size(&self) -> u64 {
         self.page.size
     }
+    /// Why the file is not text, if it is not (a known binary format, or NUL bytes).
     #[getter]
-    fn head<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.page.head)
+    fn binary(&self) -> Option<&'static str> {
+        self.page.binary
+    }
+    /// `(codec, label, length)` of the byte-order mark the file starts with, if any.
+    #[getter]
+    fn bom(&self) -> Option<(&'static str, &'static str, usize)> {
+        self.page
+            .bom
+            .map(|enc| (enc.codec(), enc.bom_label(), enc.bom().len()))
     }
     #[getter]
     fn whole(&self) -> bool {
@@ -168,55 +176,21 @@ fn read_page<'py>(
     max_lines: usize,
     max_bytes: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let roots = &confinement.get().roots;
-    let outcome = py
-        .detach(|| roots.read_page(&path, offset, max_lines, max_bytes))
-        .map_err(|e| fs_err(py, e))?;
-    Ok(match outcome {
-        ReadOutcome::Page(page) => Bound::new(py, PyFilePage { page })?.into_any(),
-        ReadOutcome::Dir(l) => Bound::new(
-            py,
-            PyDirListing {
-                resolved: l.resolved,
-                names: l.names,
-            },
-        )?
-        .into_any(),
+    guard(|| {
+        let roots = &confinement.get().roots;
+        let outcome = py.detach(|| roots.read_page(&path, offset, max_lines, max_bytes))?;
+        Ok(match outcome {
+            ReadOutcome::Page(page) => Bound::new(py, PyFilePage { page })?.into_any(),
+            ReadOutcome::Dir(l) => Bound::new(
+                py,
+                PyDirListing {
+                    resolved: l.resolved,
+                    names: l.names,
+                },
+            )?
+            .into_any(),
+        })
     })
-}
-
-fn fs_err(py: Python<'_>, e: FsError) -> PyErr {
-    match e {
-        FsError::Denied(c) => confine_err(py, c),
-        FsError::Io { .. } => raise(py, "ToolExecutionError", e.to_string()),
-        _ => raise(py, "ToolPreconditionError", e.to_string()),
-    }
-}
-
-/// An edit whose strings are fine but do not fit the file is a failed run, not a malformed call.
-fn edit_err_class(e: &crate::edit::EditError) -> &'static str {
-    match e {
-        crate::edit::EditError::EmptyOld | crate::edit::EditError::Identical => "ToolArgumentError",
-        _ => "ToolPreconditionError",
-    }
-}
-
-fn patch_err(py: Python<'_>, e: PatchError) -> PyErr {
-    let class = match &e {
-        PatchError::File { source, .. } => match **source {
-            FsError::Denied(_) => "PathDeniedError",
-            FsError::Io { .. } => "ToolExecutionError",
-            _ => "ToolPreconditionError",
-        },
-        PatchError::Mismatch { .. } => "ToolPreconditionError",
-        PatchError::Commit { source, .. } => match **source {
-            FsError::Denied(_) => "PathDeniedError",
-            FsError::Io { .. } => "ToolExecutionError",
-            _ => "ToolPreconditionError",
-        },
-        _ => "ToolArgumentError",
-    };
-    raise(py, class, e.to_string())
 }
 
 /// Read a confined file: `(resolved, head, size)`, at most `max_bytes` of it from the start.
@@ -227,37 +201,46 @@ fn read_file_head<'py>(
     path: String,
     max_bytes: u64,
 ) -> PyResult<(PathBuf, Bound<'py, PyBytes>, u64)> {
-    let roots = &confinement.get().roots;
-    let (resolved, bytes, size) = py
-        .detach(|| {
+    guard(|| {
+        let roots = &confinement.get().roots;
+        let (resolved, bytes, size) = py.detach(|| {
             let resolved = roots.resolve(&path, Access::Read)?;
             let (bytes, size) = roots.read_head(&path, max_bytes)?;
             Ok::<_, FsError>((resolved, bytes, size))
-        })
-        .map_err(|e| fs_err(py, e))?;
-    Ok((resolved, PyBytes::new(py, &bytes), size))
+        })?;
+        Ok((resolved, PyBytes::new(py, &bytes), size))
+    })
+}
+
+/// What write_file did.
+#[pyclass(frozen, get_all, name = "WriteResult", module = "toolroute._core")]
+pub struct PyWriteResult {
+    resolved: PathBuf,
+    created: bool,
+    bytes_written: usize,
+    size: usize,
 }
 
 /// Write `content` to a confined path atomically. `mode`: create | overwrite | append. With
-/// `keep_style`, an existing file keeps its encoding and all-CRLF endings. Returns a dict.
+/// `keep_style`, an existing file keeps its encoding and all-CRLF endings.
 #[pyfunction]
 #[pyo3(signature = (confinement, path, content, mode, max_bytes, keep_style=true, write_read_only=false))]
 #[allow(clippy::too_many_arguments)]
-fn write_file_text<'py>(
-    py: Python<'py>,
-    confinement: &Bound<'py, PyConfinement>,
+fn write_file_text(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
     path: String,
     content: String,
     mode: String,
     max_bytes: u64,
     keep_style: bool,
     write_read_only: bool,
-) -> PyResult<Bound<'py, PyDict>> {
-    let conf = confinement.get();
-    let mode = WriteMode::from_str(&mode).map_err(|e| raise(py, "ToolArgumentError", e))?;
-    let opts = conf.options(write_read_only);
-    let w = py
-        .detach(|| {
+) -> PyResult<PyWriteResult> {
+    guard(|| {
+        let conf = confinement.get();
+        let mode = WriteMode::from_str(&mode).map_err(argument)?;
+        let opts = conf.options(write_read_only);
+        let w = py.detach(|| {
             write_text(
                 &conf.roots,
                 &path,
@@ -267,117 +250,156 @@ fn write_file_text<'py>(
                 keep_style,
                 opts,
             )
+        })?;
+        Ok(PyWriteResult {
+            resolved: w.resolved,
+            created: w.created,
+            bytes_written: w.bytes_written,
+            size: w.size,
         })
-        .map_err(|e| fs_err(py, e))?;
-    let out = PyDict::new(py);
-    out.set_item("resolved", w.resolved)?;
-    out.set_item("created", w.created)?;
-    out.set_item("bytes_written", w.bytes_written)?;
-    out.set_item("size", w.size)?;
-    Ok(out)
+    })
 }
 
-/// Exact-string edit of a confined file, written atomically. Returns a dict.
+/// What edit did.
+#[pyclass(frozen, get_all, name = "EditResult", module = "toolroute._core")]
+pub struct PyEditResult {
+    resolved: PathBuf,
+    replacements: usize,
+    /// 1-based line of each replacement.
+    lines: Vec<usize>,
+    /// The strings' line endings were changed to the file's (CRLF).
+    eol_adapted: bool,
+}
+
+/// Exact-string edit of a confined file, written atomically.
 #[pyfunction]
 #[pyo3(signature = (confinement, path, old_string, new_string, replace_all, max_bytes, write_read_only=false))]
 #[allow(clippy::too_many_arguments)]
-fn edit_file<'py>(
-    py: Python<'py>,
-    confinement: &Bound<'py, PyConfinement>,
+fn edit_file(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
     path: String,
     old_string: String,
     new_string: String,
     replace_all: bool,
     max_bytes: u64,
     write_read_only: bool,
-) -> PyResult<Bound<'py, PyDict>> {
-    let conf = confinement.get();
-    let opts = conf.options(write_read_only);
-    let done = py.detach(|| {
-        write::edit_file(
-            &conf.roots,
-            &path,
-            &old_string,
-            &new_string,
-            replace_all,
-            max_bytes,
-            opts,
-        )
-    });
-    let (resolved, outcome) = done.map_err(|f| match f {
-        EditFailure::Fs(e) => fs_err(py, e),
-        EditFailure::Edit(e) => raise(py, edit_err_class(&e), format!("edit {path}: {e}")),
-    })?;
-    let out = PyDict::new(py);
-    out.set_item("resolved", resolved)?;
-    out.set_item("replacements", outcome.replacements())?;
-    out.set_item("lines", &outcome.lines)?;
-    out.set_item("eol_adapted", outcome.eol_adapted)?;
-    Ok(out)
+) -> PyResult<PyEditResult> {
+    guard(|| {
+        let conf = confinement.get();
+        let opts = conf.options(write_read_only);
+        let done = py.detach(|| {
+            write::edit_file(
+                &conf.roots,
+                &path,
+                &old_string,
+                &new_string,
+                replace_all,
+                max_bytes,
+                opts,
+            )
+        });
+        let (resolved, outcome) = done.map_err(|f| match f {
+            EditFailure::Fs(e) => PyErr::from(e),
+            EditFailure::Edit(e) => edit_error(&format!("edit {path}: "), e),
+        })?;
+        Ok(PyEditResult {
+            resolved,
+            replacements: outcome.replacements(),
+            lines: outcome.lines,
+            eol_adapted: outcome.eol_adapted,
+        })
+    })
 }
 
-fn outcome_dict<'py>(py: Python<'py>, o: &Outcome) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    out.set_item("added", &o.added)?;
-    out.set_item("modified", &o.modified)?;
-    out.set_item(
-        "moved",
-        PyList::new(py, o.moved.iter().map(|(a, b)| (a, b)))?,
-    )?;
-    out.set_item("deleted", &o.deleted)?;
-    let files = PyList::empty(py);
-    for f in &o.files {
-        let d = PyDict::new(py);
-        d.set_item("path", &f.path)?;
-        d.set_item("action", f.action)?;
-        let hunks = PyList::empty(py);
-        for c in &f.chunks {
-            let h = PyDict::new(py);
-            h.set_item("line", c.line)?;
-            h.set_item("match", c.tier.describe())?;
-            hunks.append(h)?;
-        }
-        d.set_item("hunks", hunks)?;
-        files.append(d)?;
+/// One file a patch changed: its path as written, `add`/`update`/`delete`/`move`, and where
+/// each hunk landed.
+#[pyclass(frozen, get_all, name = "PatchedFile", module = "toolroute._core")]
+pub struct PyPatchedFile {
+    path: String,
+    action: &'static str,
+    /// `(line, match)` per hunk: the 1-based line it starts at in the original, and how
+    /// exactly its context matched (the seek tier).
+    hunks: Vec<(usize, &'static str)>,
+}
+
+/// What a patch did, paths as written in it.
+#[pyclass(frozen, get_all, name = "PatchResult", module = "toolroute._core")]
+pub struct PyPatchResult {
+    added: Vec<String>,
+    modified: Vec<String>,
+    /// `(from, to)` per move.
+    moved: Vec<(String, String)>,
+    deleted: Vec<String>,
+    files: Vec<Py<PyPatchedFile>>,
+    /// Codex's success text.
+    summary: String,
+}
+
+impl PyPatchResult {
+    fn new(py: Python<'_>, o: Outcome) -> PyResult<Self> {
+        let summary = o.summary();
+        let files = o
+            .files
+            .into_iter()
+            .map(|f| {
+                let hunks = f
+                    .chunks
+                    .iter()
+                    .map(|c| (c.line, c.tier.describe()))
+                    .collect();
+                Py::new(
+                    py,
+                    PyPatchedFile {
+                        path: f.path,
+                        action: f.action,
+                        hunks,
+                    },
+                )
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Self {
+            added: o.added,
+            modified: o.modified,
+            moved: o.moved,
+            deleted: o.deleted,
+            files,
+            summary,
+        })
     }
-    out.set_item("files", files)?;
-    out.set_item("summary", o.summary())?;
-    Ok(out)
 }
 
-/// Apply a Codex-style patch inside the confinement, all files or none. Returns a dict.
+/// Apply a Codex-style patch inside the confinement, all files or none.
 #[pyfunction]
 #[pyo3(name = "apply_patch", signature = (confinement, patch, max_bytes, write_read_only=false))]
-fn py_apply_patch<'py>(
-    py: Python<'py>,
-    confinement: &Bound<'py, PyConfinement>,
+fn py_apply_patch(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
     patch: String,
     max_bytes: u64,
     write_read_only: bool,
-) -> PyResult<Bound<'py, PyDict>> {
-    let conf = confinement.get();
-    let opts = conf.options(write_read_only);
-    let outcome = py
-        .detach(|| apply_patch_with(&conf.roots, &patch, max_bytes, opts))
-        .map_err(|e| patch_err(py, e))?;
-    outcome_dict(py, &outcome)
+) -> PyResult<PyPatchResult> {
+    guard(|| {
+        let conf = confinement.get();
+        let opts = conf.options(write_read_only);
+        let outcome = py.detach(|| apply_patch_with(&conf.roots, &patch, max_bytes, opts))?;
+        PyPatchResult::new(py, outcome)
+    })
 }
 
 /// In memory: apply the single `*** Update File:` section of `patch` to `content`.
 #[pyfunction]
 fn apply_update_to_text(py: Python<'_>, patch: &str, content: &str) -> PyResult<String> {
-    let hunks = parse_patch(patch).map_err(|e| raise(py, "ToolArgumentError", e.to_string()))?;
-    match hunks.as_slice() {
-        [Hunk::Update { path, chunks, .. }] => py
-            .detach(|| apply_chunks(path, content, chunks))
-            .map(|(text, _)| text)
-            .map_err(|e| raise(py, "ToolArgumentError", e.message)),
-        _ => Err(raise(
-            py,
-            "ToolArgumentError",
-            "expected exactly one *** Update File: section".into(),
-        )),
-    }
+    guard(|| {
+        let hunks = parse_patch(patch).map_err(|e| argument(e.to_string()))?;
+        match hunks.as_slice() {
+            [Hunk::Update { path, chunks, .. }] => py
+                .detach(|| apply_chunks(path, content, chunks))
+                .map(|(text, _)| text)
+                .map_err(|e| argument(e.message)),
+            _ => Err(argument("expected exactly one *** Update File: section")),
+        }
+    })
 }
 
 /// In memory: the edit on bytes; `(new_bytes, replacements, lines)`.
@@ -389,21 +411,27 @@ fn edit_bytes<'py>(
     new_string: String,
     replace_all: bool,
 ) -> PyResult<(Bound<'py, PyBytes>, usize, Vec<usize>)> {
-    let plan = py
-        .detach(|| plan_edit(content, &old_string, &new_string, replace_all))
-        .map_err(|e| raise(py, edit_err_class(&e), e.to_string()))?;
-    // Fill the result bytes object directly: no intermediate copy of the new file.
-    let bytes = PyBytes::new_with(py, plan.output_len(content.len()), |buf| {
-        plan.fill(content, buf);
-        Ok(())
-    })?;
-    Ok((bytes, plan.replacements(), plan.lines))
+    guard(|| {
+        let plan = py
+            .detach(|| plan_edit(content, &old_string, &new_string, replace_all))
+            .map_err(|e| edit_error("", e))?;
+        // Fill the result bytes object directly: no intermediate copy of the new file.
+        let bytes = PyBytes::new_with(py, plan.output_len(content.len()), |buf| {
+            plan.fill(content, buf);
+            Ok(())
+        })?;
+        Ok((bytes, plan.replacements(), plan.lines))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyConfinement>()?;
     m.add_class::<PyFilePage>()?;
     m.add_class::<PyDirListing>()?;
+    m.add_class::<PyWriteResult>()?;
+    m.add_class::<PyEditResult>()?;
+    m.add_class::<PyPatchedFile>()?;
+    m.add_class::<PyPatchResult>()?;
     m.add_function(wrap_pyfunction!(read_page, m)?)?;
     m.add_function(wrap_pyfunction!(read_file_head, m)?)?;
     m.add_function(wrap_pyfunction!(write_file_text, m)?)?;

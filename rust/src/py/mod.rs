@@ -15,5 +15,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     files::register(m)?;
     search::register(m)?;
     textsafety::register(m)?;
+    errors::register_test_hooks(m)?;
     Ok(())
 }

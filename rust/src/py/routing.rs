@@ -5,24 +5,21 @@ use std::sync::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::errors::{raise, route_err};
+use super::errors::{guard, ToolRegistrationError};
 use crate::routing::{Kind, Lookup, RoutingTable};
 
 #[pymethods]
 impl Kind {
     /// `ToolKind(kind)` or `ToolKind(index)`.
     #[new]
-    fn py_new(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Kind> {
-        if let Ok(kind) = value.extract::<Kind>() {
-            return Ok(kind);
-        }
-        let index: u8 = value.extract()?;
-        Kind::from_index(index).ok_or_else(|| {
-            raise(
-                py,
-                "ToolRegistrationError",
-                format!("unknown tool kind {index}"),
-            )
+    fn py_new(value: &Bound<'_, PyAny>) -> PyResult<Kind> {
+        guard(|| {
+            if let Ok(kind) = value.extract::<Kind>() {
+                return Ok(kind);
+            }
+            let index: u8 = value.extract()?;
+            Kind::from_index(index)
+                .ok_or_else(|| ToolRegistrationError::new_err(format!("unknown tool kind {index}")))
         })
     }
 
@@ -108,29 +105,22 @@ impl PyRouteTable {
         replace: bool,
         identity: Option<&str>,
     ) -> PyResult<()> {
-        let identity =
-            identity.map_or_else(|| format!("{}:{name}", kind.constant()), str::to_string);
-        let e = entry(py, kind, target)?;
-        self.write()
-            .insert(kind, name, &identity, e, replace)
-            .map_err(|e| route_err(py, e))
+        guard(|| {
+            let identity =
+                identity.map_or_else(|| format!("{}:{name}", kind.constant()), str::to_string);
+            let e = entry(py, kind, target)?;
+            Ok(self.write().insert(kind, name, &identity, e, replace)?)
+        })
     }
 
     /// Names for a batch of shared newcomers: `items` is `[(identity, [candidate, ...])]`.
-    fn plan(&self, kind: Kind, items: PlanItems) -> Vec<Option<String>> {
-        self.write().plan(kind, &items)
+    fn plan(&self, kind: Kind, items: PlanItems) -> PyResult<Vec<Option<String>>> {
+        guard(|| Ok(self.write().plan(kind, &items)))
     }
 
     /// Keys for a batch of `user_id`'s newcomers, in that user's own key namespace.
-    fn plan_user(
-        &self,
-        py: Python<'_>,
-        user_id: &str,
-        items: PlanItems,
-    ) -> PyResult<Vec<Option<String>>> {
-        self.write()
-            .plan_user(user_id, &items)
-            .map_err(|e| route_err(py, e))
+    fn plan_user(&self, user_id: &str, items: PlanItems) -> PyResult<Vec<Option<String>>> {
+        guard(|| Ok(self.write().plan_user(user_id, &items)?))
     }
 
     /// Route `user_id`'s `key` to `target`; returns the exposed user-form name.
@@ -141,31 +131,34 @@ impl PyRouteTable {
         key: &str,
         target: Py<PyAny>,
     ) -> PyResult<String> {
-        let e = entry(py, Kind::UserMcp, target)?;
-        self.write()
-            .insert_user(user_id, key, e)
-            .map_err(|e| route_err(py, e))
+        guard(|| {
+            let e = entry(py, Kind::UserMcp, target)?;
+            Ok(self.write().insert_user(user_id, key, e)?)
+        })
     }
 
     /// Stop routing a shared name; its claim stays, so it never goes to another tool.
-    fn remove(&self, name: &str) -> bool {
-        self.write().remove(name).is_some()
+    fn remove(&self, name: &str) -> PyResult<bool> {
+        guard(|| Ok(self.write().remove(name).is_some()))
     }
 
-    fn remove_user(&self, user_id: &str, key: &str) -> bool {
-        self.write().remove_user(user_id, key).is_some()
+    fn remove_user(&self, user_id: &str, key: &str) -> PyResult<bool> {
+        guard(|| Ok(self.write().remove_user(user_id, key).is_some()))
     }
 
     /// `(user_id, key)` of a registered user-form name, else None.
-    fn user_entry(&self, name: &str) -> Option<(String, String)> {
-        self.read()
-            .user_entry(name)
-            .map(|(u, t)| (u.to_string(), t.to_string()))
+    fn user_entry(&self, name: &str) -> PyResult<Option<(String, String)>> {
+        guard(|| {
+            Ok(self
+                .read()
+                .user_entry(name)
+                .map(|(u, t)| (u.to_string(), t.to_string())))
+        })
     }
 
     /// `(identity, kind)` holding a shared name (routed or not), else None.
-    fn holder(&self, name: &str) -> Option<(String, Kind)> {
-        self.read().holder(name).map(|(i, k)| (i.to_string(), k))
+    fn holder(&self, name: &str) -> PyResult<Option<(String, Kind)>> {
+        guard(|| Ok(self.read().holder(name).map(|(i, k)| (i.to_string(), k))))
     }
 
     /// `(kind, target)` by the spec's precedence, or None when nothing matched.
@@ -176,21 +169,20 @@ impl PyRouteTable {
         name: &str,
         user_id: Option<&str>,
     ) -> PyResult<Option<Py<PyTuple>>> {
-        match self.read().resolve(name, user_id) {
-            Ok(Lookup::Found(_, t)) => Ok(Some(t.clone_ref(py))),
-            Ok(Lookup::Missing { .. }) => Ok(None),
-            Err(e) => Err(route_err(py, e)),
-        }
+        guard(|| match self.read().resolve(name, user_id)? {
+            Lookup::Found(_, t) => Ok(Some(t.clone_ref(py))),
+            Lookup::Missing { .. } => Ok(None),
+        })
     }
 
-    fn names(&self, kind: Kind) -> Vec<String> {
-        self.read().names(kind)
+    fn names(&self, kind: Kind) -> PyResult<Vec<String>> {
+        guard(|| Ok(self.read().names(kind)))
     }
 
     /// Close names for an error message, never from another tenant's tools.
     #[pyo3(signature = (name, user_id=None, limit=3))]
-    fn suggest(&self, name: &str, user_id: Option<&str>, limit: usize) -> Vec<String> {
-        self.read().suggest(name, user_id, limit)
+    fn suggest(&self, name: &str, user_id: Option<&str>, limit: usize) -> PyResult<Vec<String>> {
+        guard(|| Ok(self.read().suggest(name, user_id, limit)))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::UNIX_EPOCH;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::errors::{confine_err, raise};
+use super::errors::{argument, guard};
 use super::files::PyConfinement;
 use crate::search::glob::{self as globbing, GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOptions, GrepOutcome, OutputMode, Row, RowKind};
@@ -15,11 +15,37 @@ use crate::search::render;
 use crate::search::walker::{WalkOptions, Walker};
 use crate::search::{SearchError, SkipStats};
 
-fn search_err(py: Python<'_>, e: SearchError) -> PyErr {
-    match e {
-        SearchError::Confine(c) => confine_err(py, c),
-        other => raise(py, "ToolArgumentError", other.to_string()),
-    }
+/// grep's options, read from the request's attributes: `GrepRequest` (`builtins/grep.py`) is
+/// the one place they are declared, with their defaults, aliases and limits.
+#[derive(FromPyObject)]
+struct GrepArgs {
+    pattern: String,
+    path: Option<String>,
+    globs: Vec<String>,
+    types: Vec<String>,
+    case_insensitive: bool,
+    fixed_strings: bool,
+    word: bool,
+    multiline: bool,
+    before_lines: usize,
+    after_lines: usize,
+    output_mode: String,
+    max_count: Option<u64>,
+    hidden: bool,
+    no_ignore: bool,
+    follow_symlinks: bool,
+    text: bool,
+}
+
+/// glob's options, read from `GlobRequest` (`builtins/glob.py`) the same way.
+#[derive(FromPyObject)]
+struct GlobArgs {
+    pattern: String,
+    path: Option<String>,
+    sort: String,
+    hidden: bool,
+    no_ignore: bool,
+    follow_symlinks: bool,
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &SkipStats) -> PyResult<Bound<'py, PyDict>> {
@@ -90,8 +116,8 @@ impl PyGrepResult {
 impl PyGrepResult {
     /// Rows in output order: lines (and `--` breaks) in content mode, files otherwise.
     #[getter]
-    fn total(&self) -> usize {
-        self.outcome.total_rows()
+    fn total(&self) -> PyResult<usize> {
+        guard(|| Ok(self.outcome.total_rows()))
     }
 
     #[getter]
@@ -100,8 +126,8 @@ impl PyGrepResult {
     }
 
     #[getter]
-    fn match_lines(&self) -> u64 {
-        self.outcome.match_lines()
+    fn match_lines(&self) -> PyResult<u64> {
+        guard(|| Ok(self.outcome.match_lines()))
     }
 
     #[getter]
@@ -119,12 +145,15 @@ impl PyGrepResult {
     }
 
     /// Paths of the files with matches, sorted.
-    fn paths(&self) -> Vec<String> {
-        self.outcome
-            .files
-            .iter()
-            .map(|f| f.display.clone())
-            .collect()
+    fn paths(&self) -> PyResult<Vec<String>> {
+        guard(|| {
+            Ok(self
+                .outcome
+                .files
+                .iter()
+                .map(|f| f.display.clone())
+                .collect())
+        })
     }
 
     /// Structured rows `offset..offset+limit` as dicts (path, kind, line, byte_offset, text,
@@ -136,14 +165,17 @@ impl PyGrepResult {
         offset: usize,
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let rows =
-            py.detach(|| render::page(&self.grep, &self.outcome, self.follow, offset, limit));
-        self.rows_list(py, &rows)
+        guard(|| {
+            let rows =
+                py.detach(|| render::page(&self.grep, &self.outcome, self.follow, offset, limit));
+            self.rows_list(py, &rows)
+        })
     }
 
-    /// rg-style text for rows from `offset`, at most `limit` rows and `max_chars` characters;
-    /// returns the text and the rows it shows (as dicts).
-    #[pyo3(signature = (offset=0, limit=None, max_chars=30_000, max_line_chars=2_000))]
+    /// rg-style text for rows from `offset`, at most `limit` rows and `max_chars` characters,
+    /// lines cut at `max_line_chars` (the caller's limits); returns the text and the rows it
+    /// shows (as dicts).
+    #[pyo3(signature = (offset, limit, max_chars, max_line_chars))]
     fn render<'py>(
         &self,
         py: Python<'py>,
@@ -152,93 +184,76 @@ impl PyGrepResult {
         max_chars: usize,
         max_line_chars: usize,
     ) -> PyResult<(String, Bound<'py, PyList>)> {
-        let (text, rows) = py.detach(|| {
-            // A row costs at least two characters, so more than max_chars/2 rows never fit.
-            let cap = limit.unwrap_or(usize::MAX).min(max_chars / 2 + 1);
-            let mut rows = render::page(&self.grep, &self.outcome, self.follow, offset, Some(cap));
-            let (text, shown) = render::render(&self.outcome, &rows, max_chars, max_line_chars);
-            rows.truncate(shown);
-            (text, rows)
-        });
-        Ok((text, self.rows_list(py, &rows)?))
+        guard(|| {
+            let (text, rows) = py.detach(|| {
+                // A row costs at least two characters, so more than max_chars/2 rows never fit.
+                let cap = limit.unwrap_or(usize::MAX).min(max_chars / 2 + 1);
+                let mut rows =
+                    render::page(&self.grep, &self.outcome, self.follow, offset, Some(cap));
+                let (text, shown) = render::render(&self.outcome, &rows, max_chars, max_line_chars);
+                rows.truncate(shown);
+                (text, rows)
+            });
+            Ok((text, self.rows_list(py, &rows)?))
+        })
     }
 }
 
-/// Search files under `path` (default: the workspace root) for `pattern`.
+/// Search files under `request.path` (default: the workspace root) for `request.pattern`;
+/// lines are read up to `max_line_bytes` (the caller's limit).
 #[pyfunction]
-#[pyo3(name = "grep", signature = (
-    confinement, pattern, path=None, *, globs=Vec::new(), types=Vec::new(),
-    case_insensitive=false, fixed_strings=false, word=false, multiline=false,
-    before=0, after=0, output_mode="content", max_count=None, hidden=false, no_ignore=false,
-    require_git=false, follow_symlinks=false, text=false, max_line_bytes=8192, threads=0,
-    index=true
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(name = "grep", signature = (confinement, request, *, max_line_bytes, threads=0, index=true))]
 fn grep_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    pattern: &str,
-    path: Option<&str>,
-    globs: Vec<String>,
-    types: Vec<String>,
-    case_insensitive: bool,
-    fixed_strings: bool,
-    word: bool,
-    multiline: bool,
-    before: usize,
-    after: usize,
-    output_mode: &str,
-    max_count: Option<u64>,
-    hidden: bool,
-    no_ignore: bool,
-    require_git: bool,
-    follow_symlinks: bool,
-    text: bool,
+    request: GrepArgs,
     max_line_bytes: usize,
     threads: usize,
     index: bool,
 ) -> PyResult<PyGrepResult> {
-    let roots = &confinement.get().roots;
-    let mode = OutputMode::parse(output_mode).map_err(|e| search_err(py, e))?;
-    let opts = GrepOptions {
-        case_insensitive,
-        fixed_strings,
-        word,
-        multiline,
-        before,
-        after,
-        mode,
-        max_count,
-        text,
-        max_line_bytes: max_line_bytes.max(1),
-        ..GrepOptions::default()
-    };
-    let walk = WalkOptions {
-        hidden,
-        no_ignore,
-        require_git,
-        globs,
-        // As `rg -g` run from the workspace root (see docs/search.md).
-        globs_from_workspace: true,
-        types,
-        follow_symlinks,
-        threads,
-    };
-    py.detach(|| {
-        let grep = Grep::new(pattern, opts)?;
-        let walker = Walker::new(roots, path, walk)?;
-        let outcome = if index {
-            search_index::grep(roots, &grep, pattern, &walker, || grep.run(&walker))
-        } else {
-            grep.run(&walker)
+    guard(|| {
+        let roots = &confinement.get().roots;
+        let mode = OutputMode::parse(&request.output_mode)?;
+        let opts = GrepOptions {
+            case_insensitive: request.case_insensitive,
+            fixed_strings: request.fixed_strings,
+            word: request.word,
+            multiline: request.multiline,
+            before: request.before_lines,
+            after: request.after_lines,
+            mode,
+            max_count: request.max_count,
+            text: request.text,
+            max_line_bytes: max_line_bytes.max(1),
+            ..GrepOptions::default()
         };
-        Ok(PyGrepResult {
-            grep,
-            outcome,
-            follow: follow_symlinks,
-        })
+        let walk = WalkOptions {
+            hidden: request.hidden,
+            no_ignore: request.no_ignore,
+            globs: request.globs,
+            // As `rg -g` run from the workspace root (see docs/search.md).
+            globs_from_workspace: true,
+            types: request.types,
+            follow_symlinks: request.follow_symlinks,
+            threads,
+            ..WalkOptions::default()
+        };
+        let (pattern, path, follow) = (request.pattern, request.path, request.follow_symlinks);
+        Ok(py.detach(|| {
+            let grep = Grep::new(&pattern, opts)?;
+            let walker = Walker::new(roots, path.as_deref(), walk)?;
+            let outcome = if index {
+                search_index::grep(roots, &grep, &pattern, &walker, || grep.run(&walker))
+            } else {
+                grep.run(&walker)
+            };
+            Ok::<_, SearchError>(PyGrepResult {
+                grep,
+                outcome,
+                follow,
+            })
+        })?)
     })
-    .map_err(|e| search_err(py, e))
 }
 
 /// The outcome of one glob: sorted paths, their modification times and skip statistics.
@@ -255,26 +270,30 @@ impl PyGlobResult {
 
     /// Display paths (workspace-relative when inside the workspace), in the requested order.
     #[pyo3(signature = (offset=0, limit=None))]
-    fn paths(&self, offset: usize, limit: Option<usize>) -> Vec<String> {
-        let files = self.outcome.files.iter().skip(offset);
-        files
-            .take(limit.unwrap_or(usize::MAX))
-            .map(|f| f.display.clone())
-            .collect()
+    fn paths(&self, offset: usize, limit: Option<usize>) -> PyResult<Vec<String>> {
+        guard(|| {
+            let files = self.outcome.files.iter().skip(offset);
+            Ok(files
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|f| f.display.clone())
+                .collect())
+        })
     }
 
     /// Modification times (seconds since the epoch; None when unknown or sorted by path).
     #[pyo3(signature = (offset=0, limit=None))]
-    fn modified(&self, offset: usize, limit: Option<usize>) -> Vec<Option<f64>> {
-        let files = self.outcome.files.iter().skip(offset);
-        files
-            .take(limit.unwrap_or(usize::MAX))
-            .map(|f| {
-                f.modified
-                    .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs_f64())
-            })
-            .collect()
+    fn modified(&self, offset: usize, limit: Option<usize>) -> PyResult<Vec<Option<f64>>> {
+        guard(|| {
+            let files = self.outcome.files.iter().skip(offset);
+            Ok(files
+                .take(limit.unwrap_or(usize::MAX))
+                .map(|f| {
+                    f.modified
+                        .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs_f64())
+                })
+                .collect())
+        })
     }
 
     #[getter]
@@ -283,68 +302,57 @@ impl PyGlobResult {
     }
 }
 
-/// List files under `path` matching the gitignore-style `pattern`.
+/// List files under `request.path` matching the gitignore-style `request.pattern`.
 #[pyfunction]
-#[pyo3(name = "glob", signature = (
-    confinement, pattern, path=None, *, sort="modified", hidden=false, no_ignore=false,
-    require_git=false, follow_symlinks=false, threads=0, index=true
-))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(name = "glob", signature = (confinement, request, *, threads=0, index=true))]
 fn glob_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    pattern: &str,
-    path: Option<&str>,
-    sort: &str,
-    hidden: bool,
-    no_ignore: bool,
-    require_git: bool,
-    follow_symlinks: bool,
+    request: GlobArgs,
     threads: usize,
     index: bool,
 ) -> PyResult<PyGlobResult> {
-    let roots = &confinement.get().roots;
-    let sort = match sort {
-        "modified" => GlobSort::Modified,
-        "path" => GlobSort::Path,
-        other => {
-            let e = SearchError::Argument(format!("sort must be modified or path, not {other:?}"));
-            return Err(search_err(py, e));
-        }
-    };
-    if pattern.is_empty() {
-        return Err(search_err(
-            py,
-            SearchError::Argument("pattern must not be empty".into()),
-        ));
-    }
-    let walk = WalkOptions {
-        hidden,
-        no_ignore,
-        require_git,
-        // The pattern is relative to the folder searched (as Claude Code's Glob).
-        globs: vec![pattern.to_string()],
-        globs_from_workspace: false,
-        types: Vec::new(),
-        follow_symlinks,
-        threads,
-    };
-    py.detach(|| {
-        let walker = Walker::new(roots, path, walk)?;
-        let scan = || globbing::run(&walker, sort);
-        let outcome = if index {
-            search_index::glob(roots, &walker, sort, scan)
-        } else {
-            scan()
+    guard(|| {
+        let roots = &confinement.get().roots;
+        let sort = match request.sort.as_str() {
+            "modified" => GlobSort::Modified,
+            "path" => GlobSort::Path,
+            other => {
+                return Err(argument(format!(
+                    "sort must be modified or path, not {other:?}"
+                )))
+            }
         };
-        Ok(PyGlobResult { outcome })
+        if request.pattern.is_empty() {
+            return Err(argument("pattern must not be empty"));
+        }
+        let walk = WalkOptions {
+            hidden: request.hidden,
+            no_ignore: request.no_ignore,
+            // The pattern is relative to the folder searched (as Claude Code's Glob).
+            globs: vec![request.pattern],
+            globs_from_workspace: false,
+            follow_symlinks: request.follow_symlinks,
+            threads,
+            ..WalkOptions::default()
+        };
+        let path = request.path;
+        Ok(py.detach(|| {
+            let walker = Walker::new(roots, path.as_deref(), walk)?;
+            let scan = || globbing::run(&walker, sort);
+            let outcome = if index {
+                search_index::glob(roots, &walker, sort, scan)
+            } else {
+                scan()
+            };
+            Ok::<_, SearchError>(PyGlobResult { outcome })
+        })?)
     })
-    .map_err(|e| search_err(py, e))
 }
 
 /// The walker an index for these settings would serve (its start is the root or `path`).
 fn index_walker(
-    roots: &crate::confine::Roots,
+    roots: &crate::files::confine::Roots,
     path: Option<&str>,
     hidden: bool,
     no_ignore: bool,
@@ -370,13 +378,14 @@ fn search_index_warm(
     hidden: bool,
     no_ignore: bool,
 ) -> PyResult<bool> {
-    let roots = &confinement.get().roots;
-    py.detach(|| {
-        let walker = index_walker(roots, path, hidden, no_ignore)?;
-        let wait = std::time::Duration::from_secs_f64(timeout.max(0.0));
-        Ok(search_index::warm(roots, &walker, wait))
+    guard(|| {
+        let roots = &confinement.get().roots;
+        Ok(py.detach(|| {
+            let walker = index_walker(roots, path, hidden, no_ignore)?;
+            let wait = std::time::Duration::from_secs_f64(timeout.max(0.0));
+            Ok::<_, SearchError>(search_index::warm(roots, &walker, wait))
+        })?)
     })
-    .map_err(|e| search_err(py, e))
 }
 
 /// What the grep index for the root holding `path` holds: state, files, bytes indexed, memory
@@ -391,21 +400,23 @@ fn search_index_stats<'py>(
     hidden: bool,
     no_ignore: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let roots = &confinement.get().roots;
-    let s = py
-        .detach(|| index_walker(roots, path, hidden, no_ignore).map(|w| search_index::stats(&w)))
-        .map_err(|e| search_err(py, e))?;
-    let d = PyDict::new(py);
-    d.set_item("state", s.state)?;
-    d.set_item("files", s.files)?;
-    d.set_item("bytes", s.bytes)?;
-    d.set_item("memory", s.memory)?;
-    d.set_item("dirty", s.dirty)?;
-    d.set_item("watched", s.watched)?;
-    d.set_item("watching", s.watching)?;
-    d.set_item("served", s.served)?;
-    d.set_item("build_seconds", s.build_seconds)?;
-    Ok(d)
+    guard(|| {
+        let roots = &confinement.get().roots;
+        let s = py.detach(|| {
+            index_walker(roots, path, hidden, no_ignore).map(|w| search_index::stats(&w))
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("state", s.state)?;
+        d.set_item("files", s.files)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("memory", s.memory)?;
+        d.set_item("dirty", s.dirty)?;
+        d.set_item("watched", s.watched)?;
+        d.set_item("watching", s.watching)?;
+        d.set_item("served", s.served)?;
+        d.set_item("build_seconds", s.build_seconds)?;
+        Ok(d)
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -10,8 +10,10 @@ use crate::textsafety;
 /// lone surrogates cannot be borrowed as UTF-8 and raises `UnicodeEncodeError`.
 #[pyfunction]
 fn neutralize_text(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Option<String>> {
-    let text = text.to_str()?;
-    guard(py, || Ok(py.detach(|| textsafety::neutralize(text))))
+    guard(|| {
+        let text = text.to_str()?;
+        Ok(py.detach(|| textsafety::neutralize(text)))
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,6 +1,5 @@
 //! grep and glob on ripgrep's crates, sharing one walker configuration.
 
-pub mod beneath;
 pub mod glob;
 pub mod grep;
 pub mod index;
@@ -8,7 +7,7 @@ pub mod render;
 mod rules;
 pub mod walker;
 
-use crate::confine::ConfineError;
+use crate::files::confine::ConfineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {

@@ -9,7 +9,7 @@ use super::grep::{Grep, GrepOptions, OutputMode, RowKind};
 use super::render;
 use super::walker::{WalkOptions, Walker};
 use super::SearchError;
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 
 fn write(root: &Path, rel: &str, content: &[u8]) {
     let path = root.join(rel);
@@ -957,7 +957,7 @@ fn fifos_and_sockets_are_never_opened() {
 
 #[test]
 fn open_beneath_refuses_every_way_out() {
-    use super::beneath::{open_beneath, walk_components};
+    use crate::files::beneath::{open_beneath, walk_beneath};
     use rustix::fs::{Mode, OFlags};
     use std::os::fd::AsFd;
     let (dir, ws, _roots) = tree();
@@ -971,7 +971,7 @@ fn open_beneath_refuses_every_way_out() {
     let nofollow = OFlags::RDONLY | OFlags::NOFOLLOW;
     type Open =
         fn(std::os::fd::BorrowedFd<'_>, &Path, OFlags) -> std::io::Result<std::os::fd::OwnedFd>;
-    for open in [open_beneath as Open, walk_components as Open] {
+    for open in [open_beneath as Open, walk_beneath as Open] {
         for escape in [
             "../outside.txt",
             "/etc/passwd",

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -22,10 +22,12 @@ use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
 use rustix::fs::{fstat, openat, statat, AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
-use super::beneath::open_beneath;
 use super::rules::{absolute, Present, Rules, Verdict};
 use super::{SearchError, SkipStats};
-use crate::confine::{Access, Roots};
+use crate::files::beneath::{fd_path, lexical_join, open_beneath};
+use crate::files::confine::{Access, Roots};
+use crate::files::error::FsError;
+use crate::files::fs::read_flags;
 
 /// Version-control metadata directories: never searched, even with `hidden`.
 const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
@@ -177,7 +179,9 @@ impl Found<'_> {
     /// on a FIFO or device swapped in the same way (`O_NONBLOCK`, then `fstat`).
     pub fn open(&self) -> io::Result<File> {
         let fd = match self.at {
-            At::Name(dir, name) => openat(dir, name, read_flags(), Mode::empty())?,
+            At::Name(dir, name) => {
+                openat(dir, name, read_flags() | OFlags::NOFOLLOW, Mode::empty())?
+            }
             At::Open(fd) => fd.try_clone()?,
         };
         regular_file(fd)
@@ -210,10 +214,6 @@ fn mtime(st: &Stat) -> Option<SystemTime> {
     Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
 }
 
-fn read_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC
-}
-
 /// Keep `fd` only if it is a regular file.
 fn regular_file(fd: OwnedFd) -> io::Result<File> {
     let st = fstat(&fd)?;
@@ -227,20 +227,6 @@ fn regular_file(fd: OwnedFd) -> io::Result<File> {
 }
 
 /// Normalise `path` lexically (`.` dropped, `..` pops): how a path given by the caller is shown.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 fn build_filter(globs: &[String]) -> Result<Override, SearchError> {
     // Matched against relative paths (see `Walker::admit`), so the root is empty.
     let mut builder = OverrideBuilder::new("");
@@ -312,42 +298,38 @@ impl Walker {
     /// filters.
     pub fn new(roots: &Roots, path: Option<&str>, opts: WalkOptions) -> Result<Self, SearchError> {
         let given = path.filter(|p| !p.is_empty());
-        let resolved = match given {
-            None => roots.workspace().to_path_buf(),
-            Some(p) => roots.resolve(p, Access::Read)?,
-        };
-        let root_path = if resolved.starts_with(roots.workspace()) {
-            roots.workspace()
-        } else {
-            roots
-                .read_only()
-                .iter()
-                .find(|r| resolved.starts_with(r))
-                .map(PathBuf::as_path)
-                .unwrap_or(roots.workspace())
-        };
         let missing =
             || SearchError::Argument(format!("path {:?} does not exist", given.unwrap_or(".")));
-        let start_rel = resolved
+        let cannot = |e: &dyn std::fmt::Display| {
+            SearchError::Argument(format!("cannot open {:?}: {e}", given.unwrap_or(".")))
+        };
+        // Opened once, by descriptor, beneath the root it lies under; the walk stays beneath it.
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let (start_fd, root) = match given {
+            None => {
+                let ws = roots.workspace_root();
+                (
+                    ws.open_at(Path::new(""), flags)
+                        .map_err(|e| cannot(&io::Error::from(e)))?,
+                    ws,
+                )
+            }
+            Some(p) => roots
+                .open_in_root(p, Access::Read, flags)
+                .map_err(|e| match e {
+                    FsError::Denied(c) => SearchError::Confine(c),
+                    FsError::NotFound { .. } => missing(),
+                    other => cannot(&other),
+                })?,
+        };
+        // Where it really is (the kernel's record of the descriptor), relative to that root.
+        let root_path = root.path();
+        let start_rel = fd_path(start_fd.as_fd())
+            .map_err(|e| cannot(&e))?
             .strip_prefix(root_path)
             .map_err(|_| missing())?
             .to_path_buf();
-        let root = rustix::fs::open(
-            root_path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| SearchError::Argument(format!("root {root_path:?}: {e}")))?;
-        // The resolved path holds no symlink; one appearing now is a swap, and is refused.
-        let start_fd = open_beneath(
-            root.as_fd(),
-            &start_rel,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-        )
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => missing(),
-            _ => SearchError::Argument(format!("cannot open {:?}: {e}", given.unwrap_or("."))),
-        })?;
+        let root = root.fd().try_clone_to_owned().map_err(|e| cannot(&e))?;
         let start_type = FileType::from_raw_mode(
             fstat(&start_fd)
                 .map_err(|e| SearchError::Argument(e.to_string()))?
@@ -356,7 +338,7 @@ impl Walker {
         let shown_start = match given {
             None => String::new(),
             Some(p) => {
-                let full = lexical(&roots.workspace().join(p));
+                let full = lexical_join(roots.workspace(), Path::new(p));
                 match full.strip_prefix(roots.workspace()) {
                     Ok(rel) => rel.to_string_lossy().into_owned(),
                     Err(_) => full.to_string_lossy().into_owned(),
@@ -545,8 +527,7 @@ impl Walker {
 
     /// Where an open file really is, relative to the root (the kernel's record of it).
     fn real_path(&self, fd: &OwnedFd) -> Option<PathBuf> {
-        use std::os::fd::AsRawFd;
-        let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        let path = fd_path(fd.as_fd()).ok()?;
         path.strip_prefix(&self.root_path)
             .ok()
             .map(Path::to_path_buf)

@@ -12,7 +12,7 @@ use super::tree::Listing;
 use super::trigram::Extractor;
 use super::validate::dir_stamp;
 use super::watch::Watch;
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 use crate::search::walker::{Found, Observer, PerFile, WalkOptions, Walker};
 use crate::search::SkipStats;
 

@@ -17,7 +17,7 @@ use super::tree::Tree;
 use super::trigram::Extractor;
 use super::validate;
 use super::watch::{Mark, Watch};
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 use crate::search::walker::{WalkOptions, Walker};
 
 /// What an index is keyed by: the canonical root and the walk settings that change the file set.

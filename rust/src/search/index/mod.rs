@@ -20,7 +20,7 @@ mod watch;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 use crate::search::glob::{GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOutcome};
 use crate::search::walker::Walker;

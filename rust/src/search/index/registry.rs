@@ -8,7 +8,7 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use super::live::{Index, Key, Phase};
-use crate::confine::Roots;
+use crate::files::confine::Roots;
 
 enum Entry {
     /// One query ran: the next one starts a build (a single query never pays for one).

@@ -13,7 +13,7 @@ use rustix::fs::{fstat, statat, AtFlags, OFlags, Stat};
 
 use super::tree::{DirNode, Tree};
 use super::watch::Mark;
-use crate::search::beneath::open_beneath;
+use crate::files::beneath::open_beneath;
 
 /// Inode and change time of something, or `None` when it is missing.
 pub(crate) type Stamp = Option<(u64, i128)>;
