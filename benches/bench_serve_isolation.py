@@ -26,7 +26,7 @@ from _interleave import compare
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
 from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
 from toolroute.serve.audit import AuditLog
-from toolroute.serve.server import TenantDoors
+from toolroute.serve.tenant_doors import TenantDoors
 from toolroute.serve.tenants import Tenancy
 
 COMMAND = {"command": "cat /etc/hostname >/dev/null; echo ok"}

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from toolroute import BuiltInToolContext, ToolKind, ToolNotFoundError, ToolOutput, ToolTraits
 from toolroute.builtins import BuiltinRequest, BuiltinTool
-from toolroute.gateway import GatewayRoutes
 from toolroute.naming import encode_user_tool
+from toolroute.routes import GatewayRoutes
 from toolroute.schema import function_definition
 
 
@@ -114,12 +114,12 @@ class DictGateway:
     async def aprepare(self, user_id: str) -> None:
         pass
 
-    def refresh(self, user_id: str | None = None) -> bool:
+    def refresh(self, user_id: str | None = None, shared: bool = True) -> bool:
         self.refreshes += 1
         return False
 
-    async def arefresh(self, user_id: str | None = None) -> bool:
-        return self.refresh(user_id)
+    async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool:
+        return self.refresh(user_id, shared)
 
     def close(self) -> None:
         self.closed = True

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolroute import BuiltInToolContext, ToolRouter, function_tool
-from toolroute.adapters.allowlist import ExposedTools
+from toolroute.allowlist import ExposedTools
 from toolroute.errors import ToolArgumentError, ToolError
 from toolroute.router import MAX_ARGUMENT_DEPTH
 
@@ -115,7 +115,7 @@ def test_arguments_at_the_bound_still_work(router: ToolRouter, tmp_path: Path) -
 def test_the_served_door_answers_every_hostile_call(router: ToolRouter, argument: str, name: str) -> None:
     """What `toolroute serve` runs per `tools/call` (after the SDK parsed the JSON-RPC): the
     arguments object as the client sent it, here parsed by Python's own json where it can be."""
-    from toolroute.serve.server import ServedTools
+    from toolroute.serve.doors import ServedTools
 
     try:
         value = json.loads(argument)

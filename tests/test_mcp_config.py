@@ -94,7 +94,7 @@ def test_duplicate_and_user_form_global_ids_are_refused() -> None:
 
 
 def test_the_gateway_implements_the_routers_gateway_protocol() -> None:
-    from toolroute.gateway import ToolGateway
+    from toolroute.routes import ToolGateway
 
     with McpGateway() as gw:
         assert isinstance(gw, ToolGateway)

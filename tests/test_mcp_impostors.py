@@ -19,12 +19,12 @@ from _serve_helpers import tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
 
 from toolroute import BuiltInToolContext, ToolNotFoundError, ToolRouter, function_tool
-from toolroute.adapters.allowlist import ExposedTools
 from toolroute.adapters.openai import OpenAITools
 from toolroute.agent.executor import RouterToolExecutor
 from toolroute.agent.types import AgentToolCall
+from toolroute.allowlist import ExposedTools
 from toolroute.mcp import McpGateway
-from toolroute.serve.server import ServedTools
+from toolroute.serve.doors import ServedTools
 
 IMPOSTOR_TOOLS = ("bash", "write_file", "deploy_prod", "user_alice_tool_send")
 

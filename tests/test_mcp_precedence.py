@@ -13,7 +13,7 @@ import pytest
 from _mcp_helpers import demo_stdio, http_server
 
 from toolroute import BuiltInToolContext, ToolRouter, function_tool, mcp_service, mcp_tool
-from toolroute.adapters.allowlist import ExposedTools
+from toolroute.allowlist import ExposedTools
 from toolroute.mcp import McpGateway
 
 COLLIDING = ("read_file", "lsvc_lookup", "calc", "search")  # local MCP tools are `{service}_{tool}`

@@ -36,8 +36,8 @@ from toolroute.errors import (
     ToolTimeoutError,
 )
 from toolroute.formats import to_anthropic, to_responses
-from toolroute.gateway import ToolDefinition
 from toolroute.router import ToolKind, ToolRouter
+from toolroute.routes import ToolDefinition
 from toolroute.serve.admin import add_users_command
 from toolroute.serve.options import RouterOptions, build_router, default_function_list, split_list
 from toolroute.serve.served_mode import add_served_mode_options
@@ -323,7 +323,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     with build_router(options) as router:
         # The MCP server stack loads only here.
-        from toolroute.serve.server import ServedTools, bind_socket, http_url, serve_http, serve_stdio
+        from toolroute.serve.doors import ServedTools
+        from toolroute.serve.server import bind_socket, http_url, serve_http, serve_stdio
 
         served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
         if not served.names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from toolroute.gateway import ToolDefinition
+from toolroute.routes import ToolDefinition
 
 # Keywords OpenAI's strict mode is documented to accept; a schema using any other is sent with
 # strict false (the safe side: strict true with an unsupported keyword is a request error).

@@ -9,20 +9,16 @@ every result into a string (spec 11), with `execute` also returning the structur
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import importlib.metadata
 import json
-import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
 import pydantic_core
 
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
+from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.builtins import BuiltinTool, builtin_tools
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
 from toolroute.errors import (
@@ -33,21 +29,13 @@ from toolroute.errors import (
     ToolRegistrationError,
 )
 from toolroute.exposure import Exposure
-from toolroute.gateway import GatewayRoutes, ToolGateway
+from toolroute.host_tools import ENTRY_POINT_GROUP, HostTools
 from toolroute.naming import (
-    generate_api_function_name,
-    is_valid_tool_name,
     parse_user_service_key,
     validate_user_id,
 )
-from toolroute.registration import (
-    SPEC_ATTR,
-    BoundMcpTool,
-    FunctionTool,
-    FunctionToolSpec,
-    McpServiceSpec,
-)
 from toolroute.resulttext import result_text
+from toolroute.routes import GatewayRoutes, ToolGateway
 from toolroute.types import (
     Tool,
     ToolDefinition,
@@ -58,7 +46,6 @@ from toolroute.types import (
     validate_request,
 )
 
-ENTRY_POINT_GROUP = "toolroute.tools"
 R = TypeVar("R")
 
 __all__ = [
@@ -160,14 +147,6 @@ def _as_tool_error(name: str, exc: BaseException) -> BaseException:
     return exc
 
 
-@dataclass(frozen=True)
-class _Unit:
-    """One registration unit (a module, a service, an object): all of it or none of it."""
-
-    label: str
-    objects: tuple[Any, ...]
-
-
 class ToolRouter:
     """The unified tool router. Thread-safe for invocation; registration takes a lock."""
 
@@ -183,10 +162,9 @@ class ToolRouter:
         self._table = RouteTable()
         self._lock = threading.RLock()
         self._pending_packages: list[str | ModuleType] = list(packages)
-        self._registered_modules: set[str] = set()
         self._entry_points = entry_points
         self._initialized = False
-        self._services: dict[str, list[str]] = {}  # local MCP service -> its exposed names, in order
+        self._host = HostTools(self._table, self._lock)
         self._default_context = context
         # Attached once the host's own tools are registered (see ensure_initialized), so the
         # naming plan already reserves their names when the gateway's tools are named.
@@ -199,62 +177,29 @@ class ToolRouter:
         for name, tool in (builtin_tools() if builtins is None else builtins).items():
             self._table.insert(ToolKind.BUILTIN, name, tool)
 
-    # ---- registration ------------------------------------------------------------------
+    # ---- registration (the host's own tools: `host_tools.py`) ---------------------------
 
     def scan(self, *packages: str | ModuleType) -> None:
-        """Import each package and every submodule, registering the tools defined there.
+        """Import each package and every submodule, registering the tools defined there; each
+        module registers whole or not at all, and a module already registered is skipped."""
+        self._host.scan(*packages)
 
-        Each module is one unit: all its tools register or none do, and the error names the
-        module and the cause. A module already registered (by an earlier scan of an enclosing
-        package, or an entry point) is skipped, so scanning is idempotent."""
-        with self._lock:
-            for package in packages:
-                for module in self._walk(package):
-                    self._register_module(module)
+    def register(
+        self, obj: Any, *, replace: bool = False, rename: Mapping[str, str] | None = None, prefix: str = ""
+    ) -> list[str]:
+        """Register a `@function_tool` or `@mcp_service` object; returns the exposed names.
+        Registering the same object again is a no-op that returns the same names.
 
-    @staticmethod
-    def _import(name: str) -> ModuleType:
-        try:
-            return importlib.import_module(name)
-        except Exception as exc:
-            raise ToolRegistrationError(f"cannot import tool module {name!r}: {type(exc).__name__}: {exc}") from exc
+        A function tool is exposed under its declared name, or `rename[name]`, or `prefix + name`
+        (e.g. a class of BFCL tools with a method named `grep`: `rename={"grep": "fs_grep"}`
+        registers it beside the built-in). Without them a clash stays a loud refusal."""
+        return self._host.register(obj, replace=replace, rename=rename, prefix=prefix)
 
-    def _walk(self, package: str | ModuleType) -> Iterable[ModuleType]:
-        module = self._import(package) if isinstance(package, str) else package
-        yield module
-        path = getattr(module, "__path__", None)
-        if path is None:
-            return
-        for info in pkgutil.walk_packages(path, prefix=module.__name__ + ".", onerror=self._walk_error):
-            yield self._import(info.name)
-
-    @staticmethod
-    def _walk_error(name: str) -> None:
-        raise ToolRegistrationError(f"cannot import tool package {name!r} while scanning it")
-
-    def _register_module(self, module: ModuleType) -> None:
-        if module.__name__ in self._registered_modules:
-            return
-        objects = tuple(
-            value
-            for value in list(vars(module).values())
-            if getattr(value, "__module__", None) == module.__name__ and SPEC_ATTR in vars(value)
-        )
-        self._register_unit(_Unit(f"module {module.__name__!r}", objects))
-        self._registered_modules.add(module.__name__)
-
-    def _load_entry_points(self) -> None:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                obj = ep.load()
-            except Exception as exc:
-                raise ToolRegistrationError(
-                    f"cannot load entry point {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}"
-                ) from exc
-            if isinstance(obj, ModuleType):
-                self.scan(obj)
-            else:
-                self._register_unit(_Unit(f"entry point {ep.name!r} ({ep.value})", (obj,)))
+    def register_all(
+        self, objects: Iterable[Any], *, rename: Mapping[str, str] | None = None, prefix: str = ""
+    ) -> list[str]:
+        """Register several objects as one unit (all or none), renamed as `register` says."""
+        return self._host.register_all(objects, rename=rename, prefix=prefix)
 
     def ensure_initialized(self) -> None:
         """Scan the packages given at construction (and plugins) exactly once; a failure is
@@ -266,130 +211,12 @@ class ToolRouter:
                 return
             self.scan(*self._pending_packages)
             if self._entry_points:
-                self._load_entry_points()
+                self._host.load_entry_points()
             self._pending_packages = []
             if self._gateway is not None and not self._gateway_attached:
                 self._gateway.attach(GatewayRoutes(self._table))
                 self._gateway_attached = True
             self._initialized = True
-
-    def register(
-        self, obj: Any, *, replace: bool = False, rename: Mapping[str, str] | None = None, prefix: str = ""
-    ) -> list[str]:
-        """Register a `@function_tool` or `@mcp_service` object; returns the exposed names.
-        Registering the same object again is a no-op that returns the same names.
-
-        A function tool is exposed under its declared name, or `rename[name]`, or `prefix + name`
-        (e.g. a class of BFCL tools with a method named `grep`: `rename={"grep": "fs_grep"}`
-        registers it beside the built-in). Without them a clash stays a loud refusal."""
-        with self._lock:
-            unit = _Unit(repr(obj), (obj,))
-            return self._register_unit(unit, replace=replace, wrap=False, rename=_renaming(rename, prefix))
-
-    def register_all(
-        self, objects: Iterable[Any], *, rename: Mapping[str, str] | None = None, prefix: str = ""
-    ) -> list[str]:
-        """Register several objects as one unit (all or none), renamed as `register` says."""
-        with self._lock:
-            unit = _Unit("the objects given", tuple(objects))
-            return self._register_unit(unit, rename=_renaming(rename, prefix))
-
-    def _register_unit(
-        self,
-        unit: _Unit,
-        *,
-        replace: bool = False,
-        wrap: bool = True,
-        rename: Callable[[str], str] | None = None,
-    ) -> list[str]:
-        """Register every object of `unit`, or (on any error) none of them; `wrap` names the
-        unit in the error; `rename` gives function tools their exposed names."""
-        undo: list[Callable[[], None]] = []
-        names: list[str] = []
-        try:
-            for obj in unit.objects:
-                spec = getattr(obj, SPEC_ATTR, None)
-                if isinstance(spec, FunctionToolSpec):
-                    if rename is not None:
-                        spec = dataclasses.replace(spec, name=rename(spec.name))
-                    names.append(self._register_function(spec, replace, undo))
-                elif isinstance(spec, McpServiceSpec):
-                    names += self._register_service(spec, replace, undo)
-                else:
-                    raise ToolRegistrationError(f"{obj!r} is not decorated with @function_tool or @mcp_service")
-        except Exception as exc:
-            for step in reversed(undo):
-                step()
-            if not wrap:
-                raise
-            raise ToolRegistrationError(f"cannot register the tools of {unit.label}: {exc}") from exc
-        return names
-
-    def _register_function(self, spec: FunctionToolSpec, replace: bool, undo: list[Callable[[], None]]) -> str:
-        if not is_valid_tool_name(spec.name):
-            raise ToolRegistrationError(
-                f"function tool name {spec.name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$ (OpenAI and Anthropic require it)"
-            )
-        hit = self._table.resolve(spec.name)
-        previous = hit[1] if hit is not None and hit[0] == ToolKind.FUNCTION else None
-        if isinstance(previous, FunctionTool) and (previous.spec is spec or previous.spec == spec):
-            return spec.name  # the same object again (an overlapping scan, an entry point, a rename)
-        self._table.insert(ToolKind.FUNCTION, spec.name, FunctionTool(spec), replace)
-
-        def restore() -> None:
-            if previous is None:
-                self._table.remove(spec.name)
-            else:
-                self._table.insert(ToolKind.FUNCTION, spec.name, previous, True)
-
-        undo.append(restore)
-        return spec.name
-
-    def _register_service(self, service: McpServiceSpec, replace: bool, undo: list[Callable[[], None]]) -> list[str]:
-        old = self._services.get(service.name)
-        if old is not None:
-            current = [self._table.resolve(n) for n in old]
-            if all(h is not None and getattr(h[1], "service_spec", None) is service for h in current):
-                return list(old)
-            if not replace:
-                raise ToolRegistrationError(f"local MCP service {service.name!r} is already registered")
-        instance = service.cls()
-        identities = [f"local:{service.name}\x00{tool.tool_name}" for tool in service.tools]
-        planned = self._table.plan(
-            ToolKind.LOCAL_MCP,
-            [
-                (ident, [generate_api_function_name(service.name, t.tool_name)])
-                for ident, t in zip(identities, service.tools, strict=True)
-            ],
-        )
-        bound: list[tuple[str, BoundMcpTool]] = []
-        for ident, tool, name in zip(identities, service.tools, planned, strict=True):
-            if name is None:
-                raise ToolRegistrationError(f"no free name for local MCP tool {service.name}/{tool.tool_name}")
-            bound.append((ident, BoundMcpTool.bind_method(name, service, instance, tool)))
-        previous = {n: self._table.resolve(n) for n in old or ()}
-        for name in old or ():
-            self._table.remove(name)
-        for ident, local in bound:
-            self._table.insert(ToolKind.LOCAL_MCP, local.name, local, True, ident)
-        names = [local.name for _, local in bound]
-        self._services[service.name] = names
-
-        def restore() -> None:
-            for name in names:
-                self._table.remove(name)
-            for name, hit in previous.items():
-                if hit is not None:
-                    self._table.insert(
-                        ToolKind.LOCAL_MCP, name, hit[1], True, f"local:{service.name}\x00{hit[1].spec.tool_name}"
-                    )
-            if old is None:
-                self._services.pop(service.name, None)
-            else:
-                self._services[service.name] = old
-
-        undo.append(restore)
-        return names
 
     def attach_gateway(self, gateway: ToolGateway) -> None:
         """Route to `gateway`'s tools (named after the host's own tools, whose names it never gets)."""
@@ -446,9 +273,9 @@ class ToolRouter:
     def _local_service_tools(self, service_names: Sequence[str]) -> list[Tool]:
         out: list[Tool] = []
         for service in service_names:
-            if service not in self._services:
+            if service not in self._host.services:
                 raise ToolNotFoundError(service, [], "no such local MCP service")
-            out.extend(self.local_tool(n) for n in self._services[service])
+            out.extend(self.local_tool(n) for n in self._host.services[service])
         return out
 
     def get_local_mcp_tools(self, service_names: Sequence[str]) -> list[ToolDefinition]:
@@ -480,9 +307,14 @@ class ToolRouter:
         function_list: Sequence[str] | None = None,
         mcp_server_ids: Sequence[str] | None = None,
         user_id: str | None = None,
+        *,
+        user_servers: Sequence[str] = (),
     ) -> Exposure:
         """What `get_all_tools` lists, as exposed name -> the very tool it was listed for.
-        Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools."""
+        Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools.
+
+        `user_servers` names `user_id`'s own servers by their plain ids (what AI4J's
+        `user_{userId}_service_{id}` form in `mcp_server_ids` also names)."""
         _check_user(user_id)
         self.ensure_initialized()
         tools: list[Tool] = [self.local_tool(name) for name in dict.fromkeys(function_list or ())]
@@ -493,7 +325,7 @@ class ToolRouter:
                 per_user.append(user_form)
             elif parse_user_service_key(sid) is not None:
                 raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {user_id!r}")
-            elif sid in self._services:
+            elif sid in self._host.services:
                 local.append(sid)
             else:
                 remote.append(sid)
@@ -503,6 +335,10 @@ class ToolRouter:
             tools += gateway.user_tools(remote, user_id) if user_id else gateway.global_tools(remote)
         for uid, sid in per_user:
             tools += self._require_gateway(sid).user_tools([sid], uid)
+        if user_servers:
+            if user_id is None:
+                raise ToolArgumentError("user_servers needs the user_id they belong to")
+            tools += self._require_gateway(user_servers[0]).user_tools(list(user_servers), user_id)
         unique: dict[str, Tool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
@@ -557,33 +393,42 @@ class ToolRouter:
     def resolve(self, name: str, user_id: str | None = None) -> Tool:
         """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
         that user's own, then, on a miss, the ones the name may be in."""
-        _check_user(user_id)
-        self._check_open(name)
-        gateway = self._gateway
-        hit = self._table.resolve(name, user_id)
-        if gateway is not None and user_id is not None and not _is_builtin(hit):
-            gateway.prepare(user_id)  # a user's own tools come before any shared level
-            hit = self._table.resolve(name, user_id)
-        if hit is None and gateway is not None:
-            refreshed = [gateway.refresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
-            if any(refreshed):
-                hit = self._table.resolve(name, user_id)
-        if hit is None:
-            raise self._not_found(name, user_id)
-        tool: Tool = hit[1]
-        return tool
+        tool = self._routed(name, user_id)
+        return tool if tool is not None else run_sync(self._resolving(name, user_id))
 
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
+        tool = self._routed(name, user_id)
+        return tool if tool is not None else await run_async(self._resolving(name, user_id))
+
+    def _routed(self, name: str, user_id: str | None) -> Tool | None:
+        """The answer when the table alone gives it (no gateway to ask, or a built-in, or a hit
+        without a user's own tools to load first); None when the gateway must be asked."""
         _check_user(user_id)
         self._check_open(name)
-        gateway = self._gateway
         hit = self._table.resolve(name, user_id)
-        if gateway is not None and user_id is not None and not _is_builtin(hit):
-            await gateway.aprepare(user_id)
+        if self._gateway is None:
+            if hit is None:
+                raise self._not_found(name, user_id)
+            return hit[1]  # type: ignore[no-any-return]
+        if hit is not None and (user_id is None or _is_builtin(hit)):
+            return hit[1]  # type: ignore[no-any-return]
+        return None
+
+    def _resolving(self, name: str, user_id: str | None) -> Body[Tool]:
+        """`resolve` with a gateway, written once: the gateway's loads are the only twinned steps."""
+        gateway = self._gateway
+        assert gateway is not None
+        hit = self._table.resolve(name, user_id)
+        if user_id is not None and not _is_builtin(hit):
+            yield Step(gateway.prepare, gateway.aprepare, (user_id,))  # a user's own tools come first
             hit = self._table.resolve(name, user_id)
-        if hit is None and gateway is not None:
-            refreshed = [await gateway.arefresh(uid) for uid in _refresh_scopes(gateway, name, user_id)]
-            if any(refreshed):
+        if hit is None:
+            refreshed = False
+            # A user-form name resolves only among a user's own tools: no global list to load.
+            shared = not has_user_form(name)
+            for uid in _refresh_scopes(gateway, name, user_id):
+                refreshed = bool((yield Step(gateway.refresh, gateway.arefresh, (uid, shared)))) or refreshed
+            if refreshed:
                 hit = self._table.resolve(name, user_id)
         if hit is None:
             raise self._not_found(name, user_id)
@@ -670,14 +515,6 @@ class ToolRouter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _renaming(rename: Mapping[str, str] | None, prefix: str) -> Callable[[str], str] | None:
-    """The exposed name of a function tool declared as `name`: `rename[name]`, else prefixed."""
-    if not rename and not prefix:
-        return None
-    table = dict(rename or {})
-    return lambda name: table.get(name, prefix + name)
 
 
 def _check_user(user_id: object) -> None:

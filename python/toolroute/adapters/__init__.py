@@ -4,6 +4,6 @@ Each lives in its own module and imports its framework only when that module is 
 a missing framework raises ImportError naming the extra to install (`toolroute[openai]`...).
 """
 
-from toolroute.adapters.allowlist import CallOutcome, ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools
 
 __all__ = ["CallOutcome", "ExposedTools"]

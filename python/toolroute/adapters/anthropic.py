@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from toolroute.adapters._optional import require
-from toolroute.adapters.allowlist import CallOutcome, ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools
 from toolroute.formats import to_anthropic
 
 require("anthropic", "anthropic")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolroute.adapters._optional import require
-from toolroute.adapters.allowlist import ExposedTools
+from toolroute.allowlist import ExposedTools
 
 require("langchain_core", "langchain", package="langchain-core")
 

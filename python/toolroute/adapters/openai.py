@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from toolroute.adapters._optional import require
-from toolroute.adapters.allowlist import CallOutcome, ExposedTools, model_text
+from toolroute.allowlist import CallOutcome, ExposedTools, model_text
 from toolroute.formats import to_responses
 
 require("openai", "openai")

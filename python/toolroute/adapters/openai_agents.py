@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolroute.adapters._optional import require
-from toolroute.adapters.allowlist import ExposedTools, model_text
+from toolroute.allowlist import ExposedTools, model_text
 
 agents = require("agents", "agents", package="openai-agents")
 

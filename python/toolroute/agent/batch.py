@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 
 from toolroute._sync import run_coroutine_sync
+from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.agent.capture import ResultSink
 from toolroute.agent.executor import (
     RouterToolExecutor,
@@ -277,31 +278,25 @@ class ToolCallRunner:
         return self._annotate(planned, result, duration=time.perf_counter() - started, attempts=attempt)
 
     async def _execute(self, planned: PlannedCall) -> AgentToolResult:
-        with self.telemetry.span(planned.call, planned.kind) as finish:
-            started, attempt = time.perf_counter(), 1
-            result = await self._attempt(planned)
-            while planned.traits.idempotent and self.retry.should_retry(result, attempt):
-                await anyio.sleep(self.retry.delay(attempt))
-                attempt += 1
-                result = await self._attempt(planned)
-            result = self._completed(planned, result, started, attempt)
-            finish(result)
-        await self._emit(planned.call, result)
-        return result
+        return await run_async(self._executing(planned))
 
     def _execute_blocking(self, planned: PlannedCall) -> AgentToolResult:
         """`_execute` for a blocking call with no deadline, run in the current thread."""
+        return run_sync(self._executing(planned))
+
+    def _executing(self, planned: PlannedCall) -> Body[AgentToolResult]:
+        """One call, written once: attempts and retries in a span, then the sinks. The attempt,
+        the pause between attempts and the sinks are the twinned steps."""
         with self.telemetry.span(planned.call, planned.kind) as finish:
             started, attempt = time.perf_counter(), 1
-            result = self._attempt_blocking(planned)
+            result = yield Step(self._attempt_blocking, self._attempt, (planned,))
             while planned.traits.idempotent and self.retry.should_retry(result, attempt):
-                time.sleep(self.retry.delay(attempt))
+                yield Step(time.sleep, anyio.sleep, (self.retry.delay(attempt),))
                 attempt += 1
-                result = self._attempt_blocking(planned)
+                result = yield Step(self._attempt_blocking, self._attempt, (planned,))
             result = self._completed(planned, result, started, attempt)
             finish(result)
-        for sink in self.sinks:
-            self._record(sink, planned.call, result)
+        yield Step(self._record_all, self._emit, (planned.call, result))
         return result
 
     def _attempt_blocking(self, planned: PlannedCall) -> AgentToolResult:
@@ -349,6 +344,10 @@ class ToolCallRunner:
             finish(result)
         await self._emit(planned.call, result)
         return result
+
+    def _record_all(self, call: AgentToolCall, result: AgentToolResult) -> None:
+        for sink in self.sinks:
+            self._record(sink, call, result)
 
     async def _emit(self, call: AgentToolCall, result: AgentToolResult) -> None:
         for sink in self.sinks:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from toolroute.builtins.habits import translate_for_model
+from toolroute.builtins.habits import belongs_to, translate_for_model
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolError
 from toolroute.outputcap import cap_error, cap_text
@@ -52,6 +52,9 @@ class BuiltinTool(LocalTool, Generic[RequestT]):
     request_model: type[RequestT]
     handler: Callable[[RequestT, BuiltInToolContext], ToolOutput]
     read_only: bool
+
+    def __post_init__(self) -> None:
+        belongs_to(self.request_model, self.name)  # the other agents' names for this tool apply
 
     @property
     def traits(self) -> ToolTraits:

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field
 
-from toolroute import _core
+from toolroute._core import GlobResult
+from toolroute._core import glob as core_glob
 from toolroute.builtins._search import assemble, body_budget, paging_footer, skip_notice
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
@@ -33,9 +34,9 @@ class GlobRequest(BuiltinRequest):
     follow_symlinks: bool = Field(False, description="Follow symlinks (only those resolving inside the roots).")
 
 
-def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> _core.GlobResult:
+def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> GlobResult:
     """The structured listing (a `toolroute._core.GlobResult`), for Python callers and the tool."""
-    return _core.glob(ctx.confinement, request)
+    return core_glob(ctx.confinement, request)
 
 
 def _fit(paths: list[str], budget: int) -> list[str]:

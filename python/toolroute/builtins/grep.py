@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 
-from toolroute import _core
+from toolroute._core import GrepResult
+from toolroute._core import grep as core_grep
 from toolroute.builtins._search import as_list, assemble, body_budget, paging_footer, skip_notice, split_globs
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
@@ -72,13 +73,13 @@ class GrepRequest(BuiltinRequest):
         return self.after if self.after is not None else self.context or 0
 
 
-def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> _core.GrepResult:
+def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> GrepResult:
     """The structured search (a `toolroute._core.GrepResult`), for Python callers and the tool."""
     # The request is read in Rust, field by field; a line is read up to 4 bytes per character.
-    return _core.grep(ctx.confinement, request, max_line_bytes=ctx.limits.max_line_chars * 4)
+    return core_grep(ctx.confinement, request, max_line_bytes=ctx.limits.max_line_chars * 4)
 
 
-def _summary(result: _core.GrepResult) -> str:
+def _summary(result: GrepResult) -> str:
     files = result.files_matched
     lines = result.match_lines
     noun = "file" if files == 1 else "files"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 Arguments = dict[str, Any]
@@ -128,14 +127,16 @@ def translate(tool: str, data: Any) -> Any:
     return args
 
 
-@cache
-def _tool_of(model: type) -> str | None:
-    from toolroute.builtins import builtin_tools  # imported late: the tools' modules import this one
+# Request model -> the built-in it belongs to, told by each `BuiltinTool` as it is made.
+_TOOL_OF: dict[type, str] = {}
 
-    return next((name for name, t in builtin_tools().items() if t.request_model is model), None)
+
+def belongs_to(model: type, tool: str) -> None:
+    """Record that `model` is the request model of the built-in `tool` (its habits apply)."""
+    _TOOL_OF[model] = tool
 
 
 def translate_for_model(model: type, data: Any) -> Any:
     """`translate` for a built-in's request model (the hook in `BuiltinRequest`)."""
-    tool = _tool_of(model)
+    tool = _TOOL_OF.get(model)
     return data if tool is None else translate(tool, data)

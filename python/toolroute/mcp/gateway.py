@@ -2,7 +2,7 @@
 
 This half owns connections and their lifecycle: registering servers, connecting (lazily or
 eagerly), listing tools, calling them, reconnecting and closing. Which listed tool is exposed
-under which name is `exposure.py`'s job, through the router's naming plan.
+under which name is `publishing.py`'s job, through the router's naming plan.
 
 Global servers are keyed by service id; a user's servers by `user_{userId}_service_{serviceId}`,
 each with its own connection (one per user and server: a shared legacy session would share
@@ -25,14 +25,14 @@ from typing import Any
 import mcp_types as types
 
 from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, ToolRegistrationError
-from toolroute.gateway import GatewayRoutes
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
-from toolroute.mcp.exposure import Listed, McpExposure, McpTarget
 from toolroute.mcp.loop import LoopThread
 from toolroute.mcp.projection import tool_definition
+from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
+from toolroute.routes import GatewayRoutes
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 log = logging.getLogger("toolroute.mcp")
@@ -119,7 +119,7 @@ class McpGateway:
         self._global_ids: list[str] = []
         self._user_ids: dict[str, list[str]] = {}  # user id -> service ids
         self._attached = False
-        self._exposure = McpExposure(self)
+        self._publisher = McpPublisher(self)
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
         # A gateway nobody closed still ends its server processes when the interpreter exits.
@@ -205,7 +205,7 @@ class McpGateway:
             if self._attached:
                 raise ToolRegistrationError("this MCP gateway is already attached to a router")
             self._attached = True
-            self._exposure.attach(routes)
+            self._publisher.attach(routes)
             self._sync_scope(None)
             for uid in self._user_ids:
                 self._sync_scope(uid)
@@ -257,11 +257,11 @@ class McpGateway:
         if todo:
             await self._loop.arun(self._load_all(todo, raise_errors=False))
 
-    def refresh(self, user_id: str | None = None) -> bool:
-        return self._loop.run(self._refresh(user_id))
+    def refresh(self, user_id: str | None = None, shared: bool = True) -> bool:
+        return self._loop.run(self._refresh(user_id, shared))
 
-    async def arefresh(self, user_id: str | None = None) -> bool:
-        return await self._loop.arun(self._refresh(user_id))
+    async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool:
+        return await self._loop.arun(self._refresh(user_id, shared))
 
     def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
         return self._loop.run(self._call(target, dict(arguments)))
@@ -292,17 +292,17 @@ class McpGateway:
         """Tool names offered by several global servers: `{name: [service ids]}`. Tools listed
         together all take service-qualified names; a newcomer never takes an incumbent's name."""
         with self._lock:
-            return {k: list(v) for k, v in self._exposure.collisions.items()}
+            return {k: list(v) for k, v in self._publisher.collisions.items()}
 
     def user_collisions(self, user_id: str) -> dict[str, list[str]]:
         with self._lock:
-            return {k: list(v) for k, v in self._exposure.user_collisions.get(user_id, {}).items()}
+            return {k: list(v) for k, v in self._publisher.user_collisions.get(user_id, {}).items()}
 
     @property
     def renamed(self) -> dict[str, str]:
         """`{"service/tool": exposed}` for every global tool not exposed under its own name."""
         with self._lock:
-            return dict(self._exposure.renamed)
+            return dict(self._publisher.renamed)
 
     @property
     def skipped_tools(self) -> dict[str, str]:
@@ -317,11 +317,11 @@ class McpGateway:
 
     def global_tool_names(self) -> list[str]:
         with self._lock:
-            return sorted(t.exposed_name for t in self._exposure.live.values() if t.user_id is None)
+            return sorted(t.exposed_name for t in self._publisher.live.values() if t.user_id is None)
 
     def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
         with self._lock:
-            return self._exposure.target(exposed_name, user_id)
+            return self._publisher.target(exposed_name, user_id)
 
     # ---- lookup helpers ----------------------------------------------------------------
 
@@ -352,7 +352,7 @@ class McpGateway:
         out: list[Tool] = []
         with self._lock:
             for service in services:
-                out.extend(self._exposure.targets(service.key))
+                out.extend(self._publisher.targets(service.key))
         return out
 
     # ---- loading (on the gateway loop) -------------------------------------------------
@@ -399,10 +399,12 @@ class McpGateway:
                 log.warning("MCP server %r: tool %r left out: %s", service.key, name, why)
             return True
 
-    async def _refresh(self, user_id: str | None) -> bool:
+    async def _refresh(self, user_id: str | None, shared: bool = True) -> bool:
+        """Load the not yet loaded tool lists of one scope: `user_id`'s own servers, and with
+        `shared` the global ones (a user-form name can only resolve among a user's own)."""
         now = time.monotonic()
         with self._lock:
-            candidates = [self._services[k] for k in self._global_ids]
+            candidates = [self._services[k] for k in self._global_ids] if shared else []
             if user_id is not None:
                 candidates += [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
             todo = [s for s in candidates if (s.tools is None or s.stale) and not _failed_recently(s, now)]
@@ -432,7 +434,7 @@ class McpGateway:
         else:
             services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
         listings = [Listed(s.key, s.service_id, s.user_id, s.definitions) for s in services if s.tools is not None]
-        return self._exposure.sync(user_id, listings)
+        return self._publisher.sync(user_id, listings)
 
     # ---- calls (on the gateway loop) ---------------------------------------------------
 
@@ -467,12 +469,12 @@ class McpGateway:
 
     def _user_target(self, user_id: str, tool: str) -> McpTarget | None:
         with self._lock:
-            return self._exposure.by_key(user_id, tool)
+            return self._publisher.by_key(user_id, tool)
 
     async def _call_user(self, user_id: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         validate_user_id(user_id)
         target = self._user_target(user_id, tool)
-        if target is None and await self._refresh(user_id):
+        if target is None and await self._refresh(user_id, shared=False):
             target = self._user_target(user_id, tool)
         if target is None:
             raise ToolNotFoundError(tool, [], f"user {user_id!r} has no MCP tool of that name")

@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 
 from toolroute.errors import ToolRegistrationError
-from toolroute.gateway import ToolDefinition
+from toolroute.routes import ToolDefinition
 from toolroute.schema import JsonSchema, as_parameters, function_definition
 from toolroute.textsafety import neutralize, neutralize_json
 

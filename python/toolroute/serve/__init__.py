@@ -11,12 +11,19 @@ from typing import Any
 
 from toolroute.serve.options import RouterOptions, build_router, default_function_list, split_list
 
-_SERVER_NAMES = ("ServedTools", "build_server", "run", "serve_http", "serve_stdio")
+# Name -> the module it lives in.
+_LAZY = {
+    "ServedTools": "toolroute.serve.doors",
+    "build_server": "toolroute.serve.server",
+    "run": "toolroute.serve.server",
+    "serve_http": "toolroute.serve.server",
+    "serve_stdio": "toolroute.serve.server",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SERVER_NAMES:
-        return getattr(importlib.import_module("toolroute.serve.server"), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

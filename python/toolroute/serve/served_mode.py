@@ -18,8 +18,9 @@ from toolroute.serve.limits import LimitBook, UserLimits
 if TYPE_CHECKING:
     from toolroute.context import BuiltInToolContext
     from toolroute.router import ToolRouter
-    from toolroute.serve.server import HttpAuth, TenantDoors
+    from toolroute.serve.server import HttpAuth
     from toolroute.serve.store import UserStore
+    from toolroute.serve.tenant_doors import TenantDoors
 
 STORE_ENV = "TOOLROUTE_STORE"
 
@@ -111,7 +112,8 @@ def build_served_mode(
 ) -> ServedMode:
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
-    from toolroute.serve.server import HttpAuth, TenantDoors
+    from toolroute.serve.server import HttpAuth
+    from toolroute.serve.tenant_doors import TenantDoors
     from toolroute.serve.tenants import Tenancy
 
     store = open_store(args.store, args.store_key_file) if (args.api_keys or args.store) else None

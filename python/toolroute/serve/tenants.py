@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING
 
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
-from toolroute.naming import user_service_key
 from toolroute.router import ToolRouter
+from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
 
 if TYPE_CHECKING:
-    from toolroute.serve.server import ServedTools
     from toolroute.serve.store import UserStore
 
 # How long a user's door is served without asking the registry again. Bounds how late a change
@@ -77,10 +76,10 @@ class Tenancy:
         return self.store.servers(user_id)
 
     def _register_servers(self, user_id: str, servers: dict[str, dict[str, object]]) -> list[str]:
-        """Hand the user's registry servers to the gateway (once each); their service keys."""
+        """Hand the user's registry servers to the gateway (once each); their ids."""
         gateway = self.router.gateway
         done = self._registered.setdefault(user_id, {})
-        keys = []
+        ids = []
         for sid, config in servers.items():
             text = json.dumps(config, sort_keys=True)
             if sid not in done:
@@ -92,13 +91,11 @@ class Tenancy:
                 # A changed config needs the old connection replaced; the gateway keeps what it
                 # connected, so a change applies when the replica restarts.
                 pass
-            keys.append(user_service_key(user_id, sid))
-        return keys
+            ids.append(sid)
+        return ids
 
     def door(self, user_id: str | None) -> ServedTools:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
-        from toolroute.serve.server import ServedTools
-
         with self._lock:
             door = self._doors.get(user_id)
             if door is not None and self._fresh(door):
@@ -112,7 +109,7 @@ class Tenancy:
                 door.read_at, door.generation = read_at, generation
                 return door.served
             own = self._register_servers(user_id, servers) if user_id is not None else []
-            served = ServedTools(self.router, self.functions, [*self.mcp_servers, *own], user_id)
+            served = ServedTools(self.router, self.functions, self.mcp_servers, user_id, user_servers=own)
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
             return served
 

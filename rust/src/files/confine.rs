@@ -15,37 +15,12 @@ use std::sync::Arc;
 use rustix::fs::OFlags;
 
 use crate::files::beneath::{fd_path, lexical_join, BeneathError, Missing, Parent, Root};
-use crate::files::error::FsError;
+use crate::files::error::{ConfineError, FsError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Read,
     Write,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfineError {
-    #[error("{path:?} resolves to {resolved:?}, which is outside the allowed roots ({roots})")]
-    Outside {
-        path: String,
-        resolved: PathBuf,
-        roots: String,
-    },
-    #[error("{path:?} resolves to {resolved:?}, inside the read-only root {root:?}; writes are only allowed under the workspace root {workspace:?}")]
-    ReadOnly {
-        path: String,
-        resolved: PathBuf,
-        root: PathBuf,
-        workspace: PathBuf,
-    },
-    #[error("root {root:?} cannot be used: {source}")]
-    BadRoot { root: PathBuf, source: io::Error },
-    #[error("cannot resolve {path:?}: {source}")]
-    Io { path: String, source: io::Error },
-    #[error("path must not be empty")]
-    Empty,
-    #[error("path {0:?} contains a NUL byte")]
-    Nul(String),
 }
 
 #[derive(Debug)]

@@ -1,10 +1,37 @@
-//! The file layer's one error type: a refused path, or a file-system problem, each naming the
-//! path as the caller gave it. Below every file module, so none of them imports another's error.
+//! The file layer's errors: a path the roots refuse (`ConfineError`), and the file helpers' one
+//! error type (`FsError`: a refused path, or a file-system problem), each naming the path as the
+//! caller gave it. Below every file module, so none of them imports another's error.
 
 use std::io;
+use std::path::PathBuf;
 
-use crate::files::confine::ConfineError;
 use crate::files::text_style::StyleError;
+
+/// Why a path is refused, or a root cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("{path:?} resolves to {resolved:?}, which is outside the allowed roots ({roots})")]
+    Outside {
+        path: String,
+        resolved: PathBuf,
+        roots: String,
+    },
+    #[error("{path:?} resolves to {resolved:?}, inside the read-only root {root:?}; writes are only allowed under the workspace root {workspace:?}")]
+    ReadOnly {
+        path: String,
+        resolved: PathBuf,
+        root: PathBuf,
+        workspace: PathBuf,
+    },
+    #[error("root {root:?} cannot be used: {source}")]
+    BadRoot { root: PathBuf, source: io::Error },
+    #[error("cannot resolve {path:?}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("path must not be empty")]
+    Empty,
+    #[error("path {0:?} contains a NUL byte")]
+    Nul(String),
+}
 
 /// Failures of the confined file helpers: a refused path, or a file-system problem.
 #[derive(Debug, thiserror::Error)]

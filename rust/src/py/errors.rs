@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 
-use crate::files::confine::ConfineError;
 use crate::files::edit::EditError;
+use crate::files::error::ConfineError;
 use crate::files::error::FsError;
 use crate::patch::PatchError;
 use crate::routing::RouteError;

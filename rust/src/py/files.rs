@@ -42,7 +42,7 @@ impl PyConfinement {
                 let roots = Roots::new(&workspace, &read_only)?;
                 // The next use of a workspace finishes what a crashed write left (see txn.rs).
                 let _ = recover(roots.workspace_root());
-                Ok::<_, crate::files::confine::ConfineError>(roots)
+                Ok::<_, crate::files::error::ConfineError>(roots)
             })?;
             Ok(Self { roots, durability })
         })

@@ -7,7 +7,7 @@ pub mod render;
 mod rules;
 pub mod walker;
 
-use crate::files::confine::ConfineError;
+use crate::files::error::ConfineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {

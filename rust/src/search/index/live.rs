@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 
 use super::build::{self, Facts, Ident};
 use super::postings::Postings;
-use super::state::{Over, State};
+use super::state::{Over, Phase, State};
 use super::tree::Tree;
 use super::trigram::Extractor;
 use super::validate;
@@ -33,16 +33,6 @@ impl Key {
     pub(crate) fn walk_options(&self) -> WalkOptions {
         build::walk_options(self.hidden, self.no_ignore, self.require_git)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Phase {
-    Building,
-    Ready,
-    /// Cannot be trusted any more (rules changed, events lost): replaced on the next query.
-    Broken(String),
-    /// The tree holds what the index cannot reproduce (unreadable files, ...): scanned as today.
-    Unusable(String),
 }
 
 pub(crate) struct Index {

@@ -96,8 +96,8 @@ pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     loop {
         let index = registry::ensure(&key, roots);
         match index.phase() {
-            live::Phase::Ready if index.fresh().is_some() => return true,
-            live::Phase::Ready | live::Phase::Building => {}
+            state::Phase::Ready if index.fresh().is_some() => return true,
+            state::Phase::Ready | state::Phase::Building => {}
             _ => return false,
         }
         if Instant::now() >= until {
@@ -132,10 +132,10 @@ pub fn stats(walker: &Walker) -> IndexStats {
     let watched = index.watched();
     let state = index.state.lock().unwrap_or_else(|e| e.into_inner());
     let name = match &state.phase {
-        live::Phase::Building => "building".to_string(),
-        live::Phase::Ready => "ready".to_string(),
-        live::Phase::Broken(why) => format!("broken: {why}"),
-        live::Phase::Unusable(why) => format!("unusable: {why}"),
+        state::Phase::Building => "building".to_string(),
+        state::Phase::Ready => "ready".to_string(),
+        state::Phase::Broken(why) => format!("broken: {why}"),
+        state::Phase::Unusable(why) => format!("unusable: {why}"),
     };
     IndexStats {
         state: name,

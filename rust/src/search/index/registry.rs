@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use super::live::{Index, Key, Phase};
+use super::live::{Index, Key};
+use super::state::Phase;
 use crate::files::confine::Roots;
 
 enum Entry {

@@ -8,11 +8,21 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use super::build::{Facts, Ident};
-use super::live::Phase;
 use super::plan::Query;
 use super::postings::{matches, Bits, Postings};
 use super::tree::Tree;
 use crate::search::walker::Walker;
+/// Where an index stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Building,
+    Ready,
+    /// Cannot be trusted any more (rules changed, events lost): replaced on the next query.
+    Broken(String),
+    /// The tree holds what the index cannot reproduce (unreadable files, ...): scanned as today.
+    Unusable(String),
+}
+
 /// A file whose indexed trigrams are stale.
 pub(crate) enum Over {
     /// Searched on every query until re-read (`seq` tells a later change from this one).

@@ -8,9 +8,18 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
-use super::validate::DirStamp;
 use crate::search::walker::Walker;
 use crate::search::SkipStats;
+
+/// Inode and change time of something, or `None` when it is missing.
+pub(crate) type Stamp = Option<(u64, i128)>;
+
+/// What a folder was when it was listed: itself and each rule source in it.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DirStamp {
+    pub(crate) dir: Stamp,
+    pub(crate) rules: [Stamp; 4],
+}
 
 #[derive(Default, Clone)]
 pub(crate) struct DirNode {

@@ -11,19 +11,9 @@ use std::sync::Mutex;
 
 use rustix::fs::{fstat, statat, AtFlags, OFlags, Stat};
 
-use super::tree::{DirNode, Tree};
+use super::tree::{DirNode, DirStamp, Tree};
 use super::watch::Mark;
 use crate::files::beneath::open_beneath;
-
-/// Inode and change time of something, or `None` when it is missing.
-pub(crate) type Stamp = Option<(u64, i128)>;
-
-/// What a folder was when it was listed: itself and each rule source in it.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct DirStamp {
-    pub(crate) dir: Stamp,
-    pub(crate) rules: [Stamp; 4],
-}
 
 /// The rule sources `rules.rs` reads in a folder (a `.git` itself marks a repository boundary).
 const RULES: [&CStr; 4] = [c".gitignore", c".ignore", c".git", c".git/info/exclude"];

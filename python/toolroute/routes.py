@@ -65,10 +65,11 @@ class ToolGateway(Protocol):
 
     async def aprepare(self, user_id: str) -> None: ...
 
-    def refresh(self, user_id: str | None = None) -> bool:
-        """Load tool lists not loaded yet (connecting lazily); True if routing changed."""
+    def refresh(self, user_id: str | None = None, shared: bool = True) -> bool:
+        """Load tool lists not loaded yet (connecting lazily): `user_id`'s own, and with `shared`
+        the global ones too; True if routing changed."""
 
-    async def arefresh(self, user_id: str | None = None) -> bool: ...
+    async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool: ...
 
     def close(self) -> None: ...
 

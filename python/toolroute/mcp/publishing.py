@@ -1,4 +1,4 @@
-"""The names/exposure half of the gateway: which listed MCP tool is exposed under which name.
+"""The publishing half of the gateway: which listed MCP tool is exposed under which name.
 
 Every remote tool has an identity, (service key, the server's own tool name). Names come from the
 router's naming plan (`GatewayRoutes.plan`): a tool takes its own name when free, else a
@@ -12,15 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from toolroute._core import RouteTable, ToolKind
-from toolroute.gateway import GatewayRoutes
 from toolroute.naming import encode_user_tool, mcp_tool_candidates, sanitize_tool_name
+from toolroute.routes import GatewayRoutes
 from toolroute.types import ToolDefinition, ToolHost, ToolOutput, ToolTraits, fresh
-
-if TYPE_CHECKING:
-    from toolroute.mcp.gateway import McpGateway
 
 log = logging.getLogger("toolroute.mcp")
 
@@ -98,10 +95,10 @@ def named(definition: ToolDefinition, name: str) -> ToolDefinition:
 
 
 @dataclass
-class McpExposure:
+class McpPublisher:
     """The gateway's exposed tools and the reports about their names."""
 
-    caller: McpGateway
+    caller: TargetCaller
     routes: GatewayRoutes = field(default_factory=lambda: GatewayRoutes(RouteTable()))
     live: dict[str, McpTarget] = field(default_factory=dict)  # identity -> published target
     collisions: dict[str, list[str]] = field(default_factory=dict)  # plain name -> global services

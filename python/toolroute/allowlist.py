@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.errors import ToolError
 from toolroute.exposure import Exposure
 from toolroute.router import ToolRouter
@@ -32,7 +33,8 @@ class CallOutcome:
 
 
 class ExposedTools:
-    """A fixed allowlist over a router: `get_all_tools(functions, mcp_servers, user_id)`."""
+    """A fixed allowlist over a router: `get_all_tools(functions, mcp_servers, user_id)`, plus
+    `user_servers`, the ids of that user's own servers."""
 
     def __init__(
         self,
@@ -40,10 +42,14 @@ class ExposedTools:
         functions: Sequence[str] = (),
         mcp_servers: Sequence[str] = (),
         user_id: str | None = None,
+        *,
+        user_servers: Sequence[str] = (),
     ) -> None:
         self.router = router
         self.user_id = user_id
-        self.exposure: Exposure = router.expose(list(functions), list(mcp_servers), user_id)
+        self.exposure: Exposure = router.expose(
+            list(functions), list(mcp_servers), user_id, user_servers=list(user_servers)
+        )
         self.tool_definitions: list[ToolDefinition] = self.exposure.definitions
         self.definitions: dict[str, dict[str, Any]] = {
             t["function"]["name"]: t["function"] for t in self.tool_definitions
@@ -62,21 +68,18 @@ class ExposedTools:
 
     def execute(self, name: str, arguments: Arguments = None) -> CallOutcome:
         """Run the tool exposed as `name`, if any; tool errors become error outcomes, never raise."""
-        tool = self.exposure.get(name)
-        if tool is None:
-            return self.refusal(name)
-        try:
-            output = self.router.run(tool, arguments)
-        except ToolError as exc:
-            return CallOutcome(str(exc), is_error=True)
-        return CallOutcome(output.text, trace=output.trace)
+        return run_sync(self._call(name, arguments))
 
     async def aexecute(self, name: str, arguments: Arguments = None) -> CallOutcome:
+        return await run_async(self._call(name, arguments))
+
+    def _call(self, name: str, arguments: Arguments) -> Body[CallOutcome]:
+        """One call through the exposure, written once; running the tool is the twinned step."""
         tool = self.exposure.get(name)
         if tool is None:
             return self.refusal(name)
         try:
-            output = await self.router.arun(tool, arguments)
+            output = yield Step(self.router.run, self.router.arun, (tool, arguments))
         except ToolError as exc:
             return CallOutcome(str(exc), is_error=True)
         return CallOutcome(output.text, trace=output.trace)

@@ -1,0 +1,89 @@
+"""The door of one exposure, shaped for MCP: its `tools/list` answer, and calls through it.
+
+`ServedTools` is the fixed allowlist a server exposes (the same `ExposedTools` door every adapter
+uses: a call runs the very tool listed under its name, anything else is refused before the router
+sees it); `FixedDoor` serves one such allowlist to every request. Per-user doors are chosen per
+request in `tenant_doors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, Protocol
+
+from mcp import types
+
+from toolroute.allowlist import CallOutcome, ExposedTools
+
+ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
+
+
+class ServedTools(ExposedTools):
+    """The fixed allowlist one server exposes, and the only door to the router."""
+
+    def refusal(self, name: str) -> CallOutcome:
+        return CallOutcome(f"tool {name!r} is not served by this server", is_error=True)
+
+    @cached_property
+    def _listing(self) -> list[types.Tool]:
+        tools = []
+        for name, fn in self.definitions.items():
+            traits = self.exposure.tools[name].traits
+            tools.append(
+                types.Tool(
+                    name=name,
+                    description=fn.get("description") or None,
+                    input_schema=fn["parameters"],
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
+                    ),
+                )
+            )
+        return tools
+
+    def mcp_tools(self) -> list[types.Tool]:
+        """The `tools/list` answer, built once: the allowlist is fixed for the server's life."""
+        return list(self._listing)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        fn = self.definitions.get(name)
+        return None if fn is None else fn["parameters"]
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+        outcome = await self.aexecute(name, dict(arguments or {}))
+        return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=outcome.is_error)
+
+    def call_refusal(self, name: str) -> types.CallToolResult:
+        outcome = self.refusal(name)
+        return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=True)
+
+
+class ServedRequests(Protocol):
+    """What a server needs to answer one request: the caller's tools, and a call on their behalf."""
+
+    async def list_tools(self, ctx: ServerContext) -> list[types.Tool]: ...
+
+    async def call_tool(
+        self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult: ...
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None: ...
+
+
+class FixedDoor:
+    """One allowlist for every request: stdio, or HTTP for a single user."""
+
+    def __init__(self, served: ServedTools) -> None:
+        self.served = served
+
+    async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
+        return self.served.mcp_tools()
+
+    async def call_tool(
+        self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
+        return await self.served.call(name, arguments)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        return self.served.input_schema(name)

@@ -1,0 +1,180 @@
+"""Per-request identity in served mode: each request lists and calls the tools of the user its
+verified token names, through that user's door (`Tenancy`), inside that user's workspace, under
+the per-user limits, with one audit line per call."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp import types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+
+from toolroute.context import builtin_tool_context
+from toolroute.errors import ToolError
+from toolroute.serve.doors import ServedTools, ServerContext
+from toolroute.serve.tenants import Tenancy
+
+if TYPE_CHECKING:
+    from toolroute.serve.audit import AuditLog
+    from toolroute.serve.limits import LimitBook
+    from toolroute.types import Tool
+
+AFFINITY_HEADER = "x-toolroute-user"
+
+
+def request_user(ctx: ServerContext) -> str | None:
+    """The user id the bearer token of this HTTP request was verified for (None without auth)."""
+    request = getattr(ctx, "request", None)
+    user = None if request is None else request.scope.get("user")
+    token = getattr(user, "access_token", None)
+    return None if token is None else token.subject
+
+
+def affinity_claim(ctx: ServerContext) -> str | None:
+    """The user a load balancer hashed this request on (the `X-Toolroute-User` header), if any."""
+    request = getattr(ctx, "request", None)
+    return None if request is None else request.headers.get(AFFINITY_HEADER)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+class TenantDoors:
+    """Per-request identity: each request lists and calls the tools of the user its token names.
+
+    A request that reaches here without a verified user (which the auth middleware prevents)
+    is refused rather than served as anybody.
+    """
+
+    def __init__(
+        self,
+        tenancy: Tenancy,
+        *,
+        limits: LimitBook | None = None,
+        audit: AuditLog | None = None,
+        authenticated: bool = True,
+        fixed_user: str | None = None,
+    ) -> None:
+        self.tenancy = tenancy
+        self.limits = limits
+        self.audit = audit
+        self.authenticated = authenticated
+        self.fixed_user = fixed_user
+
+    def _user(self, ctx: ServerContext) -> str | None:
+        if not self.authenticated:
+            return self.fixed_user
+        user = request_user(ctx)
+        if user is None:
+            raise ToolError("this request carries no verified identity")
+        claimed = affinity_claim(ctx)
+        if claimed is not None and claimed != user:
+            # The header only steers the load balancer; a request that names another user
+            # there is refused, so the header can never be used to land beside another tenant.
+            raise ToolError(f"the {AFFINITY_HEADER} header does not name the authenticated user")
+        return user
+
+    async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
+        try:
+            user = self._user(ctx)
+        except ToolError as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
+        door = await self._door(user)
+        return door.mcp_tools()
+
+    async def call_tool(
+        self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
+        """One call, and exactly one audit line for it on every path: done, failed, refused
+        (identity, allowlist, limits) or cancelled (by the client or its disconnect)."""
+        started = time.monotonic()
+        user: str | None = None
+        result: types.CallToolResult | None = None
+        outcome, tool = "cancelled", None
+        try:
+            try:
+                user = self._user(ctx)
+            except ToolError as exc:
+                user = request_user(ctx)
+                result, outcome = _error(str(exc)), "refused"
+                return result
+            result, outcome, tool = await self._call(user, name, arguments)
+            return result
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            if self.audit is not None:
+                self._audit(user, name, arguments, started, outcome, result, tool)
+
+    def _audit(
+        self,
+        user: str | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        started: float,
+        outcome: str,
+        result: types.CallToolResult | None,
+        tool: Tool | None,
+    ) -> None:
+        assert self.audit is not None
+        content = () if result is None else result.content
+        self.audit.record(
+            user=user,
+            tool=name,
+            started=started,
+            outcome=outcome,
+            result_chars=sum(len(c.text) for c in content if isinstance(c, types.TextContent)),
+            arguments=arguments,
+            level=None if tool is None else routing_level(tool),
+            server=None if tool is None else getattr(tool, "service_id", None),
+        )
+
+    async def _call(
+        self, user: str | None, name: str, arguments: Mapping[str, Any] | None
+    ) -> tuple[types.CallToolResult, str, Tool | None]:
+        """The result, the audit outcome, and the tool that ran (None when refused)."""
+        door = await self._door(user)
+        tool = door.exposure.get(name)  # the very tool this user was shown under `name`
+        if tool is None:
+            return door.call_refusal(name), "refused", None
+        try:
+            if self.limits is not None:
+                self.limits.check_arguments(arguments)
+            context = self.tenancy.context(user)
+            with self._slot(user):
+                if context is None:
+                    result = await door.call(name, arguments)
+                else:
+                    with builtin_tool_context(context):
+                        result = await door.call(name, arguments)
+        except ToolError as exc:
+            return _error(str(exc)), "refused", None
+        return result, "error" if result.is_error else "ok", tool
+
+    async def _door(self, user: str | None) -> ServedTools:
+        # A fresh cached door is served on the loop; reading the registry goes to a thread.
+        door = self.tenancy.fresh_door(user)
+        return door if door is not None else await anyio.to_thread.run_sync(self.tenancy.door, user)
+
+    def _slot(self, user: str | None) -> Any:
+        if self.limits is None or user is None:
+            return contextlib.nullcontext()
+        return self.limits.call(user)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        # The SDK validates arguments against this before calling; the schema of a name is the
+        # same for every user who can see it (user-level names are unique to their user).
+        return None
+
+
+def routing_level(tool: Tool) -> str:
+    """The audit's routing level of a tool: its kind's name (`builtin`, `user_mcp`, `local_mcp`,
+    `function`, `global_mcp`), from the one definition of kinds (the Rust `ToolKind`)."""
+    return tool.kind.name.lower()
