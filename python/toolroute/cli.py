@@ -186,7 +186,7 @@ def _function_list(value: str | None, *, default: Callable[[], list[str]]) -> li
 
 def _kind_label(router: ToolRouter, name: str, user_id: str | None) -> str:
     hit = router.table.resolve(name, user_id)
-    return ToolKind(hit[0]).name.lower() if hit is not None else "?"
+    return ToolKind(hit[0]).key if hit is not None else "?"
 
 
 def _parameters_summary(parameters: dict[str, Any]) -> str:

@@ -67,6 +67,17 @@ impl Kind {
         }
     }
 
+    /// The lower-case key traces, audits and listings use, e.g. `"builtin"`, `"user_mcp"`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Builtin => "builtin",
+            Kind::UserMcp => "user_mcp",
+            Kind::LocalMcp => "local_mcp",
+            Kind::Function => "function",
+            Kind::GlobalMcp => "global_mcp",
+        }
+    }
+
     pub fn constant(self) -> &'static str {
         match self {
             Kind::Builtin => "BUILTIN",

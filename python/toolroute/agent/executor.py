@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio.to_thread
 
 from toolroute.agent.types import AgentToolCall, AgentToolResult
+from toolroute.builtins import builtin_tools
 from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError
 from toolroute.exposure import Exposure
 from toolroute.router import ToolRouter
@@ -22,7 +23,8 @@ from toolroute.types import Tool, ToolKind, ToolOutput, ToolTraits
 
 # The only built-ins that may run beside other calls. AI4J also counts bash as read-only; a
 # command can do anything, so here bash (and every other built-in) is side-effecting.
-READ_ONLY_BUILTINS = frozenset({"read_file", "glob", "grep"})
+# The built-ins that only read, from toolroute's own tools' declarations (`BuiltinTool(read_only=...)`).
+READ_ONLY_BUILTINS = frozenset(name for name, tool in builtin_tools().items() if tool.read_only)
 
 
 @runtime_checkable
@@ -135,12 +137,14 @@ class RouterToolExecutor:
     def kind(self, name: str) -> str | None:
         """ "builtin", "user_mcp", "local_mcp", "function", "global_mcp", or None when unknown."""
         tool = self._route(name)
-        return None if tool is None else tool.kind.name.lower()
+        return None if tool is None else tool.kind.key
 
     def traits(self, name: str) -> ToolTraits:
         tool = self._route(name)
         if tool is None:
             return ToolTraits()
+        # A built-in is read-only only if toolroute's own tool of that name is: a table that
+        # swaps in another `bash` declared read-only still runs commands alone.
         if tool.kind == ToolKind.BUILTIN and name not in READ_ONLY_BUILTINS:
             return ToolTraits(read_only=False, idempotent=False)
         return tool.traits

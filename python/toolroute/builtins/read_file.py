@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field
 from toolroute._core import DirListing, FilePage, read_page
 from toolroute.builtins._fileio import DecodedText, decode, display_path, split_lines
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
-from toolroute.context import BuiltInToolContext
+from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError
 from toolroute.outputcap import cap_text
 from toolroute.types import ToolOutput
@@ -25,7 +25,12 @@ class ReadFileRequest(BuiltinRequest):
         description="1-based line to start from (default 1).",
         validation_alias=AliasChoices("offset", "startLine", "start_line"),
     )
-    limit: int | None = Field(default=None, ge=1, description="Number of lines to return (default and cap 2000).")
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"Number of lines to return (default and cap {ToolLimits().max_read_lines}, unless the host sets "
+        "another).",
+    )
     end_line: int | None = Field(
         default=None,
         ge=1,

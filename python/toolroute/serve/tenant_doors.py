@@ -177,4 +177,4 @@ class TenantDoors:
 def routing_level(tool: Tool) -> str:
     """The audit's routing level of a tool: its kind's name (`builtin`, `user_mcp`, `local_mcp`,
     `function`, `global_mcp`), from the one definition of kinds (the Rust `ToolKind`)."""
-    return tool.kind.name.lower()
+    return tool.kind.key

@@ -35,6 +35,12 @@ impl Kind {
         *self as u8
     }
 
+    /// The lower-case key traces, audits and listings use, e.g. `"builtin"`.
+    #[getter(key)]
+    fn py_key(&self) -> &'static str {
+        self.key()
+    }
+
     /// A short human label, e.g. `"built-in"`.
     #[getter(label)]
     fn py_label(&self) -> &'static str {

@@ -180,6 +180,17 @@ impl Rules {
     }
 }
 
+/// A folder's rule sources by name: `.ignore`, `.gitignore`, and `.git` (a repository boundary,
+/// whose `info/exclude` holds rules too). The one list: the index's validation and watcher ask it.
+pub(crate) const RULE_NAMES: [&CStr; 3] = [c".ignore", c".gitignore", c".git"];
+/// The rules inside a repository's `.git`.
+pub(crate) const GIT_EXCLUDE: &CStr = c".git/info/exclude";
+
+/// Whether a folder entry named `name` is a rule source.
+pub(crate) fn is_rule_name(name: &[u8]) -> bool {
+    RULE_NAMES.iter().any(|n| n.to_bytes() == name)
+}
+
 /// Which rule sources a directory listing showed.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Present {
@@ -214,7 +225,7 @@ impl Present {
                 .map(|st| FileType::from_raw_mode(st.st_mode))
         };
         let mut present = Present::default();
-        for name in [c".ignore", c".gitignore", c".git"] {
+        for name in RULE_NAMES {
             if let Some(t) = kind(name) {
                 present.note(name.to_bytes(), t);
             }

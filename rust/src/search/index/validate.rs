@@ -14,9 +14,10 @@ use rustix::fs::{fstat, statat, AtFlags, OFlags, Stat};
 use super::tree::{DirNode, DirStamp, Tree};
 use super::watch::Mark;
 use crate::files::beneath::open_beneath;
+use crate::search::rules::{GIT_EXCLUDE, RULE_NAMES};
 
 /// The rule sources `rules.rs` reads in a folder (a `.git` itself marks a repository boundary).
-const RULES: [&CStr; 4] = [c".gitignore", c".ignore", c".git", c".git/info/exclude"];
+const RULES: [&CStr; 4] = [RULE_NAMES[0], RULE_NAMES[1], RULE_NAMES[2], GIT_EXCLUDE];
 
 fn stamp(st: &Stat) -> (u64, i128) {
     let ctime = i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec);

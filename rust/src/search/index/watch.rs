@@ -19,6 +19,8 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use rustc_hash::FxHashMap;
 
+use crate::search::rules::is_rule_name;
+
 /// What a change means for the index.
 #[derive(Debug)]
 pub(crate) enum Mark {
@@ -282,7 +284,7 @@ fn tree_event(dir: &Path, name: Option<&[u8]>, mask: EventMask, sink: &dyn Fn(Ma
         }
         return;
     };
-    if matches!(name, b".gitignore" | b".ignore" | b".git") {
+    if is_rule_name(name) {
         sink(Mark::Broken(format!(
             "{} changed",
             String::from_utf8_lossy(name)
