@@ -1,0 +1,135 @@
+"""Two builds of toolroute side by side: is a change (a redesign, a refactor) slower anywhere?
+
+    python benches/ab_builds.py --old /path/to/old/site-packages [--rounds 15]
+
+`--old` is a folder holding another build's `toolroute` package (for example a wheel of an earlier
+commit unpacked there: `maturin build --release -o dist` in a worktree of that commit, then
+`unzip dist/*.whl -d old-site`); the new build is the one this interpreter imports. Each build runs
+in a worker process of its own; the driver alternates them round by round (interleaved, so drift
+hits both), each round timing the same calls on the same files, and checks both give the same
+answers. Reported: per workload, the median over rounds of old time / new time (above 1: the new
+build is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WORKER = r"""
+import json, sys, time
+from pathlib import Path
+from toolroute import BuiltInToolContext, ToolRouter, function_tool
+
+@function_tool(name="echo", description="echo")
+def echo(text: str) -> str:
+    return text
+
+ws = Path(sys.argv[1])
+router = ToolRouter(context=BuiltInToolContext(ws))
+router.register(echo)
+CALLS = {
+    "invoke_function": ("echo", '{"text": "hello"}'),
+    "read_file_page": ("read_file", '{"path": "big.py", "offset": 50, "limit": 100}'),
+    "read_file_small": ("read_file", '{"path": "small.txt"}'),
+    "grep_tree": ("grep", '{"pattern": "needle_[0-9]+", "path": "tree"}'),
+    "glob_tree": ("glob", '{"pattern": "**/*.py", "path": "tree", "sort": "path"}'),
+}
+for line in sys.stdin:
+    name, n = line.split()
+    tool, args = CALLS[name]
+    answer = router.invoke(tool, args)
+    started = time.perf_counter()
+    for _ in range(int(n)):
+        router.invoke(tool, args)
+    elapsed = time.perf_counter() - started
+    print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
+"""
+
+# calls per round: each round takes a few tens of milliseconds per side
+WORKLOADS = {
+    "invoke_function": 4000,
+    "read_file_page": 600,
+    "read_file_small": 1500,
+    "grep_tree": 40,
+    "glob_tree": 60,
+}
+
+
+def make_workspace(root: Path) -> None:
+    (root / "big.py").write_text("".join(f"def f{i}(x):\n    return x + {i}  # line {i}\n" for i in range(1500)))
+    (root / "small.txt").write_text("one\ntwo\nthree\n")
+    for d in range(20):
+        folder = root / "tree" / f"pkg{d}"
+        folder.mkdir(parents=True)
+        for f in range(25):
+            body = "".join(f"value_{k} = {k}\n" for k in range(40))
+            if (d * 25 + f) % 7 == 0:
+                body += f"needle_{d}_{f} = True\n"
+            (folder / f"mod{f}.py").write_text(body)
+
+
+class Worker:
+    def __init__(self, label: str, site: str | None, ws: Path) -> None:
+        env = dict(os.environ)
+        if site is not None:
+            env["PYTHONPATH"] = site  # before the editable install's path entry
+        self.label = label
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+
+    def run(self, workload: str, n: int) -> tuple[float, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{workload} {n}\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        return reply["seconds"], reply["answer"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--old", required=True, help="folder holding the other build's toolroute package")
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        make_workspace(ws)
+        old, new = Worker("old", args.old, ws), Worker("new", None, ws)
+        try:
+            print(f"{'workload':<18} {'old/new':>8} {'old ms':>9} {'new ms':>9}")
+            for workload, n in WORKLOADS.items():
+                ratios, olds, news = [], [], []
+                for r in range(args.rounds):
+                    pair = (old, new) if r % 2 == 0 else (new, old)
+                    times = {}
+                    answers = {}
+                    for w in pair:
+                        times[w.label], answers[w.label] = w.run(workload, n)
+                    if answers["old"] != answers["new"]:
+                        raise SystemExit(f"{workload}: the builds answer differently:\n{answers}")
+                    ratios.append(times["old"] / times["new"])
+                    olds.append(times["old"] * 1000 / n)
+                    news.append(times["new"] * 1000 / n)
+                print(
+                    f"{workload:<18} {statistics.median(ratios):>7.2f}x "
+                    f"{statistics.median(olds):>9.4f} {statistics.median(news):>9.4f}"
+                )
+        finally:
+            old.close()
+            new.close()
+
+
+if __name__ == "__main__":
+    main()
