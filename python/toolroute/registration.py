@@ -237,7 +237,7 @@ def function_tool(
     description: str | None = ...,
     read_only: bool = ...,
     idempotent: bool = ...,
-    quick: bool = ...,
+    quick: bool | None = ...,
 ) -> Callable[[T], T]: ...
 def function_tool(
     target: Any = None,
@@ -247,13 +247,15 @@ def function_tool(
     description: str | None = None,
     read_only: bool = False,
     idempotent: bool = False,
-    quick: bool = False,
+    quick: bool | None = None,
 ) -> Any:
     """Declare a function tool: a class with `apply(request: Model)`, or a typed function.
 
     The schema comes from the pydantic model (or the function's signature). `read_only` and
-    `idempotent` tell the agent layer whether the tool may run in parallel and be retried; `quick`
-    (a sync tool that never blocks) lets async callers run it inline, without a worker thread.
+    `idempotent` tell the agent layer whether the tool may run in parallel and be retried. `quick`
+    says how async callers run a sync tool: True (it never blocks) inline, without a worker
+    thread; False (it may block, e.g. on the network) always on a worker thread; None, the
+    default, measured: on a worker thread until its runs prove short, then inline (`_pace.py`).
     """
     traits = ToolTraits(read_only=read_only, idempotent=idempotent, quick=quick)
 
@@ -272,7 +274,7 @@ def mcp_tool(
     description: str | None = None,
     read_only: bool = False,
     idempotent: bool = False,
-    quick: bool = False,
+    quick: bool | None = None,
 ) -> Any:
     """Mark a method of an `@mcp_service` class as a local MCP tool (traits as `function_tool`'s)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from toolroute._core import ToolKind
+from toolroute._pace import Pace
 from toolroute._sync import run_coroutine_sync
 from toolroute.cancellation import run_sync_cancellable
 from toolroute.errors import ToolArgumentError
@@ -43,7 +45,9 @@ class ToolTraits:
 
     read_only: bool = False  # safe to run beside other calls
     idempotent: bool = False  # safe to retry
-    quick: bool = False  # a sync tool that never blocks: async callers run it inline
+    # A sync tool that never blocks (True: async callers run it inline), may block (False: always on
+    # a worker thread), or has not said (None: measured, see `_pace.py`).
+    quick: bool | None = None
 
 
 def describe_validation_error(tool: str, exc: ValidationError) -> str:
@@ -167,11 +171,28 @@ class LocalTool:
         thunk = self.bind(arguments, host)
         if self.is_async:
             return await thunk()
-        if self.traits.quick:
+        quick = self.traits.quick
+        if quick:
             return thunk()
+        if quick is None:  # not declared: inline once measured never to block (`_pace.py`)
+            pace = self._pace()
+            if pace.inline:
+                started = time.perf_counter()
+                try:
+                    return thunk()
+                finally:
+                    pace.ran(time.perf_counter() - started)
+            thunk = pace.timed(thunk)
         # On a worker thread (context variables carried over); cancelling the awaiting task
         # fires the call's CancelToken, which stoppable tools (bash) listen to.
         return await run_sync_cancellable(thunk)
+
+    def _pace(self) -> Pace:
+        pace: Pace | None = self.__dict__.get("_toolroute_pace")
+        if pace is None:  # one per tool object; set past a frozen dataclass's guard
+            pace = Pace()
+            object.__setattr__(self, "_toolroute_pace", pace)
+        return pace
 
     def blocking(self) -> bool:
         return not self.is_async and not self.traits.quick

@@ -58,7 +58,8 @@ class BuiltinTool(LocalTool, Generic[RequestT]):
 
     @property
     def traits(self) -> ToolTraits:
-        return ToolTraits(read_only=self.read_only, idempotent=self.read_only)
+        # Never measured into running inline: a grep over a big tree, a command, may take long.
+        return ToolTraits(read_only=self.read_only, idempotent=self.read_only, quick=False)
 
     @cached_property
     def _definition(self) -> ToolDefinition:

@@ -1,0 +1,135 @@
+"""The warm workers that run sync tools awaited on an asyncio loop (`_workers.py`): results,
+errors and context variables come back; calls run side by side; a cancelled wait leaves the pool
+working; idle threads end without stranding an item put while they were ending; a loop that
+closes before its answer does not break the thread that had it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+
+import pytest
+
+from toolroute._workers import WarmWorkers
+from toolroute.cancellation import current_cancel_token, run_sync_cancellable
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def test_results_errors_and_context_come_back() -> None:
+    workers = WarmWorkers()
+
+    async def main() -> None:
+        VAR.set("caller's")
+        assert await workers.run(lambda: 41 + 1) == 42
+        assert await workers.run(VAR.get) == "caller's"
+        assert await workers.run(threading.current_thread) is not threading.current_thread()
+        with pytest.raises(ZeroDivisionError):
+            await workers.run(lambda: 1 / 0)
+
+    asyncio.run(main())
+
+
+def test_calls_run_side_by_side() -> None:
+    """Eight calls that can only finish together (a barrier of eight) all finish."""
+    workers = WarmWorkers()
+    barrier = threading.Barrier(8, timeout=20)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(workers.run(barrier.wait) for _ in range(8))))
+
+    assert sorted(asyncio.run(main())) == list(range(8))
+    assert workers.threads <= 8
+
+
+def test_a_cancelled_wait_leaves_the_pool_working() -> None:
+    workers = WarmWorkers()
+    release = threading.Event()
+    finished = threading.Event()
+
+    def slow() -> str:
+        release.wait(20)
+        finished.set()
+        return "late"
+
+    async def main() -> str:
+        task = asyncio.ensure_future(workers.run(slow))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        return await workers.run(lambda: "next")
+
+    assert asyncio.run(main()) == "next"
+    assert finished.wait(20)
+
+
+def test_idle_threads_end_and_no_item_is_stranded() -> None:
+    """With threads ending after a millisecond idle, bursts of calls keep landing on threads
+    that are just deciding to end: every call is answered, then the pool empties."""
+    workers = WarmWorkers(idle_seconds=0.001)
+
+    async def main() -> int:
+        answered = 0
+        for burst in range(60):
+            results = await asyncio.wait_for(
+                asyncio.gather(*(workers.run(lambda n=n: n) for n in range(burst % 5 + 1))), timeout=20
+            )
+            answered += len(results)
+            await asyncio.sleep(0.002 * (burst % 3))
+        return answered
+
+    assert asyncio.run(main()) == sum(b % 5 + 1 for b in range(60))
+    deadline = time.monotonic() + 20
+    while workers.threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert workers.threads == 0
+
+
+def test_a_closed_loop_does_not_break_the_thread() -> None:
+    workers = WarmWorkers(max_workers=1)
+    release = threading.Event()
+
+    async def abandon() -> None:
+        task = asyncio.ensure_future(workers.run(lambda: release.wait(20)))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+
+    asyncio.run(abandon())  # the loop closes with the call still running
+    release.set()
+
+    async def again() -> str:
+        return await asyncio.wait_for(workers.run(lambda: "still here"), timeout=20)
+
+    assert asyncio.run(again()) == "still here"
+
+
+def test_sync_tools_keep_their_cancel_token_on_the_fast_path() -> None:
+    """The worker thread sees the call's CancelToken (bash registers its stop callback on it),
+    and cancelling the awaiting task fires it."""
+    seen: list[object] = []
+    started = threading.Event()
+
+    def tool() -> str:
+        token = current_cancel_token()
+        seen.append(token)
+        started.set()
+        assert token is not None
+        deadline = time.monotonic() + 20
+        while not token.cancelled and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return "stopped" if token.cancelled else "never cancelled"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_sync_cancellable(tool))
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert seen and seen[0] is not None and seen[0].cancelled  # type: ignore[attr-defined]
