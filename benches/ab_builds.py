@@ -41,13 +41,33 @@ CALLS = {
     "grep_tree": ("grep", '{"pattern": "needle_[0-9]+", "path": "tree"}'),
     "glob_tree": ("glob", '{"pattern": "**/*.py", "path": "tree", "sort": "path"}'),
 }
+PATCH = (
+    "*** Begin Patch\n*** Update File: big.py\n@@ def f20(x):\n"
+    "-    return x + {a}  # line 20\n+    return x + {b}  # line 20\n*** End Patch\n"
+)
+
+
+def edit(a, b):
+    old, new = f"return x + {a}  # line 30\n", f"return x + {b}  # line 30\n"
+    return ("edit", json.dumps({"path": "big.py", "old_string": old, "new_string": new}))
+
+
+# Workloads that change the file undo themselves: each call alternates a change and its reverse.
+TOGGLES = {
+    "apply_patch_1_hunk": [
+        ("apply_patch", json.dumps({"patch": PATCH.format(a=a, b=b)})) for a, b in ((20, 21), (21, 20))
+    ],
+    "edit_unique": [edit(30, 31), edit(31, 30)],
+}
 for line in sys.stdin:
     name, n = line.split()
-    tool, args = CALLS[name]
-    answer = router.invoke(tool, args)
+    calls = TOGGLES.get(name) or [CALLS[name]]
+    answer = router.invoke(*calls[0])
+    if len(calls) > 1:
+        router.invoke(*calls[1])
     started = time.perf_counter()
-    for _ in range(int(n)):
-        router.invoke(tool, args)
+    for i in range(int(n)):
+        router.invoke(*calls[i % len(calls)])
     elapsed = time.perf_counter() - started
     print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
 """
@@ -59,6 +79,8 @@ WORKLOADS = {
     "read_file_small": 1500,
     "grep_tree": 40,
     "glob_tree": 60,
+    "apply_patch_1_hunk": 200,
+    "edit_unique": 200,
 }
 
 
@@ -104,9 +126,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        ws = Path(tmp)
-        make_workspace(ws)
-        old, new = Worker("old", args.old, ws), Worker("new", None, ws)
+        # A workspace each: the workloads that change files never meet.
+        spaces = {side: Path(tmp) / side for side in ("old", "new")}
+        for ws in spaces.values():
+            ws.mkdir()
+            make_workspace(ws)
+        old, new = Worker("old", args.old, spaces["old"]), Worker("new", None, spaces["new"])
         try:
             print(f"{'workload':<18} {'old/new':>8} {'old ms':>9} {'new ms':>9}")
             for workload, n in WORKLOADS.items():

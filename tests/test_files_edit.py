@@ -87,3 +87,16 @@ def test_bad_requests_change_nothing(tmp_path: Path) -> None:
         with pytest.raises(ToolArgumentError, match=message):
             r.invoke("edit", args)
     assert tree_hash(tmp_path) == before
+
+
+def test_a_large_replace_all_reports_the_first_thousand_lines(tmp_path: Path) -> None:
+    """Every occurrence is replaced; the trace lists the lines of the first 1,000 (the count is
+    whole), and what is written is exactly `bytes.replace`."""
+    text = "".join(f"x = value({i})\n" for i in range(1500))
+    write(tmp_path, "many.py", text)
+    r = router_for(tmp_path)
+    out = r.execute("edit", {"path": "many.py", "old_string": "value(", "new_string": "calc(", "replace_all": True})
+    assert out.trace["replacements"] == 1500
+    assert out.trace["lines"] == list(range(1, 1001))
+    assert (tmp_path / "many.py").read_text() == text.replace("value(", "calc(")
+    assert "1500 replacements" in out.text

@@ -17,7 +17,8 @@ pub struct EditPlan {
     pub hits: Vec<usize>,
     pub old_len: usize,
     pub new_bytes: Vec<u8>,
-    /// 1-based line (in the original file) where each replacement starts.
+    /// 1-based line (in the original file) where each replacement starts (of the first
+    /// `max_lines`, see `plan_edit_reporting`).
     pub lines: Vec<usize>,
     /// The strings were rewritten to the file's line endings before matching.
     pub eol_adapted: bool,
@@ -30,6 +31,19 @@ impl EditPlan {
 
     pub fn output_len(&self, content_len: usize) -> usize {
         content_len + self.hits.len() * self.new_bytes.len() - self.hits.len() * self.old_len
+    }
+
+    /// The new file in one buffer (for many replacements: one write instead of two per hit).
+    pub fn output(&self, content: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.output_len(content.len()));
+        let mut cursor = 0;
+        for &h in &self.hits {
+            out.extend_from_slice(&content[cursor..h]);
+            out.extend_from_slice(&self.new_bytes);
+            cursor = h + self.old_len;
+        }
+        out.extend_from_slice(&content[cursor..]);
+        out
     }
 
     /// The new file as slices of the old one and the replacement, in order.
@@ -45,13 +59,20 @@ impl EditPlan {
         out
     }
 
-    /// Write the new file into `buf`, which must be `output_len` bytes long.
+    /// Write the new file into `buf`, which must be `output_len` bytes long (straight from the
+    /// hits: no list of parts, which for a replace_all is two entries per occurrence).
     pub fn fill(&self, content: &[u8], buf: &mut [u8]) {
-        let mut at = 0;
-        for part in self.parts(content) {
-            buf[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
+        let (mut at, mut cursor) = (0, 0);
+        let new = self.new_bytes.as_slice();
+        for &h in &self.hits {
+            let keep = &content[cursor..h];
+            buf[at..at + keep.len()].copy_from_slice(keep);
+            at += keep.len();
+            buf[at..at + new.len()].copy_from_slice(new);
+            at += new.len();
+            cursor = h + self.old_len;
         }
+        buf[at..].copy_from_slice(&content[cursor..]);
     }
 }
 
@@ -155,11 +176,27 @@ pub fn apply_edit(
     })
 }
 
+/// Lines edit reports on disk: a replace_all of 334,000 occurrences has a count, not a list to
+/// read, and finding every line would cost as much as the replacing.
+pub const REPORTED_LINES: usize = 1000;
+
+/// Where `old` is and what replaces it, with the line of every occurrence.
 pub fn plan_edit(
     content: &[u8],
     old: &str,
     new: &str,
     replace_all: bool,
+) -> Result<EditPlan, EditError> {
+    plan_edit_reporting(content, old, new, replace_all, usize::MAX)
+}
+
+/// `plan_edit`, finding the lines of the first `max_lines` occurrences only.
+pub fn plan_edit_reporting(
+    content: &[u8],
+    old: &str,
+    new: &str,
+    replace_all: bool,
+    max_lines: usize,
 ) -> Result<EditPlan, EditError> {
     if old.is_empty() {
         return Err(EditError::EmptyOld);
@@ -187,7 +224,7 @@ pub fn plan_edit(
             near: near_match(content, old),
         });
     }
-    let lines = line_numbers(content, &hits);
+    let lines = line_numbers(content, &hits[..hits.len().min(max_lines)]);
     if hits.len() > 1 && !replace_all {
         return Err(EditError::NotUnique {
             count: hits.len(),
@@ -211,13 +248,20 @@ pub fn plan_edit(
 }
 
 fn line_numbers(content: &[u8], offsets: &[usize]) -> Vec<usize> {
-    // Offsets are increasing: count the newlines between consecutive hits (SIMD counting).
+    // Offsets are increasing: count the newlines between consecutive hits. A short gap (the
+    // common case of a replace_all, hits a line or two apart) is counted by a plain loop the
+    // compiler vectorises; memchr's searcher pays off only on longer ones.
     let mut line = 1;
     let mut from = 0;
     offsets
         .iter()
         .map(|&o| {
-            line += memchr::memchr_iter(b'\n', &content[from..o]).count();
+            let gap = &content[from..o];
+            line += if gap.len() < 256 {
+                gap.iter().filter(|&&b| b == b'\n').count()
+            } else {
+                memchr::memchr_iter(b'\n', gap).count()
+            };
             from = o;
             line
         })

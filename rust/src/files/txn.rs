@@ -16,7 +16,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -201,8 +201,15 @@ impl Staged {
 }
 
 fn write_parts(fd: &OwnedFd, parts: &[&[u8]]) -> io::Result<()> {
-    let file = std::fs::File::from(fd.try_clone()?);
-    let mut out = io::BufWriter::with_capacity(1 << 16, file);
+    // Borrowed, not a duplicate descriptor: `&File` writes through the same one.
+    let file = std::mem::ManuallyDrop::new(std::fs::File::from(
+        // SAFETY: the File never closes `fd` (ManuallyDrop) and lives only in this call.
+        unsafe { OwnedFd::from_raw_fd(fd.as_raw_fd()) },
+    ));
+    if let [one] = parts {
+        return (&*file).write_all(one);
+    }
+    let mut out = io::BufWriter::with_capacity(1 << 16, &*file);
     for p in parts {
         out.write_all(p)?;
     }
@@ -226,6 +233,9 @@ fn keep_meta(fd: &OwnedFd, meta: Meta, shown: &str) -> Result<(), FsError> {
                 meta.uid, meta.gid
             ),
         })?;
+    }
+    if st.st_mode & 0o7777 == meta.mode & 0o7777 && (st.st_uid, st.st_gid) == (meta.uid, meta.gid) {
+        return Ok(()); // already so (the usual umask gives the usual mode)
     }
     fchmod(fd, Mode::from_raw_mode(meta.mode))
         .map_err(|e| FsError::io("set the mode of", shown, e.into()))

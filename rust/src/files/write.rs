@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::files::confine::Roots;
-use crate::files::edit::{plan_edit, EditError, EditPlan};
+use crate::files::edit::{plan_edit_reporting, EditError, EditPlan, REPORTED_LINES};
 use crate::files::error::FsError;
 use crate::files::fs::{check_rewrite, Original};
 use crate::files::text_style::encode_like;
@@ -108,6 +108,9 @@ pub fn write_text(
     })
 }
 
+/// Replacements above which edit writes the new file from one buffer.
+const MANY_HITS: usize = 64;
+
 #[derive(Debug)]
 pub enum EditFailure {
     Fs(FsError),
@@ -134,10 +137,19 @@ pub fn edit_file(
     };
     // The bytes move out of the target (its metadata stays for the rewrite): no 2nd copy.
     let bytes = std::mem::take(&mut existing.bytes);
-    let plan = plan_edit(&bytes, old, new, replace_all).map_err(EditFailure::Edit)?;
+    let plan = plan_edit_reporting(&bytes, old, new, replace_all, REPORTED_LINES)
+        .map_err(EditFailure::Edit)?;
     check_rewrite(&target, opts.permit, true).map_err(EditFailure::Fs)?;
     let resolved = target.resolved();
-    let parts = plan.parts(&bytes);
+    // A few replacements are written as slices of the old bytes; many as one new buffer (a
+    // copy, but one write call instead of two per occurrence).
+    let whole;
+    let parts = if plan.hits.len() > MANY_HITS {
+        whole = plan.output(&bytes);
+        vec![whole.as_slice()]
+    } else {
+        plan.parts(&bytes)
+    };
     let op = Op::Put {
         parts,
         no_clobber: false,

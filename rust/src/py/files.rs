@@ -265,7 +265,7 @@ fn write_file_text(
 pub struct PyEditResult {
     resolved: PathBuf,
     replacements: usize,
-    /// 1-based line of each replacement.
+    /// 1-based line of each replacement, the first `edit::REPORTED_LINES` of them.
     lines: Vec<usize>,
     /// The strings' line endings were changed to the file's (CRLF).
     eol_adapted: bool,
