@@ -5,6 +5,7 @@ renames files and ignore rules between queries, and right after writes through t
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -326,3 +327,52 @@ def test_random_changes_by_another_process(tmp_path: Path, monkeypatch: Any, wat
         assert indexed == plain, (step, code)
         if _core.search_index_stats(confinement(tmp_path))["state"] != "ready":
             warm(tmp_path)  # a rule file changed: rebuilt
+
+
+EVICTION_CHILD = r"""
+import json, os, sys, time
+from pathlib import Path
+from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
+from toolroute.context import BuiltInToolContext
+
+def inotify_fds():
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return n
+
+base = Path(sys.argv[1])
+confs = []
+for i in range(6):
+    ws = base / f"user{i}"
+    ws.mkdir()
+    (ws / "a.py").write_text(f"needle {i}\n")
+    conf = BuiltInToolContext(ws).confinement
+    assert _core.search_index_warm(conf, timeout=30)
+    confs.append(conf)
+    time.sleep(0.01)  # distinct last-used times
+deadline = time.monotonic() + 20
+while inotify_fds() > 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+states = [_core.search_index_stats(c)["state"] for c in confs]
+answers = [_core.grep(c, GrepRequest(pattern="needle"), max_line_bytes=100).rows()[0]["text"] for c in confs]
+print(json.dumps({"fds": inotify_fds(), "states": states, "answers": answers}))
+"""
+
+
+def test_live_indexes_are_bounded_and_the_least_recent_go_first(tmp_path: Path) -> None:
+    """With TOOLROUTE_SEARCH_INDEX_MAX=2, six workspaces indexed one after another leave two live
+    indexes (and two inotify descriptors): the two most recent; the others answer by scanning."""
+    env = {**os.environ, "TOOLROUTE_SEARCH_INDEX_MAX": "2"}
+    child = subprocess.run(
+        [sys.executable, "-c", EVICTION_CHILD, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    seen = json.loads(child.stdout.strip().splitlines()[-1])
+    assert seen["fds"] <= 2, seen
+    assert seen["states"] == ["none"] * 4 + ["ready"] * 2, seen
+    assert seen["answers"] == [f"needle {i}" for i in range(6)], seen

@@ -1,5 +1,8 @@
 //! The per-process registry: one index per (root, walk settings), shared by every caller, built
-//! in the background from the second query on a key, evicted when unused for a while.
+//! in the background from the second query on a key, evicted when unused for a while, and, when
+//! more are live than the budget allows (a server with hundreds of users, each with a workspace),
+//! the least recently used goes first: each live index holds a thread, an inotify descriptor and
+//! a folder descriptor, and the process's descriptors are limited (1,024 by default).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -36,6 +39,52 @@ fn ttl() -> Duration {
         .and_then(|v| v.parse().ok())
         .unwrap_or(600);
     Duration::from_secs(secs)
+}
+
+/// Live indexes kept at once (`TOOLROUTE_SEARCH_INDEX_MAX`); starting one more evicts the least
+/// recently used.
+fn max_live() -> usize {
+    std::env::var("TOOLROUTE_SEARCH_INDEX_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(64)
+}
+
+/// Keys seen once and not (yet) indexed, kept at most this many (each is a path and settings).
+const MAX_SEEN: usize = 4096;
+
+/// Make room for one more live index: drop the least recently used while the budget is full.
+/// A dropped index's thread sees it is no longer current within its next tick and lets its
+/// descriptors go.
+fn make_room(map: &mut FxHashMap<Key, Entry>) {
+    let max = max_live();
+    loop {
+        let live: Vec<(&Key, std::time::Instant)> = map
+            .iter()
+            .filter_map(|(k, e)| match e {
+                Entry::Live(ix) => {
+                    Some((k, *ix.last_used.lock().unwrap_or_else(|e| e.into_inner())))
+                }
+                Entry::Seen => None,
+            })
+            .collect();
+        if live.len() < max {
+            break;
+        }
+        let Some(oldest) = live
+            .iter()
+            .min_by_key(|(_, used)| *used)
+            .map(|(k, _)| (*k).clone())
+        else {
+            break;
+        };
+        map.remove(&oldest);
+    }
+    let seen = map.values().filter(|e| matches!(e, Entry::Seen)).count();
+    if seen > MAX_SEEN {
+        map.retain(|_, e| !matches!(e, Entry::Seen));
+    }
 }
 
 /// The ready index for `key`, if any.
@@ -81,6 +130,8 @@ pub(crate) fn get(key: &Key) -> Option<Arc<Index>> {
 }
 
 fn start(map: &mut FxHashMap<Key, Entry>, key: &Key, roots: &Roots) -> Arc<Index> {
+    map.remove(key); // a broken one being replaced does not count against the budget
+    make_room(map);
     let index = Index::new(key.clone(), roots.clone());
     map.insert(key.clone(), Entry::Live(Arc::clone(&index)));
     let worker = Arc::clone(&index);
