@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -124,7 +126,9 @@ class Connection:
             return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # a real file: the child writes to it
         assert cfg.url is not None
         if cfg.transport == "sse":
-            return sse_client(cfg.url, headers=dict(cfg.headers), timeout=self.connect_timeout)
+            return sse_client(
+                cfg.url, headers=dict(cfg.headers), timeout=self.connect_timeout, httpx_client_factory=_http_client
+            )
         return _streamable_http(cfg.url, dict(cfg.headers), self.connect_timeout)
 
     async def _on_message(self, message: Any) -> None:
@@ -283,13 +287,30 @@ def _dispatcher_closed(session: ClientSession) -> bool:
     return bool(getattr(dispatcher, "_closed", False))
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every upstream connection. An HTTP client made without one loads the
+    CA bundle into a context of its own: about 900 KiB each, so a server connecting a thousand
+    users' servers would hold 900 MB of copies of the same certificates."""
+    return httpx2.create_ssl_context()
+
+
+def _http_client(
+    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+) -> httpx2.AsyncClient:
+    """An upstream HTTP client as the SDK makes one (`create_mcp_http_client`), on the shared context."""
+    return httpx2.AsyncClient(
+        headers=headers, timeout=timeout or httpx2.Timeout(30.0, read=300.0), auth=auth, verify=_tls()
+    )
+
+
 @contextlib.asynccontextmanager
 async def _streamable_http(
     url: str, headers: dict[str, str], connect_timeout: float
 ) -> AsyncIterator[TransportStreams]:
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        _http_client(headers=headers, timeout=timeout) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

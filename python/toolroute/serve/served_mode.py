@@ -116,6 +116,8 @@ def build_served_mode(
     from toolroute.serve.tenant_doors import TenantDoors
     from toolroute.serve.tenants import Tenancy
 
+    raise_descriptor_limit()
+
     store = open_store(args.store, args.store_key_file) if (args.api_keys or args.store) else None
     verifiers = Verifiers()
     if args.auth_jwks or args.auth_public_key:
@@ -176,3 +178,20 @@ def build_served_mode(
         fixed_user=args.user_id,
     )
     return ServedMode(auth, doors, store)
+
+
+def raise_descriptor_limit() -> int:
+    """Lift this process's soft limit on open descriptors to its hard limit, as servers do: each
+    connected user holds a few (its client's socket, its workspace root, its upstream servers'
+    connections), and the usual soft limit of 1,024 is reached near 300 users. Returns the limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # a container may refuse; the soft limit stays
+    return soft

@@ -14,9 +14,10 @@ import dataclasses
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
 # through this process's own store apply at once. API keys are not cached here at all: the
 # verifier checks each request's key against the registry, so a revocation applies at once.
 REGISTRY_TTL = 5.0
+# Users whose door and workspace context stay cached (least recently used go first).
+MAX_CACHED_USERS = 1024
+
+
+def _bound(cache: OrderedDict[Any, Any]) -> None:
+    while len(cache) > MAX_CACHED_USERS:
+        cache.popitem(last=False)
 
 
 @dataclass
@@ -66,8 +74,10 @@ class Tenancy:
         self.base_context = base_context
         self.registry_ttl = registry_ttl
         self._lock = threading.Lock()
-        self._doors: dict[str | None, _Door] = {}
-        self._contexts: dict[str, BuiltInToolContext] = {}
+        # Least recently used first; beyond MAX_CACHED_USERS the oldest is dropped (it is made again
+        # on its user's next request): each context holds its workspace root open.
+        self._doors: OrderedDict[str | None, _Door] = OrderedDict()
+        self._contexts: OrderedDict[str, BuiltInToolContext] = OrderedDict()
         self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
 
     def _user_servers(self, user_id: str | None) -> dict[str, dict[str, object]]:
@@ -99,6 +109,7 @@ class Tenancy:
         with self._lock:
             door = self._doors.get(user_id)
             if door is not None and self._fresh(door):
+                self._doors.move_to_end(user_id)
                 return door.served
         generation, read_at = self._generation(), time.monotonic()  # before the read: never newer
         servers = self._user_servers(user_id)
@@ -107,10 +118,12 @@ class Tenancy:
             door = self._doors.get(user_id)
             if door is not None and door.servers_fingerprint == fingerprint:
                 door.read_at, door.generation = read_at, generation
+                self._doors.move_to_end(user_id)
                 return door.served
             own = self._register_servers(user_id, servers) if user_id is not None else []
             served = ServedTools(self.router, self.functions, self.mcp_servers, user_id, user_servers=own)
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
+            _bound(self._doors)
             return served
 
     def fresh_door(self, user_id: str | None) -> ServedTools | None:
@@ -147,4 +160,7 @@ class Tenancy:
                 else:
                     ctx = dataclasses.replace(base, workspace_root=root.resolve(), user_id=user_id, sandbox_uid=uid)
                 self._contexts[user_id] = ctx
+                _bound(self._contexts)
+            else:
+                self._contexts.move_to_end(user_id)
             return ctx

@@ -1,0 +1,258 @@
+"""Served mode under load: many registered users, many connected at once, on 127.0.0.1.
+
+    python benches/load_serve.py [--users 1000] [--connected 200] [--seconds 20] [--clients 4]
+
+One `toolroute serve` (HTTP, API keys from a SQLite registry, a workspace per user outside
+/tmp). Every registered user has an API key and an upstream MCP server of its own (the same demo
+server process, registered once per user, so each user's calls go through a connection of its
+own). `--connected` of them connect at once through the real `mcp` client, spread over
+`--clients` client processes, and for `--seconds` each calls, in turn: write_file of a note only
+it knows, read_file of it, grep for it, and its upstream `add` with numbers only it uses. Every
+answer is checked to be that user's own. One client process is killed mid-run (its users
+disconnect mid-call). Reported: calls per second, p50/p99 per tool, the server's resident memory
+and open descriptors and processes at start, while the users are connected and after they have
+all left, and per connected and per idle user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "tests" / "mcp_servers" / "demo_server.py"
+
+CLIENT = r"""
+import asyncio, json, sys, time
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+url, seconds = sys.argv[1], float(sys.argv[2])
+users = json.loads(sys.stdin.read())  # [[user_id, number, key], ...]
+times = {"write_file": [], "read_file": [], "grep": [], "upstream": []}
+wrong = []
+calls = 0
+
+def text(result):
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+async def one(user, number, key, deadline):
+    global calls
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        i = 0
+        while time.monotonic() < deadline:
+            secret = f"secret-{user}-{i}"
+            steps = [
+                ("write_file", "write_file", {"path": "note.txt", "content": secret + "\n"}, None),
+                ("read_file", "read_file", {"path": "note.txt"}, secret),
+                ("grep", "grep", {"pattern": f"secret-{user}-", "output_mode": "content"}, secret),
+                ("upstream", f"user_{user}_tool_add", {"a": number, "b": i}, str(number + i)),
+            ]
+            for label, name, args, expect in steps:
+                started = time.perf_counter()
+                result = await client.call_tool(name, args)
+                times[label].append(time.perf_counter() - started)
+                calls += 1
+                body = text(result)
+                if result.is_error or (expect is not None and expect not in body) or (
+                    label in ("read_file", "grep") and "secret-" in body.replace(f"secret-{user}-", "")
+                ):
+                    wrong.append([user, label, body[:200]])
+            i += 1
+
+async def main():
+    deadline = time.monotonic() + seconds
+    results = await asyncio.gather(*(one(u, n, k, deadline) for u, n, k in users), return_exceptions=True)
+    errors = [repr(r)[:200] for r in results if isinstance(r, BaseException)]
+    print(json.dumps({"times": times, "wrong": wrong, "calls": calls, "errors": errors}), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def sample(pid: int) -> dict[str, int]:
+    """Resident memory (KiB), open descriptors and descendant processes of `pid`."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    children = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children += 1
+    return {"rss_kib": rss, "fds": fds, "children": children}
+
+
+def start_upstream(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, str(DEMO), "--name", "upstream", "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    import socket
+
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the upstream demo server did not start")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(base: Path, store_url: str) -> tuple[subprocess.Popen[str], str]:
+    exe = shutil.which("toolroute") or str(Path(sys.executable).with_name("toolroute"))
+    args = [
+        exe, "serve", "--transport", "http", "--port", "0",
+        "--functions", "read_file,write_file,grep", "--api-keys", "--store", store_url,
+        "--workspace-template", str(base / "ws" / "{user}"),
+        "--calls-per-minute", "100000",
+    ]  # fmt: skip
+    env = {**os.environ, "XDG_CONFIG_HOME": str(base / "config")}
+    log = base / "serve.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging
+    with log.open("w") as sink:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if " on http://" in line:
+                return proc, line.rsplit(" on ", 1)[1].strip()
+        if proc.poll() is not None:
+            raise SystemExit(f"toolroute serve exited: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("toolroute serve did not start")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--connected", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    from toolroute.serve.store import UserStore
+
+    base = Path(tempfile.mkdtemp(prefix="toolroute-load-", dir="/var/tmp"))  # a sandbox replaces /tmp
+    upstream = start_upstream(free_port_holder := free_port())
+    server: subprocess.Popen[str] | None = None
+    try:
+        os.environ["XDG_CONFIG_HOME"] = str(base / "config")  # the registry's key file, as the server's
+        store_url = f"sqlite:///{base / 'users.db'}"
+        users: list[tuple[str, int, str]] = []
+        with UserStore(store_url) as store:
+            for n in range(args.users):
+                user = f"u{n:04d}"
+                store.add_user(user)
+                store.add_server(user, "mine", {"url": f"http://127.0.0.1:{free_port_holder}/mcp"})
+                users.append((user, n, store.add_key(user)))
+        server, url = start_server(base, store_url)
+        time.sleep(1.0)
+        at_start = sample(server.pid)
+        chosen = users[: args.connected]
+        groups = [chosen[i :: args.clients] for i in range(args.clients)]
+        clients = [
+            subprocess.Popen(
+                [sys.executable, "-c", CLIENT, url, str(args.seconds)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in groups
+        ]
+        for proc, group in zip(clients, groups, strict=True):
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(group))
+            proc.stdin.close()
+        time.sleep(args.seconds * 0.6)
+        connected = sample(server.pid)
+        os.kill(clients[-1].pid, signal.SIGKILL)  # its users disconnect mid-call
+        outcomes = []
+        for proc in clients[:-1]:
+            assert proc.stdout is not None and proc.stderr is not None
+            out = proc.stdout.read()
+            if proc.wait(timeout=args.seconds * 4 + 120) != 0:
+                raise SystemExit(f"a client failed: {proc.stderr.read()[-2000:]}")
+            outcomes.append(json.loads(out.strip().splitlines()[-1]))
+        clients[-1].wait(30)
+        time.sleep(5.0)  # sessions closed, per-call state released
+        after = sample(server.pid)
+        times: dict[str, list[float]] = {}
+        for o in outcomes:
+            for label, values in o["times"].items():
+                times.setdefault(label, []).extend(values)
+        calls = sum(o["calls"] for o in outcomes)
+        wrong = [w for o in outcomes for w in o["wrong"]]
+        errors = [e for o in outcomes for e in o["errors"]]
+        finished = len(groups) - 1
+        counted_users = sum(len(g) for g in groups[:finished])
+        print(
+            f"users registered {args.users}, connected {args.connected} over {args.clients} clients, {args.seconds:g} s"
+        )
+        print(f"calls answered (by the clients that ran to the end: {counted_users} users): {calls}, "
+              f"{calls / args.seconds:.0f}/s; wrong answers: {len(wrong)}; session errors: {len(errors)}")  # fmt: skip
+        for label, values in times.items():
+            p50, p99 = pct(values, 0.5), pct(values, 0.99)
+            print(f"  {label:<10} p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({len(values)} calls)")
+        print(f"server at start:    {at_start}")
+        print(f"while connected:    {connected}")
+        print(f"after all left:     {after}")
+        per_connected = (connected["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
+        per_idle = (after["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
+        print(
+            f"resident memory per connected user: {per_connected:.0f} KiB; per user after leaving: {per_idle:.0f} KiB"
+        )
+        if wrong:
+            print("WRONG:", json.dumps(wrong[:5]))
+        if errors:
+            print("ERRORS:", json.dumps(errors[:5]))
+        print(f"median call {statistics.median([v for vs in times.values() for v in vs]) * 1000:.1f} ms")
+    finally:
+        errors_logged = (base / "serve.log").read_text().count("Traceback") if (base / "serve.log").exists() else 0
+        print(f"tracebacks in the server's log: {errors_logged}")
+        if errors_logged:
+            print((base / "serve.log").read_text()[-3000:])
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        upstream.terminate()
+        upstream.wait(10)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
