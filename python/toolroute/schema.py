@@ -34,7 +34,7 @@ def _ref_target(ref: str) -> tuple[str, str] | None:
     return None
 
 
-def _check_size(schema: JsonSchema, max_nodes: int, max_depth: int) -> None:
+def check_size(schema: JsonSchema, max_nodes: int = MAX_SCHEMA_NODES, max_depth: int = MAX_SCHEMA_DEPTH) -> None:
     """Count the JSON values of `schema` as written (no `$ref` followed), without recursion, and
     stop at the first value past the budget: a hostile document costs at most the budget."""
     nodes = 0
@@ -159,7 +159,7 @@ def inline_refs(
     past the budget raises `SchemaBudgetError`; a `$ref` that names nothing in the document
     raises `ToolRegistrationError`. The input is never modified.
     """
-    _check_size(schema, max_nodes, max_depth)
+    check_size(schema, max_nodes, max_depth)
     inliner = _Inliner(schema, max_nodes, max_depth)
     try:
         return inliner.inline()

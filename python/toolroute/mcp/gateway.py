@@ -28,11 +28,12 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, T
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
-from toolroute.mcp.projection import tool_definition
+from toolroute.mcp.projection import output_schema, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
 from toolroute.routes import GatewayRoutes
+from toolroute.schema import JsonSchema
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 log = logging.getLogger("toolroute.mcp")
@@ -51,6 +52,7 @@ class _Service:
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by the server's tool name
+    output_schemas: dict[str, JsonSchema] = field(default_factory=dict)  # the tools that declare one
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
@@ -70,17 +72,22 @@ def _failed_recently(service: _Service, now: float) -> bool:
     return service.error is not None and now - service.failed_at < RETRY_FAILED_AFTER
 
 
-def _project(tools: list[types.Tool]) -> tuple[dict[str, ToolDefinition], dict[str, str]]:
-    """Nameless definitions of the tools whose schema can be function parameters, and why the
-    others cannot (run outside the gateway lock: a schema may be large)."""
+def _project(tools: list[types.Tool]) -> tuple[dict[str, ToolDefinition], dict[str, str], dict[str, JsonSchema]]:
+    """Nameless definitions of the tools whose schema can be function parameters, why the others
+    cannot, and the output schemas declared (run outside the gateway lock: a schema may be large)."""
     definitions: dict[str, ToolDefinition] = {}
     skipped: dict[str, str] = {}
+    outputs: dict[str, JsonSchema] = {}
     for tool in tools:
         try:
             definitions[tool.name] = tool_definition(tool.name, tool)
         except ToolRegistrationError as exc:
             skipped[tool.name] = str(exc)
-    return definitions, skipped
+            continue
+        schema = output_schema(tool)
+        if schema is not None:
+            outputs[tool.name] = schema
+    return definitions, skipped, outputs
 
 
 def _loop_running_here() -> bool:
@@ -385,13 +392,14 @@ class McpGateway:
             raise
         # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
         # on the loop that carries every server's calls.
-        definitions, skipped = await asyncio.to_thread(_project, tools)
+        definitions, skipped, outputs = await asyncio.to_thread(_project, tools)
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
             service.listed_on = service.connection.connects
             service.definitions = definitions
+            service.output_schemas = outputs
             for tool in tools:
                 self._skipped.pop(f"{service.key}/{tool.name}", None)
             for name, why in skipped.items():
@@ -433,7 +441,11 @@ class McpGateway:
             services = [self._services[s] for s in self._global_ids]
         else:
             services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
-        listings = [Listed(s.key, s.service_id, s.user_id, s.definitions) for s in services if s.tools is not None]
+        listings = [
+            Listed(s.key, s.service_id, s.user_id, s.definitions, s.output_schemas)
+            for s in services
+            if s.tools is not None
+        ]
         return self._publisher.sync(user_id, listings)
 
     # ---- calls (on the gateway loop) ---------------------------------------------------

@@ -16,7 +16,7 @@ import mcp_types as types
 
 from toolroute.errors import ToolRegistrationError
 from toolroute.routes import ToolDefinition
-from toolroute.schema import JsonSchema, as_parameters, function_definition
+from toolroute.schema import JsonSchema, as_parameters, check_size, function_definition
 from toolroute.textsafety import neutralize, neutralize_json
 
 
@@ -48,6 +48,21 @@ def project(tool: types.Tool) -> ProjectedTool:
     except RecursionError:  # defence in depth: the budget's depth check should stop this first
         return ProjectedTool(description, None, "input schema is nested too deeply")
     return ProjectedTool(description, parameters)
+
+
+def output_schema(tool: types.Tool) -> JsonSchema | None:
+    """The server's `outputSchema` as it sent it (only controls made visible: a client may show it
+    to a model), or None when it has none or it is past the schema budget: the tool is kept, only
+    its declared result shape is left out."""
+    schema = tool.output_schema
+    if not schema:
+        return None
+    try:
+        check_size(schema)
+    except ToolRegistrationError:
+        return None
+    visible: JsonSchema = neutralize_json(schema)
+    return visible
 
 
 def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:

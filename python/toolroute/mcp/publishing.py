@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from toolroute._core import RouteTable, ToolKind
 from toolroute.naming import encode_user_tool, mcp_tool_candidates, sanitize_tool_name
 from toolroute.routes import GatewayRoutes
+from toolroute.schema import JsonSchema
 from toolroute.types import ToolDefinition, ToolHost, ToolOutput, ToolTraits, fresh
 
 log = logging.getLogger("toolroute.mcp")
@@ -41,6 +42,8 @@ class McpTarget:
     key: str = ""  # what the naming plan gave it: the exposed name, or the user key it encodes
     definition_: ToolDefinition = field(default_factory=dict, repr=False)
     caller: TargetCaller | None = field(default=None, repr=False)
+    # The server's declared result shape (`outputSchema`), passed on to served clients.
+    output_schema: JsonSchema | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> ToolKind:
@@ -88,6 +91,7 @@ class Listed:
     service_id: str
     user_id: str | None
     definitions: Mapping[str, ToolDefinition]
+    output_schemas: Mapping[str, JsonSchema] = field(default_factory=dict)
 
 
 def named(definition: ToolDefinition, name: str) -> ToolDefinition:
@@ -146,11 +150,17 @@ class McpPublisher:
             exposed = name if user_id is None else encode_user_tool(user_id, name)
             definition = named(lst.definitions[tool], exposed)
             old = self.live.get(ident)
-            if old is not None and old.exposed_name == exposed and old.definition_ == definition:
+            output = lst.output_schemas.get(tool)
+            if (
+                old is not None
+                and old.exposed_name == exposed
+                and old.definition_ == definition
+                and old.output_schema == output
+            ):
                 wanted[ident] = old  # the very same object: exposures holding it stay valid
             else:
                 wanted[ident] = McpTarget(
-                    lst.service_key, lst.service_id, tool, exposed, user_id, name, definition, self.caller
+                    lst.service_key, lst.service_id, tool, exposed, user_id, name, definition, self.caller, output
                 )
         scope = [t for t in self.live.values() if t.user_id == user_id]
         changed = False

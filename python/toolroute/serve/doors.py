@@ -29,12 +29,15 @@ class ServedTools(ExposedTools):
     def _listing(self) -> list[types.Tool]:
         tools = []
         for name, fn in self.definitions.items():
-            traits = self.exposure.tools[name].traits
+            tool = self.exposure.tools[name]
+            traits = tool.traits
             tools.append(
                 types.Tool(
                     name=name,
                     description=fn.get("description") or None,
                     input_schema=fn["parameters"],
+                    # An upstream tool's declared result shape goes on to the client unchanged.
+                    output_schema=getattr(tool, "output_schema", None),
                     annotations=types.ToolAnnotations(
                         read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
                     ),
@@ -52,7 +55,11 @@ class ServedTools(ExposedTools):
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
         outcome = await self.aexecute(name, dict(arguments or {}))
-        return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=outcome.is_error)
+        return types.CallToolResult(
+            content=[types.TextContent(text=outcome.text)],
+            structured_content=None if outcome.is_error else structured(outcome.trace),
+            is_error=outcome.is_error,
+        )
 
     def call_refusal(self, name: str) -> types.CallToolResult:
         outcome = self.refusal(name)
@@ -87,3 +94,10 @@ class FixedDoor:
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)
+
+
+def structured(trace: Any) -> dict[str, Any] | None:
+    """The structured result an upstream server gave (`structuredContent`, kept in the trace by
+    `mcp/results.py` unless the text was cut), to pass on to the served client unchanged."""
+    value = trace.get("structured_content") if isinstance(trace, dict) else None
+    return value if isinstance(value, dict) else None
