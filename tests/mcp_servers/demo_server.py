@@ -32,7 +32,7 @@ class Person(BaseModel):
     tags: list[str] = []
 
 
-def build(name: str, extra: list[str]) -> MCPServer:
+def build(name: str, extra: list[str], annotated: bool = False) -> MCPServer:
     mcp = MCPServer(name, version="1.0")
 
     @mcp.tool()
@@ -107,6 +107,23 @@ def build(name: str, extra: list[str]) -> MCPServer:
 
     for tool in extra:
         mcp.add_tool(lambda tool=tool: f"{name}:{tool}", name=tool, description=f"extra tool {tool}")
+    if annotated:  # tools that declare their side effects (MCP tool annotations)
+
+        @mcp.tool(
+            title="Look up",
+            annotations=types.ToolAnnotations(
+                title="Look up a key", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+            ),
+        )
+        def lookup(key: str) -> str:
+            """Read a value (declared read-only)."""
+            return f"{name}:{key}"
+
+        @mcp.tool(annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True))
+        def wipe(key: str) -> str:
+            """Delete a value (declared destructive)."""
+            return f"{name}:wiped {key}"
+
     return mcp
 
 
@@ -116,8 +133,9 @@ def main() -> None:
     parser.add_argument("--http", type=int)
     parser.add_argument("--sse", type=int)
     parser.add_argument("--extra", action="append", default=[])
+    parser.add_argument("--annotated", action="store_true", help="add tools that declare annotations")
     args = parser.parse_args()
-    mcp = build(args.name, args.extra)
+    mcp = build(args.name, args.extra, args.annotated)
     if args.http:
         mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
     elif args.sse:

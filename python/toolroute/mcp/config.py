@@ -7,7 +7,9 @@
 
 A server with `command` is stdio; one with `url` is streamable HTTP unless `type`/`transport` says
 `sse` (or the URL path ends in `/sse`). Optional per server: `timeout` (seconds per call),
-`connectTimeout` (seconds for start-up and handshake), `disabled: true` (skipped entirely).
+`connectTimeout` (seconds for start-up and handshake), `disabled: true` (skipped entirely),
+`trustAnnotations: true` (its tools' `readOnlyHint`/`idempotentHint` count for scheduling: a
+read-only tool may run in a parallel batch; otherwise they are forwarded but not relied on).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _KNOWN_KEYS = {
     "disabled",
     "description",
     "connectTimeout",
+    "trustAnnotations",
 }
 
 
@@ -56,6 +59,7 @@ class ServerConfig:
     timeout: float | None = None
     connect_timeout: float | None = None
     disabled: bool = False
+    trust_annotations: bool = False
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -108,6 +112,9 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     if unknown:
         raise ToolRegistrationError(f"MCP server {service_id!r}: unknown key(s) {', '.join(unknown)}")
     transport = _transport(service_id, raw)
+    trust = raw.get("trustAnnotations", False)
+    if not isinstance(trust, bool):
+        raise ToolRegistrationError(f"MCP server {service_id!r}: 'trustAnnotations' must be true or false")
     timeout = _seconds(service_id, raw, "timeout")
     connect_timeout = _seconds(service_id, raw, "connectTimeout")
     args = raw.get("args", ())
@@ -127,6 +134,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
             timeout=timeout,
             connect_timeout=connect_timeout,
             disabled=bool(raw.get("disabled", False)),
+            trust_annotations=trust,
         )
     url = raw["url"]
     if not isinstance(url, str) or urlparse(url).scheme not in ("http", "https"):
@@ -138,6 +146,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         timeout=timeout,
         connect_timeout=connect_timeout,
         disabled=bool(raw.get("disabled", False)),
+        trust_annotations=trust,
     )
 
 

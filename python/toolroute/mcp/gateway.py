@@ -28,7 +28,7 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, T
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
-from toolroute.mcp.projection import output_schema, tool_definition
+from toolroute.mcp.projection import declared_annotations, output_schema, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
@@ -53,6 +53,7 @@ class _Service:
     tools: list[types.Tool] | None = None  # None: not listed yet
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by the server's tool name
     output_schemas: dict[str, JsonSchema] = field(default_factory=dict)  # the tools that declare one
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)  # the tools that declare some
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
@@ -72,22 +73,33 @@ def _failed_recently(service: _Service, now: float) -> bool:
     return service.error is not None and now - service.failed_at < RETRY_FAILED_AFTER
 
 
-def _project(tools: list[types.Tool]) -> tuple[dict[str, ToolDefinition], dict[str, str], dict[str, JsonSchema]]:
+@dataclass
+class _Projection:
+    """One listing made presentable (outside the gateway lock: a schema may be large)."""
+
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by tool name
+    skipped: dict[str, str] = field(default_factory=dict)  # why a tool was left out
+    output_schemas: dict[str, JsonSchema] = field(default_factory=dict)
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _project(tools: list[types.Tool]) -> _Projection:
     """Nameless definitions of the tools whose schema can be function parameters, why the others
-    cannot, and the output schemas declared (run outside the gateway lock: a schema may be large)."""
-    definitions: dict[str, ToolDefinition] = {}
-    skipped: dict[str, str] = {}
-    outputs: dict[str, JsonSchema] = {}
+    cannot, and the output schemas and annotations they declare."""
+    out = _Projection()
     for tool in tools:
         try:
-            definitions[tool.name] = tool_definition(tool.name, tool)
+            out.definitions[tool.name] = tool_definition(tool.name, tool)
         except ToolRegistrationError as exc:
-            skipped[tool.name] = str(exc)
+            out.skipped[tool.name] = str(exc)
             continue
         schema = output_schema(tool)
         if schema is not None:
-            outputs[tool.name] = schema
-    return definitions, skipped, outputs
+            out.output_schemas[tool.name] = schema
+        declared = declared_annotations(tool)
+        if declared is not None:
+            out.annotations[tool.name] = declared
+    return out
 
 
 def _loop_running_here() -> bool:
@@ -392,14 +404,16 @@ class McpGateway:
             raise
         # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
         # on the loop that carries every server's calls.
-        definitions, skipped, outputs = await asyncio.to_thread(_project, tools)
+        projected = await asyncio.to_thread(_project, tools)
+        definitions, skipped = projected.definitions, projected.skipped
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
             service.listed_on = service.connection.connects
             service.definitions = definitions
-            service.output_schemas = outputs
+            service.output_schemas = projected.output_schemas
+            service.annotations = projected.annotations
             for tool in tools:
                 self._skipped.pop(f"{service.key}/{tool.name}", None)
             for name, why in skipped.items():
@@ -442,7 +456,15 @@ class McpGateway:
         else:
             services = [self._services[user_service_key(user_id, s)] for s in self._user_ids.get(user_id, ())]
         listings = [
-            Listed(s.key, s.service_id, s.user_id, s.definitions, s.output_schemas)
+            Listed(
+                s.key,
+                s.service_id,
+                s.user_id,
+                s.definitions,
+                s.output_schemas,
+                s.annotations,
+                s.config.trust_annotations,
+            )
             for s in services
             if s.tools is not None
         ]

@@ -65,6 +65,22 @@ def output_schema(tool: types.Tool) -> JsonSchema | None:
     return visible
 
 
+def declared_annotations(tool: types.Tool) -> dict[str, Any] | None:
+    """The tool's declared annotations (`title`, `readOnlyHint`, `destructiveHint`,
+    `idempotentHint`, `openWorldHint`) as the server sent them, the title's controls made
+    visible; None when it declares none."""
+    declared = tool.annotations
+    if declared is None:
+        return None
+    fields = declared.model_dump(exclude_none=True)
+    if isinstance(fields.get("title"), str):
+        fields["title"] = neutralize(fields["title"])
+    return {k: v for k, v in fields.items() if k in _ANNOTATION_FIELDS} or None
+
+
+_ANNOTATION_FIELDS = ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
+
+
 def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:
     """Every tool of one listing, by the server's own tool name."""
     return {tool.name: project(tool) for tool in tools}

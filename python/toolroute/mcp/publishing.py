@@ -44,6 +44,10 @@ class McpTarget:
     caller: TargetCaller | None = field(default=None, repr=False)
     # The server's declared result shape (`outputSchema`), passed on to served clients.
     output_schema: JsonSchema | None = field(default=None, repr=False)
+    # The server's declared annotations (`readOnlyHint`...), forwarded to served clients; they
+    # count for scheduling only when the server's config says `trustAnnotations`.
+    annotations: Mapping[str, Any] | None = field(default=None, repr=False)
+    trusted: bool = False
 
     @property
     def kind(self) -> ToolKind:
@@ -59,7 +63,12 @@ class McpTarget:
 
     @property
     def traits(self) -> ToolTraits:
-        return ToolTraits()  # an upstream server's hints are not trusted for scheduling
+        # An upstream server's hints count only for a server trusted to declare them truly.
+        declared = self.annotations if self.trusted else None
+        if not declared:
+            return ToolTraits()
+        read_only = declared.get("read_only_hint") is True and declared.get("destructive_hint") is not True
+        return ToolTraits(read_only=read_only, idempotent=read_only or declared.get("idempotent_hint") is True)
 
     def definition(self) -> ToolDefinition:
         return fresh(self.definition_)
@@ -92,6 +101,8 @@ class Listed:
     user_id: str | None
     definitions: Mapping[str, ToolDefinition]
     output_schemas: Mapping[str, JsonSchema] = field(default_factory=dict)
+    annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    trust_annotations: bool = False
 
 
 def named(definition: ToolDefinition, name: str) -> ToolDefinition:
@@ -151,16 +162,29 @@ class McpPublisher:
             definition = named(lst.definitions[tool], exposed)
             old = self.live.get(ident)
             output = lst.output_schemas.get(tool)
+            declared = lst.annotations.get(tool)
             if (
                 old is not None
                 and old.exposed_name == exposed
                 and old.definition_ == definition
                 and old.output_schema == output
+                and old.annotations == declared
+                and old.trusted == lst.trust_annotations
             ):
                 wanted[ident] = old  # the very same object: exposures holding it stay valid
             else:
                 wanted[ident] = McpTarget(
-                    lst.service_key, lst.service_id, tool, exposed, user_id, name, definition, self.caller, output
+                    lst.service_key,
+                    lst.service_id,
+                    tool,
+                    exposed,
+                    user_id,
+                    name,
+                    definition,
+                    self.caller,
+                    output,
+                    declared,
+                    lst.trust_annotations,
                 )
         scope = [t for t in self.live.values() if t.user_id == user_id]
         changed = False

@@ -36,11 +36,9 @@ class ServedTools(ExposedTools):
                     name=name,
                     description=fn.get("description") or None,
                     input_schema=fn["parameters"],
-                    # An upstream tool's declared result shape goes on to the client unchanged.
+                    # An upstream tool's declared result shape and annotations go on unchanged.
                     output_schema=getattr(tool, "output_schema", None),
-                    annotations=types.ToolAnnotations(
-                        read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
-                    ),
+                    annotations=_annotations(tool, traits),
                 )
             )
         return tools
@@ -101,3 +99,11 @@ def structured(trace: Any) -> dict[str, Any] | None:
     `mcp/results.py` unless the text was cut), to pass on to the served client unchanged."""
     value = trace.get("structured_content") if isinstance(trace, dict) else None
     return value if isinstance(value, dict) else None
+
+
+def _annotations(tool: Any, traits: Any) -> types.ToolAnnotations:
+    """What an upstream tool declared, as it declared it; for toolroute's own tools, their traits."""
+    declared = getattr(tool, "annotations", None)
+    if declared:
+        return types.ToolAnnotations(**declared)
+    return types.ToolAnnotations(read_only_hint=traits.read_only, idempotent_hint=traits.idempotent)
