@@ -10,7 +10,6 @@ thread to return, so per-call resources (a user's concurrency slot) are not rele
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import threading
@@ -88,15 +87,6 @@ def stop_on_cancel(stop: Callable[[], object]) -> Iterator[None]:
         yield
 
 
-def _on_asyncio() -> bool:
-    """Whether this task runs on an asyncio loop (else trio, through anyio)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return sniffio.current_async_library() == "asyncio"
-
-
 async def run_sync_cancellable(fn: Callable[[], T]) -> T:
     """`fn()` on a worker thread (context variables carried over); cancelling the awaiting task
     fires the thread's `CancelToken`, then waits up to CANCEL_WAIT for `fn` to return."""
@@ -111,7 +101,7 @@ async def run_sync_cancellable(fn: Callable[[], T]) -> T:
 
     reset = _current.set(token)
     try:
-        if _on_asyncio():
+        if sniffio.current_async_library() == "asyncio":  # else trio, through anyio
             return await WORKERS.run(work)  # a warm thread, no executor layers (see _workers.py)
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():

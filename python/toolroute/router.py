@@ -393,32 +393,31 @@ class ToolRouter:
     def resolve(self, name: str, user_id: str | None = None) -> Tool:
         """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
         that user's own, then, on a miss, the ones the name may be in."""
-        tool = self._routed(name, user_id)
-        return tool if tool is not None else run_sync(self._resolving(name, user_id))
+        tool, hit = self._routed(name, user_id)
+        return tool if tool is not None else run_sync(self._resolving(name, user_id, hit))
 
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
-        tool = self._routed(name, user_id)
-        return tool if tool is not None else await run_async(self._resolving(name, user_id))
+        tool, hit = self._routed(name, user_id)
+        return tool if tool is not None else await run_async(self._resolving(name, user_id, hit))
 
-    def _routed(self, name: str, user_id: str | None) -> Tool | None:
-        """The answer when the table alone gives it (no gateway to ask, or a built-in, or a hit
-        without a user's own tools to load first); None when the gateway must be asked."""
+    def _routed(self, name: str, user_id: str | None) -> tuple[Tool | None, tuple[ToolKind, Any] | None]:
+        """The table's answer, and the tool when that answer stands alone (no gateway to ask, or
+        a built-in, or a hit without a user's own tools to load first)."""
         _check_user(user_id)
         self._check_open(name)
         hit = self._table.resolve(name, user_id)
-        if self._gateway is None:
-            if hit is None:
-                raise self._not_found(name, user_id)
-            return hit[1]  # type: ignore[no-any-return]
-        if hit is not None and (user_id is None or _is_builtin(hit)):
-            return hit[1]  # type: ignore[no-any-return]
-        return None
+        if self._gateway is None and hit is None:
+            raise self._not_found(name, user_id)
+        if hit is not None and (self._gateway is None or user_id is None or _is_builtin(hit)):
+            tool: Tool = hit[1]
+            return tool, hit
+        return None, hit
 
-    def _resolving(self, name: str, user_id: str | None) -> Body[Tool]:
-        """`resolve` with a gateway, written once: the gateway's loads are the only twinned steps."""
+    def _resolving(self, name: str, user_id: str | None, hit: tuple[ToolKind, Any] | None) -> Body[Tool]:
+        """`resolve` with a gateway, from the table's first answer `hit`, written once: the
+        gateway's loads are the only twinned steps."""
         gateway = self._gateway
         assert gateway is not None
-        hit = self._table.resolve(name, user_id)
         if user_id is not None and not _is_builtin(hit):
             yield Step(gateway.prepare, gateway.aprepare, (user_id,))  # a user's own tools come first
             hit = self._table.resolve(name, user_id)

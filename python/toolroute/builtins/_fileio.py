@@ -7,8 +7,8 @@ from pathlib import Path
 
 from toolroute.context import BuiltInToolContext
 
-# `(codec, label, length)` of a byte-order mark, as the Rust reader found it (`FilePage.bom`).
-Bom = tuple[str, str, int]
+# `(codec, label)` of a byte-order mark, as the Rust reader found it (`FilePage.bom`).
+Bom = tuple[str, str]
 
 
 def display_path(ctx: BuiltInToolContext, resolved: Path) -> str:
@@ -30,14 +30,13 @@ def decode(data: bytes, *, truncated: bool, bom: Bom | None = None) -> DecodedTe
     """Decode as UTF-8, or in the encoding the file's BOM names (found once, in Rust, which also
     leaves the mark out of `data`); other bytes are shown as Latin-1 and said so."""
     if bom is not None:
-        codec, label, _ = bom
-        body = data
+        codec, label = bom
         if truncated:  # a cut in the middle of a character is ours, not the file's
-            return DecodedText(body.decode(codec, errors="ignore"), label)
+            return DecodedText(data.decode(codec, errors="ignore"), label)
         try:
-            return DecodedText(body.decode(codec), label)
+            return DecodedText(data.decode(codec), label)
         except UnicodeDecodeError:
-            return DecodedText(body.decode(codec, errors="replace"), label, f"the file is not valid {label}")
+            return DecodedText(data.decode(codec, errors="replace"), label, f"the file is not valid {label}")
     try:
         return DecodedText(data.decode("utf-8"), "UTF-8")
     except UnicodeDecodeError as exc:

@@ -24,6 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
@@ -298,10 +299,11 @@ def _tls() -> ssl.SSLContext:
 def _http_client(
     headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
 ) -> httpx2.AsyncClient:
-    """An upstream HTTP client as the SDK makes one (`create_mcp_http_client`), on the shared context."""
-    return httpx2.AsyncClient(
-        headers=headers, timeout=timeout or httpx2.Timeout(30.0, read=300.0), auth=auth, verify=_tls()
-    )
+    """An upstream HTTP client as the SDK makes one (`create_mcp_http_client`, with its default
+    timeouts), on the shared context."""
+    if timeout is None:
+        timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, verify=_tls())
 
 
 @contextlib.asynccontextmanager

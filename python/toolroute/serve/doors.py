@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from mcp import types
 
 from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.types import Tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
 
@@ -30,7 +31,6 @@ class ServedTools(ExposedTools):
         tools = []
         for name, fn in self.definitions.items():
             tool = self.exposure.tools[name]
-            traits = tool.traits
             tools.append(
                 types.Tool(
                     name=name,
@@ -38,7 +38,7 @@ class ServedTools(ExposedTools):
                     input_schema=fn["parameters"],
                     # An upstream tool's declared result shape and annotations go on unchanged.
                     output_schema=getattr(tool, "output_schema", None),
-                    annotations=_annotations(tool, traits),
+                    annotations=_annotations(tool),
                 )
             )
         return tools
@@ -101,9 +101,10 @@ def structured(trace: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _annotations(tool: Any, traits: Any) -> types.ToolAnnotations:
+def _annotations(tool: Tool) -> types.ToolAnnotations:
     """What an upstream tool declared, as it declared it; for toolroute's own tools, their traits."""
     declared = getattr(tool, "annotations", None)
     if declared:
         return types.ToolAnnotations(**declared)
+    traits = tool.traits
     return types.ToolAnnotations(read_only_hint=traits.read_only, idempotent_hint=traits.idempotent)

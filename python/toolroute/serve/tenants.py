@@ -89,7 +89,6 @@ class Tenancy:
         """Hand the user's registry servers to the gateway (once each); their ids."""
         gateway = self.router.gateway
         done = self._registered.setdefault(user_id, {})
-        ids = []
         for sid, config in servers.items():
             text = json.dumps(config, sort_keys=True)
             if sid not in done:
@@ -101,8 +100,7 @@ class Tenancy:
                 # A changed config needs the old connection replaced; the gateway keeps what it
                 # connected, so a change applies when the replica restarts.
                 pass
-            ids.append(sid)
-        return ids
+        return list(servers)
 
     def door(self, user_id: str | None) -> ServedTools:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""

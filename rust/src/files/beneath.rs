@@ -23,7 +23,6 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
-
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{mkdirat, openat, openat2, readlinkat, AtFlags, Mode, OFlags, ResolveFlags};
@@ -45,6 +44,18 @@ pub enum Links {
     Follow,
     /// Refuse a symlink in any component (`ELOOP`), as `RESOLVE_NO_SYMLINKS` does.
     Never,
+}
+
+impl Links {
+    /// What a caller without a known root path means by its flags: with `O_NOFOLLOW`, no
+    /// symlink anywhere; without, follow them while they stay beneath.
+    fn for_flags(flags: OFlags) -> Self {
+        if flags.contains(OFlags::NOFOLLOW) {
+            Links::Never
+        } else {
+            Links::Follow
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -263,12 +274,7 @@ fn is_plain_relative(rel: &Path) -> bool {
 /// not needed: symlinks are followed while they stay beneath (an absolute target always leaves),
 /// and with `O_NOFOLLOW` in `flags` no component may be a symlink. An escape is `EXDEV`.
 pub fn open_beneath(base: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
-    let links = if flags.contains(OFlags::NOFOLLOW) {
-        Links::Never
-    } else {
-        Links::Follow
-    };
-    open_in(base, None, rel, flags, links).map_err(BeneathError::into_errno)
+    open_in(base, None, rel, flags, Links::for_flags(flags)).map_err(BeneathError::into_errno)
 }
 
 /// The one resolution: the kernel's in one call where it gives the answer, else the walk.
@@ -315,12 +321,7 @@ fn kernel_open(
 /// The walk alone, as it runs where `openat2` is missing (for tests that compare the two).
 #[cfg(test)]
 pub(crate) fn walk_beneath(base: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
-    let links = if flags.contains(OFlags::NOFOLLOW) {
-        Links::Never
-    } else {
-        Links::Follow
-    };
-    Walk::new(base, None, rel, links)
+    Walk::new(base, None, rel, Links::for_flags(flags))
         .and_then(|mut walk| walk.open_last(flags | OFlags::CLOEXEC))
         .map_err(BeneathError::into_errno)
 }

@@ -33,46 +33,40 @@ impl EditPlan {
         content_len + self.hits.len() * self.new_bytes.len() - self.hits.len() * self.old_len
     }
 
+    /// The new file's pieces in order, slices of the old one and the replacement: the one walk
+    /// over the hits that `parts`, `fill` and `output` share.
+    fn each_part<'a>(&'a self, content: &'a [u8], mut part: impl FnMut(&'a [u8])) {
+        let mut cursor = 0;
+        for &h in &self.hits {
+            part(&content[cursor..h]);
+            part(&self.new_bytes);
+            cursor = h + self.old_len;
+        }
+        part(&content[cursor..]);
+    }
+
     /// The new file in one buffer (for many replacements: one write instead of two per hit).
     pub fn output(&self, content: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.output_len(content.len()));
-        let mut cursor = 0;
-        for &h in &self.hits {
-            out.extend_from_slice(&content[cursor..h]);
-            out.extend_from_slice(&self.new_bytes);
-            cursor = h + self.old_len;
-        }
-        out.extend_from_slice(&content[cursor..]);
+        self.each_part(content, |p| out.extend_from_slice(p));
         out
     }
 
     /// The new file as slices of the old one and the replacement, in order.
     pub fn parts<'a>(&'a self, content: &'a [u8]) -> Vec<&'a [u8]> {
         let mut out = Vec::with_capacity(self.hits.len() * 2 + 1);
-        let mut cursor = 0;
-        for &h in &self.hits {
-            out.push(&content[cursor..h]);
-            out.push(self.new_bytes.as_slice());
-            cursor = h + self.old_len;
-        }
-        out.push(&content[cursor..]);
+        self.each_part(content, |p| out.push(p));
         out
     }
 
     /// Write the new file into `buf`, which must be `output_len` bytes long (straight from the
     /// hits: no list of parts, which for a replace_all is two entries per occurrence).
     pub fn fill(&self, content: &[u8], buf: &mut [u8]) {
-        let (mut at, mut cursor) = (0, 0);
-        let new = self.new_bytes.as_slice();
-        for &h in &self.hits {
-            let keep = &content[cursor..h];
-            buf[at..at + keep.len()].copy_from_slice(keep);
-            at += keep.len();
-            buf[at..at + new.len()].copy_from_slice(new);
-            at += new.len();
-            cursor = h + self.old_len;
-        }
-        buf[at..].copy_from_slice(&content[cursor..]);
+        let mut at = 0;
+        self.each_part(content, |p| {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        });
     }
 }
 

@@ -119,12 +119,11 @@ impl PyFilePage {
     fn binary(&self) -> Option<&'static str> {
         self.page.binary
     }
-    /// `(codec, label, length)` of the byte-order mark the file starts with, if any.
+    /// `(codec, label)` of the byte-order mark the file starts with, if any (the body leaves
+    /// the mark out).
     #[getter]
-    fn bom(&self) -> Option<(&'static str, &'static str, usize)> {
-        self.page
-            .bom
-            .map(|enc| (enc.codec(), enc.bom_label(), enc.bom().len()))
+    fn bom(&self) -> Option<(&'static str, &'static str)> {
+        self.page.bom.map(|enc| (enc.codec(), enc.bom_label()))
     }
     #[getter]
     fn whole(&self) -> bool {
