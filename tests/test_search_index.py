@@ -209,7 +209,12 @@ elif step == "hidden":
 """
 
 
-@pytest.mark.parametrize("watch", ["inotify", "checking"])
+NO_WATCH = "the portable build has no inotify watch: it always checks (the 'checking' cases)"
+
+
+@pytest.mark.parametrize(
+    "watch", [pytest.param("inotify", marks=pytest.mark.skipif(_core.PORTABLE, reason=NO_WATCH)), "checking"]
+)
 def test_changes_by_another_process_are_seen_at_once(tmp_path: Path, monkeypatch: Any, watch: str) -> None:
     if watch == "checking":
         # No watch: every folder and file is checked before each answer instead.
@@ -252,7 +257,15 @@ def test_writes_through_the_tools_are_seen_by_the_next_query(tmp_path: Path) -> 
     assert indexed == plain and "m.py" in indexed[0]
 
 
-def test_git_commands_keep_the_index_and_the_second_query_builds_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "watch", [pytest.param("inotify", marks=pytest.mark.skipif(_core.PORTABLE, reason=NO_WATCH)), "checking"]
+)
+def test_git_commands_keep_the_index_and_the_second_query_builds_it(
+    tmp_path: Path, monkeypatch: Any, watch: str
+) -> None:
+    if watch == "checking":
+        # Without a watch, a commit changes `.git`'s ctime: that alone must not rebuild.
+        monkeypatch.setenv("TOOLROUTE_SEARCH_INDEX_WATCH", "0")
     write(tmp_path, "a.py", "needle\n")
     write(tmp_path, ".gitignore", "*.log\n")
     router = router_for(tmp_path)

@@ -23,9 +23,8 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{mkdirat, openat, openat2, readlinkat, AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::fs::{mkdirat, openat, readlinkat, AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
 
@@ -33,9 +32,6 @@ use rustix::process::{Gid, Uid};
 const MAX_LINKS: usize = 40;
 /// Retries of one component when another process changes it between two of our calls.
 const MAX_RETRIES: usize = 16;
-
-/// Set once `openat2` is known missing (old kernel) or forbidden (seccomp) in this process.
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// What a resolution does with the symlinks it meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,11 +168,7 @@ impl Parent {
 }
 
 fn dir_flags() -> OFlags {
-    OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
-
-fn resolve_flags() -> ResolveFlags {
-    ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
+    crate::files::os::handle_flags() | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
 
 /// Errors of `openat2` that mean "do it the slow way", not "the answer is no".
@@ -204,7 +196,7 @@ impl Root {
         let fd = openat(
             rustix::fs::CWD,
             path.as_path(),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            crate::files::os::handle_flags() | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
         Ok(Self { fd, path })
@@ -243,7 +235,7 @@ impl Root {
                 dir
             };
             // Folders on the way may be links (followed while they stay beneath).
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let flags = crate::files::os::handle_flags() | OFlags::DIRECTORY | OFlags::CLOEXEC;
             match kernel_open(self.fd(), dir, flags, Links::Follow) {
                 Ok(fd) => {
                     // The fast path only stands when the last name is not itself a link.
@@ -297,25 +289,14 @@ fn open_in(
     Walk::new(base, base_path, rel, links)?.open_last(flags)
 }
 
-/// `openat2` beneath `base`, or `ENOSYS` at once once it is known to be unavailable.
+/// `openat2` beneath `base`, or `ENOSYS` where it is missing or known to be unavailable.
 fn kernel_open(
     base: BorrowedFd<'_>,
     rel: &Path,
     flags: OFlags,
     links: Links,
 ) -> Result<OwnedFd, Errno> {
-    if NO_OPENAT2.load(Ordering::Relaxed) {
-        return Err(Errno::NOSYS);
-    }
-    let mut resolve = resolve_flags();
-    if links == Links::Never {
-        resolve |= ResolveFlags::NO_SYMLINKS;
-    }
-    let got = openat2(base, rel, flags, Mode::empty(), resolve);
-    if let Err(Errno::NOSYS | Errno::PERM) = got {
-        NO_OPENAT2.store(true, Ordering::Relaxed);
-    }
-    got
+    crate::files::os::openat2_beneath(base, rel, flags, links == Links::Never)
 }
 
 /// The walk alone, as it runs where `openat2` is missing (for tests that compare the two).

@@ -61,10 +61,10 @@ pub fn regular_meta(fd: BorrowedFd<'_>, shown: &str) -> Result<Meta, FsError> {
     let st = fstat(fd).map_err(|e| FsError::io("stat", shown, e.into()))?;
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => Ok(Meta {
-            mode: st.st_mode & 0o7777,
+            mode: crate::files::os::stat_mode(&st) & 0o7777,
             uid: st.st_uid,
             gid: st.st_gid,
-            nlink: st.st_nlink,
+            nlink: crate::files::os::link_count(&st),
             size: st.st_size as u64,
         }),
         FileType::Directory => Err(FsError::IsDir {

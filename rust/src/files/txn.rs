@@ -234,10 +234,12 @@ fn keep_meta(fd: &OwnedFd, meta: Meta, shown: &str) -> Result<(), FsError> {
             ),
         })?;
     }
-    if st.st_mode & 0o7777 == meta.mode & 0o7777 && (st.st_uid, st.st_gid) == (meta.uid, meta.gid) {
+    if crate::files::os::stat_mode(&st) & 0o7777 == meta.mode & 0o7777
+        && (st.st_uid, st.st_gid) == (meta.uid, meta.gid)
+    {
         return Ok(()); // already so (the usual umask gives the usual mode)
     }
-    fchmod(fd, Mode::from_raw_mode(meta.mode))
+    fchmod(fd, Mode::from_bits_truncate(meta.mode as _))
         .map_err(|e| FsError::io("set the mode of", shown, e.into()))
 }
 
@@ -265,15 +267,9 @@ fn stage(
         .try_clone()
         .map_err(|e| FsError::io("stage", shown, e))?;
     let new_mode = Mode::from_raw_mode(0o666);
-    let anon = openat(
-        &dir,
-        ".",
-        OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-        new_mode,
-    );
-    let (fd, anonymous) = match anon {
-        Ok(fd) => (fd, true),
-        Err(_) => {
+    let (fd, anonymous) = match crate::files::os::anonymous_file(dir.as_fd(), new_mode) {
+        Some(fd) => (fd, true),
+        None => {
             let flags =
                 OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let fd = openat(&dir, name.as_os_str(), flags, new_mode)
@@ -618,8 +614,9 @@ fn sync_folders(changes: &[Change<'_>]) {
     for c in changes {
         let dir = c.target.parent.dir.as_fd();
         if let Ok(st) = fstat(dir) {
-            if !seen.contains(&(st.st_dev, st.st_ino)) {
-                seen.push((st.st_dev, st.st_ino));
+            let id = crate::files::os::file_id(&st);
+            if !seen.contains(&id) {
+                seen.push(id);
                 let _ = sync_dir(dir);
             }
         }

@@ -136,9 +136,10 @@ impl<'r> Staging<'r> {
         let target = self.roots.target(shown, follow, true, self.max_bytes)?;
         let st = rustix::fs::fstat(target.parent.dir.as_fd())
             .map_err(|e| FsError::io("stat the folder of", shown, e.into()))?;
+        let (dev, ino) = crate::files::os::file_id(&st);
         let key = (
-            st.st_dev,
-            st.st_ino,
+            dev,
+            ino,
             target.parent.missing.clone(),
             target.parent.name.clone(),
         );

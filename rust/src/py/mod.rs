@@ -16,5 +16,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     search::register(m)?;
     textsafety::register(m)?;
     errors::register_test_hooks(m)?;
+    // Built without the Linux-only interfaces (another OS, or the `portable` feature): the
+    // Python side then takes its portable paths too, so one switch tests what a Mac runs.
+    m.add("PORTABLE", !cfg!(native_linux))?;
     Ok(())
 }

@@ -187,6 +187,7 @@ pub(crate) const RULE_NAMES: [&CStr; 3] = [c".ignore", c".gitignore", c".git"];
 pub(crate) const GIT_EXCLUDE: &CStr = c".git/info/exclude";
 
 /// Whether a folder entry named `name` is a rule source.
+#[cfg_attr(not(native_linux), allow(dead_code))] // for the watch
 pub(crate) fn is_rule_name(name: &[u8]) -> bool {
     RULE_NAMES.iter().any(|n| n.to_bytes() == name)
 }

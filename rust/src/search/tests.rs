@@ -966,7 +966,12 @@ fn open_beneath_refuses_every_way_out() {
     symlink("../outside.txt", ws.join("rel_out")).unwrap();
     symlink("src/lib.rs", ws.join("rel_in")).unwrap();
     symlink("../a.py", ws.join("src/back_in")).unwrap();
-    let root = rustix::fs::open(&ws, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    let root = rustix::fs::open(
+        &ws,
+        crate::files::os::handle_flags() | OFlags::DIRECTORY,
+        Mode::empty(),
+    )
+    .unwrap();
     let read = OFlags::RDONLY;
     let nofollow = OFlags::RDONLY | OFlags::NOFOLLOW;
     type Open =

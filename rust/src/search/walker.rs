@@ -503,7 +503,12 @@ impl Walker {
     /// Modification time of a file found by an earlier walk, by its root-relative path, looked
     /// up beneath the root without following any symlink.
     pub fn modified_beneath(root: &OwnedFd, rel: &Path) -> Option<SystemTime> {
-        let fd = open_beneath(root.as_fd(), rel, OFlags::PATH | OFlags::NOFOLLOW).ok()?;
+        let fd = open_beneath(
+            root.as_fd(),
+            rel,
+            crate::files::os::handle_flags() | OFlags::NOFOLLOW,
+        )
+        .ok()?;
         mtime(&fstat(&fd).ok()?)
     }
 
@@ -592,7 +597,7 @@ struct Chain {
 
 impl Chain {
     fn id(st: &Stat) -> (u64, u64) {
-        (st.st_dev, st.st_ino)
+        crate::files::os::file_id(st)
     }
 
     fn root(fd: &OwnedFd) -> Arc<Chain> {

@@ -10,7 +10,12 @@ command's group (setsid) are found too; one that clears its environment and its 
 Nothing is sent per command: the marker costs no syscall on the hot path.
 PR_SET_PDEATHSIG alone would not do: it kills the shell, not what the shell started.
 
-Run as a script, this file must import nothing from toolroute (it runs with -S).
+Processes are found by reading /proc/PID/environ on Linux; elsewhere (and in the portable build)
+by `ps -axeww`, which prints each process's environment after its command line (BSD and procps
+alike).
+
+Run as a script, this file must import nothing from toolroute (it runs with -S); the host tells
+it which way to look (`proc` or `ps`).
 """
 
 from __future__ import annotations
@@ -27,9 +32,13 @@ import uuid
 MARKER_NAME = "TOOLROUTE_DEATHWATCH"
 
 
-def marked_processes(marker: str) -> list[int]:
+def marked_processes(marker: str, via: str = "proc") -> list[int]:
     """Pids whose environment holds MARKER_NAME=marker (those this user may read)."""
     needle = f"{MARKER_NAME}={marker}".encode()
+    return _listed_by_ps(needle) if via == "ps" else _listed_by_proc(needle)
+
+
+def _listed_by_proc(needle: bytes) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -43,10 +52,27 @@ def marked_processes(marker: str) -> list[int]:
     return found
 
 
-def kill_marked(marker: str) -> None:
+def _listed_by_ps(needle: bytes) -> list[int]:
+    # The marker is a pid and a random hex string: it cannot occur split across words, and a
+    # command line that merely mentions it is the watchdog itself (excluded by the caller).
+    try:
+        listing = subprocess.run(
+            ["ps", "-axeww", "-o", "pid=,command="], capture_output=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in listing.splitlines():
+        pid, _, rest = line.strip().partition(b" ")
+        if pid.isdigit() and needle in rest.split():
+            found.append(int(pid))
+    return found
+
+
+def kill_marked(marker: str, via: str = "proc") -> None:
     """SIGKILL each marked process and its group, until none is left (bounded)."""
     for _ in range(10):  # a process forking while we scan is caught on the next pass
-        pids = [pid for pid in marked_processes(marker) if pid != os.getpid()]
+        pids = [pid for pid in marked_processes(marker, via) if pid != os.getpid()]
         if not pids:
             return
         for pid in pids:
@@ -56,7 +82,7 @@ def kill_marked(marker: str) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def main(marker: str) -> None:
+def main(marker: str, via: str) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # only the host's death ends the watch
     while True:
@@ -65,13 +91,14 @@ def main(marker: str) -> None:
                 break
         except InterruptedError:
             continue
-    kill_marked(marker)
+    kill_marked(marker, via)
 
 
 class DeathWatch:
     """The host's side: one watchdog per process (a forked child starts its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, via: str = "proc") -> None:
+        self.via = via  # how the watchdog finds marked processes: "proc" or "ps"
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._owner = 0
@@ -93,7 +120,7 @@ class DeathWatch:
         marker = f"{os.getpid()}-{uuid.uuid4().hex}"
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", __file__, marker],
+                [sys.executable, "-I", "-S", __file__, marker, self.via],
                 stdin=subprocess.PIPE,  # its only write end stays here: EOF means the host is gone
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -118,7 +145,5 @@ class DeathWatch:
             proc.wait(timeout)
 
 
-WATCH = DeathWatch()
-
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "proc")

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolroute.builtins._process.deathwatch import WATCH
+from toolroute._platform import LINUX_NATIVE
+from toolroute.builtins._process.deathwatch import DeathWatch
 from toolroute.builtins._process.group import group_finished, signal_group
 from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
 
@@ -32,6 +33,9 @@ TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL to the group
 KILL_WAIT = 5.0  # after SIGKILL, how long to wait for the group before giving up on it
 DRAIN_WAIT = 1.0  # after the group is gone, how long a process that left it may hold the pipes
 GROUP_POLL = 0.02  # how often to look for leftovers once the shell has exited
+EXIT_POLL = 0.01  # without a pidfd (portable path), how often to ask whether the shell exited
+# The host's one watchdog (deathwatch.py): finds what is left of its commands when it dies.
+WATCH = DeathWatch(via="proc" if LINUX_NATIVE else "ps")
 READ_SIZE = 1 << 16
 SANDBOX_START_WAIT = 30.0
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -267,8 +271,10 @@ class Pump:
         """Pump until the group is gone and the pipes are drained; `deadline` is monotonic time."""
         proc, pgid = self.proc, self.pgid
         sel = selectors.PollSelector()
-        pidfd = os.pidfd_open(proc.pid)
-        sel.register(pidfd, selectors.EVENT_READ, _EXIT)
+        # The shell's exit wakes the loop through a pidfd on Linux; elsewhere it is polled for.
+        pidfd = os.pidfd_open(proc.pid) if LINUX_NATIVE else None
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ, _EXIT)
         if not self._wake_closed:
             sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         outputs = {pipe.fileno(): sink for pipe, sink in self._sinks.items() if pipe is not None}
@@ -317,11 +323,13 @@ class Pump:
                 timeout = self._next_wait(now, deadline, exited, finished, term_at, kill_at, drain_until)
                 if resume_at is not None:
                     timeout = max(0.0, resume_at - now) if timeout is None else min(timeout, max(0.0, resume_at - now))
+                if pidfd is None and not exited:
+                    timeout = EXIT_POLL if timeout is None else min(timeout, EXIT_POLL)
                 read_any = False
                 for key, _ in sel.select(timeout):
                     data = key.data
                     if data is _EXIT:
-                        sel.unregister(pidfd)
+                        sel.unregister(key.fd)
                         proc.wait()
                         exited = True
                     elif data is _WAKE:
@@ -337,6 +345,8 @@ class Pump:
                         else:
                             sel.unregister(key.fd)
                             del outputs[key.fd]
+                if pidfd is None and not exited and proc.poll() is not None:
+                    exited = True
                 if self._paced and read_any and resume_at is None:
                     resume_at = time.monotonic() + READ_INTERVAL
                     for fd in outputs:
@@ -346,7 +356,8 @@ class Pump:
                 signal_group(pgid, signal.SIGKILL)
                 proc.wait()
             sel.close()
-            os.close(pidfd)
+            if pidfd is not None:
+                os.close(pidfd)
             with self._wake_lock:
                 if not self._wake_closed:
                     self._wake_closed = True

@@ -92,6 +92,13 @@ def landlock_abi() -> int:
 @functools.cache
 def bwrap_path() -> str:
     """The bwrap executable that runs a sandbox here, probed once; raises SandboxUnavailable."""
+    if not sys.platform.startswith("linux"):
+        # Seatbelt (sandbox-exec, as Codex uses on macOS) is not implemented: refuse, never run
+        # a command less confined than asked.
+        raise SandboxUnavailable(
+            f"toolroute confines commands with bubblewrap or Landlock, which are Linux's; on {sys.platform} "
+            "there is no sandbox yet (macOS Seatbelt is not supported), so a command that asks for one is refused"
+        )
     path = shutil.which("bwrap")
     if path is None:
         raise SandboxUnavailable("bubblewrap is not installed (Debian/Ubuntu package: bubblewrap)")

@@ -244,7 +244,9 @@ impl Index {
     fn check(&self, state: &State) -> Option<Vec<Mark>> {
         let root = rustix::fs::open(
             &self.key.root,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            crate::files::os::handle_flags()
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
         .ok()?;
@@ -367,7 +369,9 @@ impl Index {
         }
         let Ok(root) = rustix::fs::open(
             &self.key.root,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            crate::files::os::handle_flags()
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         ) else {
             return 0;

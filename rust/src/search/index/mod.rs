@@ -7,6 +7,7 @@
 mod build;
 mod listing;
 mod live;
+mod mark;
 mod plan;
 mod postings;
 mod query;
@@ -15,6 +16,7 @@ mod state;
 mod tree;
 mod trigram;
 mod validate;
+#[cfg_attr(not(native_linux), path = "no_watch.rs")]
 mod watch;
 
 use std::path::Path;

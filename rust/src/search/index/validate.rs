@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use rustix::fs::{fstat, statat, AtFlags, OFlags, Stat};
+use rustix::fs::{fstat, statat, AtFlags, FileType, OFlags, Stat};
 
 use super::tree::{DirNode, DirStamp, Tree};
 use super::watch::Mark;
@@ -24,6 +24,17 @@ fn stamp(st: &Stat) -> (u64, i128) {
     (st.st_ino, ctime)
 }
 
+/// A rule source's stamp. A `.git` folder only marks where a repository starts (its rules are
+/// `.git/info/exclude`, stamped apart), so only which folder it is counts: every commit changes
+/// its ctime, and that must not make a checked index rebuild.
+fn rule_stamp(st: &Stat) -> (u64, i128) {
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        (st.st_ino, 0)
+    } else {
+        stamp(st)
+    }
+}
+
 /// The stamp of a folder open as `fd`, taken before it is listed (a change after that shows
 /// as a difference later, never the other way round).
 pub(crate) fn dir_stamp(fd: BorrowedFd<'_>) -> DirStamp {
@@ -34,7 +45,7 @@ pub(crate) fn dir_stamp(fd: BorrowedFd<'_>) -> DirStamp {
     for (slot, name) in out.rules.iter_mut().zip(RULES) {
         *slot = statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
             .ok()
-            .map(|st| stamp(&st));
+            .map(|st| rule_stamp(&st));
     }
     out
 }
@@ -95,7 +106,7 @@ fn check_dir(
     let fd = if dir.as_os_str().is_empty() {
         root.as_fd()
     } else {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+        let flags = crate::files::os::handle_flags() | OFlags::DIRECTORY | OFlags::NOFOLLOW;
         match open_beneath(root.as_fd(), dir, flags) {
             Ok(fd) => {
                 opened = fd;

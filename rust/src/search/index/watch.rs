@@ -19,23 +19,8 @@ use std::time::Duration;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use rustc_hash::FxHashMap;
 
+pub(crate) use super::mark::Mark;
 use crate::search::rules::is_rule_name;
-
-/// What a change means for the index.
-#[derive(Debug)]
-pub(crate) enum Mark {
-    /// Re-list this directory (root-relative) and what is below it.
-    Relist(PathBuf),
-    /// Re-list this directory's own entries (new subfolders are walked whole).
-    Entries(PathBuf),
-    /// This file's content may have changed: search it from disk until it is re-read.
-    Dirty(PathBuf),
-    /// The index can no longer be trusted (ignore rules changed, the root moved).
-    Broken(String),
-    /// Events were lost (queue overflow, read error): only checking every file can tell what
-    /// changed.
-    Lost,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
