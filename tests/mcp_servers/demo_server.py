@@ -26,13 +26,17 @@ class Address(BaseModel):
     city: str
 
 
+class Blob(BaseModel):
+    data: str
+
+
 class Person(BaseModel):
     name: str
     address: Address
     tags: list[str] = []
 
 
-def build(name: str, extra: list[str], annotated: bool = False) -> MCPServer:
+def build(name: str, extra: list[str], annotated: bool = False, long_running: bool = False) -> MCPServer:
     mcp = MCPServer(name, version="1.0")
 
     @mcp.tool()
@@ -124,6 +128,31 @@ def build(name: str, extra: list[str], annotated: bool = False) -> MCPServer:
             """Delete a value (declared destructive)."""
             return f"{name}:wiped {key}"
 
+    if long_running:  # tools that report progress, and one that waits to be cancelled
+
+        @mcp.tool()
+        async def steps(count: int, ctx: Context) -> str:
+            """Report progress `count` times, then answer."""
+            for i in range(1, count + 1):
+                await ctx.report_progress(i, count, f"step {i} of {count}")
+            return f"{count} steps"
+
+        @mcp.tool()
+        def blob(chars: int) -> Blob:
+            """A typed result of `chars` characters (past a gateway's result budget, when large)."""
+            return Blob(data="x" * chars)
+
+        @mcp.tool()
+        async def until_cancelled(marker: str) -> str:
+            """Write MARKER.started, wait up to 30 s; on a cancel write MARKER.cancelled."""
+            open(marker + ".started", "w").close()
+            try:
+                await anyio.sleep(30)
+            except anyio.get_cancelled_exc_class():
+                open(marker + ".cancelled", "w").close()
+                raise
+            return "not cancelled"
+
     return mcp
 
 
@@ -134,8 +163,9 @@ def main() -> None:
     parser.add_argument("--sse", type=int)
     parser.add_argument("--extra", action="append", default=[])
     parser.add_argument("--annotated", action="store_true", help="add tools that declare annotations")
+    parser.add_argument("--long", action="store_true", help="add tools that report progress or wait for a cancel")
     args = parser.parse_args()
-    mcp = build(args.name, args.extra, args.annotated)
+    mcp = build(args.name, args.extra, args.annotated, args.long)
     if args.http:
         mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
     elif args.sse:

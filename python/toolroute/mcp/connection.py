@@ -29,6 +29,7 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
+from toolroute.progress import ProgressSink
 from toolroute.textsafety import neutralize
 
 log = logging.getLogger("toolroute.mcp")
@@ -218,7 +219,13 @@ class Connection:
         return tools
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], timeout: float, *, exposed: str | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        *,
+        exposed: str | None = None,
+        progress: ProgressSink | None = None,
     ) -> types.CallToolResult:
         """One `tools/call`. A forgotten HTTP session is re-initialised and retried once (the
         server never ran the request); a crash is reported and the server restarted next time."""
@@ -229,7 +236,9 @@ class Connection:
                 # after the write, and its anyio cancel scope costs more); cancelling the call makes
                 # the SDK send notifications/cancelled and keeps the session usable.
                 async with hard_deadline(timeout):
-                    result = await session.call_tool(name, arguments)
+                    result = await session.call_tool(
+                        name, arguments, progress_callback=None if progress is None else progress.areport
+                    )
             except Exception as exc:
                 if is_session_lost(exc) and attempt == 1:
                     log.info("MCP server %r forgot the session; re-initialising", self.key)

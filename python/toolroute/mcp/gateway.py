@@ -32,6 +32,7 @@ from toolroute.mcp.projection import declared_annotations, output_schema, tool_d
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
+from toolroute.progress import ProgressSink, current_progress
 from toolroute.routes import GatewayRoutes
 from toolroute.schema import JsonSchema
 from toolroute.types import Tool, ToolDefinition, ToolOutput
@@ -282,11 +283,13 @@ class McpGateway:
     async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool:
         return await self._loop.arun(self._refresh(user_id, shared))
 
+    # The caller's progress sink is read here, before the hop to the gateway loop (a context
+    # variable does not cross it): the upstream call asks for progress only if someone did.
     def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return self._loop.run(self._call(target, dict(arguments)))
+        return self._loop.run(self._call(target, dict(arguments), current_progress()))
 
     async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return await self._loop.arun(self._call(target, dict(arguments)))
+        return await self._loop.arun(self._call(target, dict(arguments), current_progress()))
 
     # ---- direct calls (AI4J's gateway.callTool / callUserTool) --------------------------
 
@@ -472,7 +475,7 @@ class McpGateway:
 
     # ---- calls (on the gateway loop) ---------------------------------------------------
 
-    async def _call(self, target: Any, arguments: dict[str, Any]) -> ToolOutput:
+    async def _call(self, target: Any, arguments: dict[str, Any], sink: ProgressSink | None = None) -> ToolOutput:
         if not isinstance(target, McpTarget):
             raise ToolExecutionError(f"not an MCP gateway target: {target!r}")
         with self._lock:
@@ -480,7 +483,9 @@ class McpGateway:
         if service is None:
             raise ToolNotFoundError(target.exposed_name, [], f"MCP service {target.service_key!r} is gone")
         timeout = service.config.timeout or self.call_timeout
-        result = await service.connection.call_tool(target.tool, arguments, timeout, exposed=target.exposed_name)
+        result = await service.connection.call_tool(
+            target.tool, arguments, timeout, exposed=target.exposed_name, progress=sink
+        )
         if service.connection.connects != service.listed_on and not service.stale:
             self._tools_changed(service.connection)  # a restarted server may offer other tools now
         return to_output(

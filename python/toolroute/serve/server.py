@@ -22,11 +22,26 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from toolroute import __version__
+from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.doors import FixedDoor, ServedRequests, ServedTools, ServerContext
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
     from mcp.server.auth.settings import AuthSettings
+
+
+def progress_sink(ctx: ServerContext) -> ProgressSink | None:
+    """A sink for the call's progress when the client sent a `progressToken` (else None)."""
+    meta = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if token is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def send(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(token, progress, total, message, related_request_id=request_id)
+
+    return ProgressSink(send)
 
 
 def build_server(served: ServedTools | ServedRequests, name: str = "toolroute") -> Server[Any]:
@@ -37,7 +52,14 @@ def build_server(served: ServedTools | ServedRequests, name: str = "toolroute") 
         return types.ListToolsResult(tools=await requests.list_tools(ctx))
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await requests.call_tool(ctx, params.name, params.arguments)
+        sink = progress_sink(ctx)
+        if sink is None:
+            return await requests.call_tool(ctx, params.name, params.arguments)
+        try:
+            with reporting(sink):
+                return await requests.call_tool(ctx, params.name, params.arguments)
+        finally:
+            await sink.aclose()
 
     return Server(
         name,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from toolroute.builtins._process.buffers import HeadTail, share_budget
 from toolroute.builtins._process.pump import CommandSpec, Outcome, Pump, spawn
+from toolroute.progress import current_progress
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,15 @@ def run_command(
     out, err = HeadTail(output_limit), HeadTail(output_limit)
     started = time.monotonic()
     proc = spawn(spec, stdin_pipe=stdin is not None)
-    pump = Pump(proc, out.write, err.write, stdin_data=stdin, stoppable=track is not None, contained=spec.contained)
+    pump = Pump(
+        proc,
+        out.write,
+        err.write,
+        stdin_data=stdin,
+        stoppable=track is not None,
+        contained=spec.contained,
+        progress=current_progress(),  # a served client that asked hears how long it has run
+    )
     with track(pump) if track is not None else contextlib.nullcontext():
         outcome = pump.run(deadline=started + timeout)
     return CommandResult(outcome, out, err, time.monotonic() - started)

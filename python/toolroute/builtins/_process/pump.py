@@ -28,11 +28,13 @@ from toolroute._platform import LINUX_NATIVE
 from toolroute.builtins._process.deathwatch import DeathWatch
 from toolroute.builtins._process.group import group_finished, signal_group
 from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
+from toolroute.progress import ProgressSink
 
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL to the group
 KILL_WAIT = 5.0  # after SIGKILL, how long to wait for the group before giving up on it
 DRAIN_WAIT = 1.0  # after the group is gone, how long a process that left it may hold the pipes
 GROUP_POLL = 0.02  # how often to look for leftovers once the shell has exited
+PROGRESS_INTERVAL = 1.0  # seconds between progress reports of a running command (when asked)
 EXIT_POLL = 0.01  # without a pidfd (portable path), how often to ask whether the shell exited
 # The host's one watchdog (deathwatch.py): finds what is left of its commands when it dies.
 WATCH = DeathWatch(via="proc" if LINUX_NATIVE else "ps")
@@ -233,13 +235,18 @@ class Pump:
         paced: bool = False,
         contained: bool = False,
         grace: float = TERM_GRACE,
+        progress: ProgressSink | None = None,
     ) -> None:
         """`stdin_data` is fed to the child, then stdin is closed. With `owns_stdin=False` the
         caller writes to and closes stdin itself (background processes). Only a `stoppable` pump
         (one that another thread may stop) needs the wake-up pipe. A `paced` pump reads at most
         every READ_INTERVAL (see there). A `contained` command (CommandSpec.contained) is over
-        when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host."""
+        when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host.
+        With `progress`, how long the command has run (and how much it printed) is reported every
+        PROGRESS_INTERVAL seconds."""
         self.proc = proc
+        self._progress = progress
+        self._printed = 0
         self.pgid = proc.pid  # the child leads its own process group
         self._sinks = {proc.stdout: stdout, proc.stderr: stderr}
         self._paced = paced
@@ -285,6 +292,8 @@ class Pump:
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, _STDIN)
 
+        started = time.monotonic()
+        report_at = started + PROGRESS_INTERVAL if self._progress is not None else None
         exited = finished = timed_out = stopped = leftovers = unkillable = False
         term_at: float | None = None
         kill_at: float | None = None
@@ -325,6 +334,10 @@ class Pump:
                     timeout = max(0.0, resume_at - now) if timeout is None else min(timeout, max(0.0, resume_at - now))
                 if pidfd is None and not exited:
                     timeout = EXIT_POLL if timeout is None else min(timeout, EXIT_POLL)
+                if report_at is not None and not exited:
+                    if now >= report_at:
+                        report_at = self._report(now - started)
+                    timeout = max(0.0, report_at - now) if timeout is None else min(timeout, max(0.0, report_at - now))
                 read_any = False
                 for key, _ in sel.select(timeout):
                     data = key.data
@@ -340,6 +353,7 @@ class Pump:
                     else:
                         chunk = os.read(key.fd, self._read_size)
                         if chunk:
+                            self._printed += len(chunk)
                             data(chunk)
                             read_any = True
                         else:
@@ -367,6 +381,13 @@ class Pump:
             self.done.set()
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         return Outcome(returncode, timed_out, stopped, kill_at is not None, leftovers, unkillable)
+
+    def _report(self, elapsed: float) -> float:
+        """One progress report (whole seconds run, which only grow); the time of the next."""
+        assert self._progress is not None
+        seconds = int(elapsed)
+        self._progress.report(seconds, None, f"running for {seconds} s, {self._printed} bytes of output so far")
+        return time.monotonic() + PROGRESS_INTERVAL
 
     def _terminate(self, now: float) -> float:
         signal_group(self.pgid, signal.SIGTERM)
