@@ -17,9 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.fields import FieldInfo
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
-from toolroute.resulttext import return_type_problem
+from toolroute.resulttext import DeclaredShape, result_text, return_type_problem
 from toolroute.schema import function_definition, model_parameters
-from toolroute.types import LocalTool, ToolDefinition, ToolHost, ToolKind, ToolTraits, fresh, validate_request
+from toolroute.types import (
+    LocalTool,
+    ToolDefinition,
+    ToolHost,
+    ToolKind,
+    ToolOutput,
+    ToolTraits,
+    fresh,
+    validate_request,
+)
 
 SPEC_ATTR = "__toolroute_spec__"
 T = TypeVar("T")
@@ -35,6 +44,9 @@ class FunctionToolSpec:
     call: Callable[[BaseModel], Any]
     traits: ToolTraits
     is_async: bool
+    # A declared pydantic model, TypedDict or dataclass result: listed as the tool's output schema,
+    # each result carried as structured content beside its text.
+    shape: DeclaredShape | None = None
 
 
 @dataclass(frozen=True)
@@ -63,10 +75,14 @@ class FunctionTool(LocalTool):
     def definition(self) -> ToolDefinition:
         return fresh(self._definition)
 
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return None if self.spec.shape is None else self.spec.shape.schema
+
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
         request = validate_request(self.spec.name, self.spec.request_model, arguments)
         run = self.spec.call
-        return lambda: run(request)
+        return shaped(lambda: run(request), self.spec.shape, self.is_async)
 
 
 @dataclass(frozen=True)
@@ -175,6 +191,33 @@ def _request_model_of_class(cls: type) -> type[BaseModel]:
     return candidate
 
 
+def declared_shape(fn: Callable[..., Any]) -> DeclaredShape | None:
+    """The object shape `fn` declares it returns, if any (see `DeclaredShape`)."""
+    try:
+        return DeclaredShape.of(get_type_hints(fn).get("return"))
+    except Exception:  # unresolvable names: no shape
+        return None
+
+
+def shaped(thunk: Callable[[], Any], shape: DeclaredShape | None, is_async: bool) -> Callable[[], Any]:
+    """`thunk`, its result given its declared shape as structured content beside the text."""
+    if shape is None:
+        return thunk
+
+    def output(value: Any) -> Any:
+        if isinstance(value, ToolOutput):
+            return value  # the tool said exactly what it returns
+        return ToolOutput(result_text(value), trace={"structured_content": shape.structured(value)})
+
+    if is_async:
+
+        async def typed() -> Any:
+            return output(await thunk())
+
+        return typed
+    return lambda: output(thunk())
+
+
 def _check_return_type(fn: Callable[..., Any], name: str) -> None:
     """Refuse, before any call, a tool whose declared return type cannot become a result."""
     try:
@@ -192,8 +235,10 @@ def _build_function_spec(
     target: Any, name: str | None, description: str | None, traits: ToolTraits
 ) -> FunctionToolSpec:
     runs: Any = getattr(target, "apply", None) if inspect.isclass(target) else target
+    shape = None
     if callable(runs):
         _check_return_type(runs, str(name or getattr(target, "__name__", "?")))
+        shape = declared_shape(runs)
     if inspect.isclass(target):
         model = _request_model_of_class(target)
         instance: Any = target()
@@ -204,6 +249,7 @@ def _build_function_spec(
             call=instance.apply,
             traits=traits,
             is_async=inspect.iscoroutinefunction(instance.apply),
+            shape=shape,
         )
     if not callable(target):
         raise ToolRegistrationError(f"@function_tool needs a class or a function, got {target!r}")
@@ -225,6 +271,7 @@ def _build_function_spec(
         call=acall if is_async else call,
         traits=traits,
         is_async=is_async,
+        shape=shape,
     )
 
 
@@ -327,6 +374,7 @@ class BoundMcpTool(LocalTool):
     adapters: Mapping[str, tuple[TypeAdapter[Any], Any]]
     is_async: bool
     service_spec: McpServiceSpec | None = field(default=None, compare=False, repr=False)
+    shape: DeclaredShape | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -343,10 +391,14 @@ class BoundMcpTool(LocalTool):
     def definition(self) -> ToolDefinition:
         return fresh(self._definition)
 
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return None if self.shape is None else self.shape.schema
+
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
         kwargs = self.convert(arguments)
         method = self.method
-        return lambda: method(**kwargs)
+        return shaped(lambda: method(**kwargs), self.shape, self.is_async)
 
     def convert(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Spec 8: convert each argument by its parameter's type hint."""
@@ -395,4 +447,5 @@ class BoundMcpTool(LocalTool):
             adapters=adapters,
             is_async=inspect.iscoroutinefunction(method),
             service_spec=service,
+            shape=declared_shape(unbound),
         )

@@ -31,7 +31,8 @@ from fractions import Fraction
 from typing import Any
 
 import pydantic_core
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import is_typeddict
 
 MAX_DEPTH = 200  # nesting beyond this is almost surely a cycle
 
@@ -168,3 +169,46 @@ def return_type_problem(annotation: Any) -> str | None:
             "return str, numbers, lists, dicts, dataclasses or pydantic models"
         )
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeclaredShape:
+    """A typed tool's declared result (a pydantic model, a TypedDict or a dataclass): the JSON
+    Schema it is listed with (MCP `outputSchema`) and the structured value each result carries
+    beside its text (`structuredContent`), as the mcp SDK and fastmcp do for their typed tools.
+    The model's text is the same JSON as without a shape."""
+
+    adapter: TypeAdapter[Any]
+    schema: dict[str, Any]
+
+    @classmethod
+    def of(cls, annotation: Any) -> DeclaredShape | None:
+        """The shape of a declared return type, or None when it declares no object shape."""
+        typed = isinstance(annotation, type) and (
+            issubclass(annotation, BaseModel) or is_typeddict(annotation) or dataclasses.is_dataclass(annotation)
+        )
+        if not typed:
+            return None
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        try:
+            schema = adapter.json_schema(mode="serialization")
+        except Exception:  # a field pydantic cannot describe: listed without a shape
+            return None
+        return cls(adapter, schema) if schema.get("type") == "object" else None
+
+    def structured(self, value: Any) -> dict[str, Any]:
+        """`value` as the declared shape's JSON object. Raises `UnserializableResult` when it is
+        not one: a result that breaks its own schema is an error, as the SDK's server makes it."""
+        try:
+            dumped = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(the value)"
+            raise UnserializableResult(
+                f"the result does not match the declared {self.schema.get('title', 'type')}: {where}: {first['msg']}"
+            ) from None
+        except Exception as exc:
+            raise UnserializableResult(f"the result cannot be given its declared shape: {exc}") from None
+        if not isinstance(dumped, dict):
+            raise UnserializableResult("the result's declared shape is not a JSON object")
+        return dumped

@@ -53,11 +53,20 @@ class ServedTools(ExposedTools):
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
         outcome = await self.aexecute(name, dict(arguments or {}))
+        shape = None if outcome.is_error else structured(outcome.trace)
+        if shape is None and not outcome.is_error and self._typed(name):
+            # A client checks a typed tool's result against its output schema, and a result
+            # without its structure fails that check: say why here instead.
+            note = "the tool declares an output schema, but its structured result "
+            note += "was cut with the text (too large)" if _was_cut(outcome.trace) else "is missing"
+            return types.CallToolResult(content=[types.TextContent(text=f"{outcome.text}\n[{note}]")], is_error=True)
         return types.CallToolResult(
-            content=[types.TextContent(text=outcome.text)],
-            structured_content=None if outcome.is_error else structured(outcome.trace),
-            is_error=outcome.is_error,
+            content=[types.TextContent(text=outcome.text)], structured_content=shape, is_error=outcome.is_error
         )
+
+    def _typed(self, name: str) -> bool:
+        tool = self.exposure.tools.get(name)
+        return getattr(tool, "output_schema", None) is not None
 
     def call_refusal(self, name: str) -> types.CallToolResult:
         outcome = self.refusal(name)
@@ -99,6 +108,10 @@ def structured(trace: Any) -> dict[str, Any] | None:
     `mcp/results.py` unless the text was cut), to pass on to the served client unchanged."""
     value = trace.get("structured_content") if isinstance(trace, dict) else None
     return value if isinstance(value, dict) else None
+
+
+def _was_cut(trace: Any) -> bool:
+    return isinstance(trace, dict) and trace.get("truncated") is not None
 
 
 def _annotations(tool: Tool) -> types.ToolAnnotations:
