@@ -47,6 +47,7 @@ class ExposedTools:
     ) -> None:
         self.router = router
         self.user_id = user_id
+        self.request = (tuple(functions), tuple(mcp_servers), tuple(user_servers))  # to expose it again
         self.exposure: Exposure = router.expose(
             list(functions), list(mcp_servers), user_id, user_servers=list(user_servers)
         )

@@ -142,6 +142,7 @@ class McpGateway:
         self._publisher = McpPublisher(self)
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
+        self._listeners: list[Callable[[str | None], None]] = []
         # A gateway nobody closed still ends its server processes when the interpreter exits.
         self._atexit = _close_at_exit(weakref.ref(self))
         atexit.register(self._atexit)
@@ -448,9 +449,28 @@ class McpGateway:
 
     async def _reload_quietly(self, service: _Service) -> None:
         try:
-            await self._load(service)
+            changed = await self._load(service)
         except ToolError as exc:
             log.warning("MCP server %r: re-listing tools after list_changed failed: %s", service.key, exc)
+            return
+        if changed:
+            self._announce(service.user_id)
+
+    def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
+        """Call `listener(user_id)` once an upstream server's tools changed (`list_changed`, or a
+        restarted server that lists others) and the new names are published: None for a shared
+        server, else the user whose server it is. It runs on the gateway's loop: never block."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _announce(self, user_id: str | None) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(user_id)
+            except Exception:
+                log.exception("a tools-changed listener failed")
 
     def _sync_scope(self, user_id: str | None) -> bool:
         """Publish the tools of every loaded server of one scope (under self._lock)."""

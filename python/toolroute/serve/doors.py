@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Protocol
 
+import anyio
 from mcp import types
 
 from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.serve.list_changes import ListWatchers
 from toolroute.types import Tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
@@ -42,6 +44,11 @@ class ServedTools(ExposedTools):
                 )
             )
         return tools
+
+    def renewed(self) -> ServedTools:
+        """The same request exposed again, now (after the tools behind it changed)."""
+        functions, mcp_servers, user_servers = self.request
+        return type(self)(self.router, functions, mcp_servers, self.user_id, user_servers=user_servers)
 
     def mcp_tools(self) -> list[types.Tool]:
         """The `tools/list` answer, built once: the allowlist is fixed for the server's life."""
@@ -86,18 +93,37 @@ class ServedRequests(Protocol):
 
 
 class FixedDoor:
-    """One allowlist for every request: stdio, or HTTP for a single user."""
+    """One allowlist for every request: stdio, or HTTP for a single user. When the tools of an
+    upstream server it exposes change, it is exposed again and its sessions are told."""
 
     def __init__(self, served: ServedTools) -> None:
         self.served = served
+        self.watchers = ListWatchers()
+        self._stale = False
+        gateway = served.router.gateway
+        if gateway is not None and hasattr(gateway, "on_tools_changed"):
+            gateway.on_tools_changed(self._tools_changed)
+
+    def _tools_changed(self, user_id: str | None) -> None:
+        if user_id is None or user_id == self.served.user_id:
+            self._stale = True
+            self.watchers.changed(None)
+
+    async def _current(self) -> ServedTools:
+        if self._stale:
+            self._stale = False
+            self.served = await anyio.to_thread.run_sync(self.served.renewed)
+        return self.served
 
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
-        return self.served.mcp_tools()
+        served = await self._current()
+        self.watchers.seen(None, ctx)
+        return served.mcp_tools()
 
     async def call_tool(
         self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
     ) -> types.CallToolResult:
-        return await self.served.call(name, arguments)
+        return await (await self._current()).call(name, arguments)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)

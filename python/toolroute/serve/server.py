@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp import types
 from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
@@ -44,8 +45,11 @@ def progress_sink(ctx: ServerContext) -> ProgressSink | None:
     return ProgressSink(send)
 
 
-def build_server(served: ServedTools | ServedRequests, name: str = "toolroute") -> Server[Any]:
-    """An MCP `Server` that lists and calls exactly what `served` allows the caller."""
+def build_server(
+    served: ServedTools | ServedRequests, name: str = "toolroute", *, list_changes: bool = True
+) -> Server[Any]:
+    """An MCP `Server` that lists and calls exactly what `served` allows the caller. With
+    `list_changes` it declares `tools.listChanged` (for connections that stay open)."""
     requests: ServedRequests = FixedDoor(served) if isinstance(served, ServedTools) else served
 
     async def on_list_tools(ctx: ServerContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -61,13 +65,25 @@ def build_server(served: ServedTools | ServedRequests, name: str = "toolroute") 
         finally:
             await sink.aclose()
 
-    return Server(
+    server_class = _ListChangingServer if list_changes else Server
+    return server_class(
         name,
         version=__version__,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         get_tool_input_schema=requests.input_schema,
     )
+
+
+class _ListChangingServer(Server[Any]):
+    """A server that says it sends `notifications/tools/list_changed` (serve/list_changes.py)."""
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), *args, **kwargs
+        )
 
 
 async def serve_stdio(served: ServedTools) -> None:
@@ -173,7 +189,8 @@ async def serve_http(
     the server is stateless (any replica can answer any request)."""
     import uvicorn  # an `mcp` dependency, only needed here
 
-    server = build_server(served)
+    # A stateless server (with auth) keeps no connection to tell of a change.
+    server = build_server(served, list_changes=auth is None)
     app = server.streamable_http_app(
         streamable_http_path=path,
         host=host,

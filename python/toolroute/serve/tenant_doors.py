@@ -17,6 +17,7 @@ from mcp_types import INVALID_REQUEST
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
+from toolroute.serve.list_changes import EVERYONE, ListWatchers
 from toolroute.serve.tenants import Tenancy
 
 if TYPE_CHECKING:
@@ -66,6 +67,15 @@ class TenantDoors:
         self.audit = audit
         self.authenticated = authenticated
         self.fixed_user = fixed_user
+        self.watchers = ListWatchers()
+        gateway = tenancy.router.gateway
+        if gateway is not None and hasattr(gateway, "on_tools_changed"):
+            gateway.on_tools_changed(self._tools_changed)
+
+    def _tools_changed(self, user_id: str | None) -> None:
+        """A shared server's change reaches every user; a user's own server's, that user."""
+        self.tenancy.forget_doors(user_id)
+        self.watchers.changed(EVERYONE if user_id is None else user_id)
 
     def _user(self, ctx: ServerContext) -> str | None:
         if not self.authenticated:
@@ -86,6 +96,7 @@ class TenantDoors:
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         door = await self._door(user)
+        self.watchers.seen(user, ctx)
         return door.mcp_tools()
 
     async def call_tool(

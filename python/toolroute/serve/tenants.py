@@ -124,6 +124,14 @@ class Tenancy:
             _bound(self._doors)
             return served
 
+    def forget_doors(self, user_id: str | None) -> None:
+        """Drop `user_id`'s door (None: every door), so the next request exposes its tools anew."""
+        with self._lock:
+            if user_id is None:
+                self._doors.clear()
+            else:
+                self._doors.pop(user_id, None)
+
     def fresh_door(self, user_id: str | None) -> ServedTools | None:
         """The user's cached door if it may be served as is; None when `door` must read the
         registry. Never blocks (safe on the event loop): a busy lock also answers None."""
