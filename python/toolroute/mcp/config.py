@@ -9,7 +9,11 @@ A server with `command` is stdio; one with `url` is streamable HTTP unless `type
 `sse` (or the URL path ends in `/sse`). Optional per server: `timeout` (seconds per call),
 `connectTimeout` (seconds for start-up and handshake), `disabled: true` (skipped entirely),
 `trustAnnotations: true` (its tools' `readOnlyHint`/`idempotentHint` count for scheduling: a
-read-only tool may run in a parallel batch; otherwise they are forwarded but not relied on).
+read-only tool may run in a parallel batch; otherwise they are forwarded but not relied on),
+`protocol` (which MCP era to speak: `legacy`, the `initialize` handshake every server of the
+2025 revisions answers, the default; `2026-07-28`, the stateless revision, for servers that speak
+only it; `auto`, probe `server/discover` once, briefly, and remember the answer: see
+`connection.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from toolroute.errors import ToolRegistrationError
 from toolroute.naming import service_id_problem
 
 Transport = Literal["stdio", "http", "sse"]
+Protocol = Literal["legacy", "2026-07-28", "auto"]
+PROTOCOLS: tuple[Protocol, ...] = ("legacy", "2026-07-28", "auto")
 
 _HTTP_NAMES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
 _KNOWN_KEYS = {
@@ -42,6 +48,7 @@ _KNOWN_KEYS = {
     "description",
     "connectTimeout",
     "trustAnnotations",
+    "protocol",
 }
 
 
@@ -60,6 +67,7 @@ class ServerConfig:
     connect_timeout: float | None = None
     disabled: bool = False
     trust_annotations: bool = False
+    protocol: Protocol = "legacy"
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -115,6 +123,11 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     trust = raw.get("trustAnnotations", False)
     if not isinstance(trust, bool):
         raise ToolRegistrationError(f"MCP server {service_id!r}: 'trustAnnotations' must be true or false")
+    protocol = raw.get("protocol", "legacy")
+    if protocol not in PROTOCOLS:
+        raise ToolRegistrationError(
+            f"MCP server {service_id!r}: 'protocol' must be one of {', '.join(PROTOCOLS)}, got {protocol!r}"
+        )
     timeout = _seconds(service_id, raw, "timeout")
     connect_timeout = _seconds(service_id, raw, "connectTimeout")
     args = raw.get("args", ())
@@ -135,6 +148,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
             connect_timeout=connect_timeout,
             disabled=bool(raw.get("disabled", False)),
             trust_annotations=trust,
+            protocol=protocol,
         )
     url = raw["url"]
     if not isinstance(url, str) or urlparse(url).scheme not in ("http", "https"):
@@ -147,6 +161,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         connect_timeout=connect_timeout,
         disabled=bool(raw.get("disabled", False)),
         trust_annotations=trust,
+        protocol=protocol,
     )
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import ssl
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import anyio
 import httpx2
@@ -25,6 +26,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared.exceptions import MCPError
 
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
@@ -53,6 +55,7 @@ class Connection:
         self.config = config
         self.connect_timeout = connect_timeout
         self.connects = 0  # successful handshakes so far (a reconnect increments it)
+        self.era: Era | None = None  # the protocol era of the current session, once connected
         self._on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
@@ -106,7 +109,7 @@ class Connection:
                 ClientSession(read, write, message_handler=self._on_message) as session,
             ):
                 with anyio.fail_after(self.connect_timeout):
-                    await session.initialize()
+                    self.era = await self._negotiate(session)
                 ready.set_result(session)
                 await stop.wait()
         except BaseException as exc:
@@ -119,6 +122,38 @@ class Connection:
                 self._session = None
             if stderr is not None:
                 stderr.close()
+
+    async def _negotiate(self, session: ClientSession) -> Era:
+        """Open the session in the configured era; `auto` probes once per server and remembers."""
+        wanted = self.config.protocol
+        if wanted == "auto":
+            wanted = _ERAS.get(self._identity, "auto")
+        if wanted == "legacy":
+            try:
+                await session.initialize()
+                return "legacy"
+            except MCPError as exc:
+                if not _names_modern(exc):
+                    raise
+                if self.config.protocol != "auto":
+                    raise ToolExecutionError(
+                        f"MCP server {self.key!r} speaks only the 2026-07-28 revision: set "
+                        '"protocol": "2026-07-28" (or "auto") in its configuration'
+                    ) from None
+                wanted = MODERN  # a modern-only server says so: positive evidence, no guess
+        if wanted == MODERN:
+            await session.discover()
+            _remember(self._identity, MODERN)
+            return MODERN
+        era = await _probe(session, min(PROBE_TIMEOUT, self.connect_timeout / 2))
+        _remember(self._identity, era)
+        return era
+
+    @property
+    def _identity(self) -> str:
+        """What makes two configurations the same server, for the era remembered."""
+        cfg = self.config
+        return json.dumps([cfg.transport, cfg.command, cfg.args, cfg.url, sorted(cfg.env.items())])
 
     def _transport(self, stderr: IO[bytes] | None) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
         cfg = self.config
@@ -275,6 +310,50 @@ class Connection:
             err = ToolExecutionError(f"MCP server {self.key!r} failed {what}: {describe(inner)}", tool=tool)
         err.__cause__ = inner
         return err
+
+
+Era = Literal["legacy", "2026-07-28"]
+MODERN: Era = "2026-07-28"
+# How long `auto` waits for `server/discover` before taking a silent server for a legacy one
+# (hand-written servers often drop methods they do not know instead of answering an error).
+PROBE_TIMEOUT = 3.0
+# The era each server answered with, by its configuration, for this process: a reconnect, a
+# restarted server or another gateway never probes the same server twice. Bounded.
+_ERAS: dict[str, Era] = {}
+_MAX_ERAS = 4096
+
+
+def _remember(identity: str, era: Era) -> None:
+    if identity not in _ERAS and len(_ERAS) >= _MAX_ERAS:
+        _ERAS.pop(next(iter(_ERAS)))
+    _ERAS[identity] = era
+
+
+def _names_modern(exc: MCPError) -> bool:
+    """An UNSUPPORTED_PROTOCOL_VERSION error whose `supported` list names the modern era."""
+    if exc.error.code != types.UNSUPPORTED_PROTOCOL_VERSION or not isinstance(exc.error.data, dict):
+        return False
+    supported = exc.error.data.get("supported")
+    return isinstance(supported, list) and MODERN in supported
+
+
+async def _probe(session: ClientSession, seconds: float) -> Era:
+    """`server/discover` within `seconds`; any error or silence means the handshake era."""
+    try:
+        with anyio.fail_after(seconds):
+            await session.discover()
+        return MODERN
+    except (MCPError, TimeoutError):
+        pass
+    try:
+        await session.initialize()
+    except MCPError as exc:
+        # A slow server answered the probe after all and settled on the modern era: it says so.
+        if not _names_modern(exc):
+            raise
+        await session.discover()
+        return MODERN
+    return "legacy"
 
 
 def hard_deadline(seconds: float) -> contextlib.AbstractAsyncContextManager[Any]:
