@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "mcp_servers" / "demo_server.py"
@@ -81,11 +82,19 @@ asyncio.run(main())
 """
 
 
-def sample(pid: int) -> dict[str, int]:
+def sample(pid: int) -> dict[str, Any]:
     """Resident memory (KiB), open descriptors and descendant processes of `pid`."""
     status = Path(f"/proc/{pid}/status").read_text()
     rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
     fds = len(os.listdir(f"/proc/{pid}/fd"))
+    kinds: dict[str, int] = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        kind = target.split(":", 1)[0] if ":" in target else ("dir/file" if target.startswith("/") else target)
+        kinds[kind] = kinds.get(kind, 0) + 1
     children = 0
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -95,7 +104,7 @@ def sample(pid: int) -> dict[str, int]:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children += 1
-    return {"rss_kib": rss, "fds": fds, "children": children}
+    return {"rss_kib": rss, "fds": fds, "fd_kinds": kinds, "children": children}
 
 
 def start_upstream(port: int) -> subprocess.Popen[bytes]:
@@ -125,13 +134,13 @@ def free_port() -> int:
         return port
 
 
-def start_server(base: Path, store_url: str) -> tuple[subprocess.Popen[str], str]:
+def start_server(base: Path, store_url: str, idle_timeout: float) -> tuple[subprocess.Popen[str], str]:
     exe = shutil.which("toolroute") or str(Path(sys.executable).with_name("toolroute"))
     args = [
         exe, "serve", "--transport", "http", "--port", "0",
         "--functions", "read_file,write_file,grep", "--api-keys", "--store", store_url,
         "--workspace-template", str(base / "ws" / "{user}"),
-        "--calls-per-minute", "100000",
+        "--calls-per-minute", "100000", "--idle-timeout", str(idle_timeout),
     ]  # fmt: skip
     env = {**os.environ, "XDG_CONFIG_HOME": str(base / "config")}
     log = base / "serve.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging
@@ -160,6 +169,9 @@ def main() -> None:
     parser.add_argument("--connected", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--idle-timeout", type=float, default=8.0, help="the server's: users are released this long after they left"
+    )
     args = parser.parse_args()
     from toolroute.serve.store import UserStore
 
@@ -176,8 +188,21 @@ def main() -> None:
                 store.add_user(user)
                 store.add_server(user, "mine", {"url": f"http://127.0.0.1:{free_port_holder}/mcp"})
                 users.append((user, n, store.add_key(user)))
-        server, url = start_server(base, store_url)
+        server, url = start_server(base, store_url, args.idle_timeout)
         time.sleep(1.0)
+        cold = sample(server.pid)
+        # One user (not among those measured) first, so the base counts what any first request
+        # loads once (lazy imports, compiled validators, buffers), not per user.
+        warm = subprocess.run(
+            [sys.executable, "-c", CLIENT, url, "2"],
+            input=json.dumps([users[-1]]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if warm.returncode != 0:
+            raise SystemExit(f"the warm-up client failed: {warm.stderr[-2000:]}")
+        time.sleep(args.idle_timeout * 1.25 + 2.0)  # and released again
         at_start = sample(server.pid)
         chosen = users[: args.connected]
         groups = [chosen[i :: args.clients] for i in range(args.clients)]
@@ -208,6 +233,8 @@ def main() -> None:
         clients[-1].wait(30)
         time.sleep(5.0)  # sessions closed, per-call state released
         after = sample(server.pid)
+        time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
+        released = sample(server.pid)
         times: dict[str, list[float]] = {}
         for o in outcomes:
             for label, values in o["times"].items():
@@ -225,13 +252,17 @@ def main() -> None:
         for label, values in times.items():
             p50, p99 = pct(values, 0.5), pct(values, 0.99)
             print(f"  {label:<10} p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({len(values)} calls)")
-        print(f"server at start:    {at_start}")
+        print(f"server cold:        {cold}")
+        print(f"server warm (base): {at_start}")
         print(f"while connected:    {connected}")
         print(f"after all left:     {after}")
+        print(f"after idle release: {released}")
         per_connected = (connected["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
         per_idle = (after["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
+        per_released = (released["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
         print(
-            f"resident memory per connected user: {per_connected:.0f} KiB; per user after leaving: {per_idle:.0f} KiB"
+            f"resident memory per connected user: {per_connected:.0f} KiB; per user after leaving: {per_idle:.0f} KiB;"
+            f" after the idle release: {per_released:.0f} KiB"
         )
         if wrong:
             print("WRONG:", json.dumps(wrong[:5]))

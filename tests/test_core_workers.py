@@ -133,3 +133,34 @@ def test_sync_tools_keep_their_cancel_token_on_the_fast_path() -> None:
 
     asyncio.run(main())
     assert seen and seen[0] is not None and seen[0].cancelled  # type: ignore[attr-defined]
+
+
+def test_a_warm_worker_keeps_nothing_of_the_call_it_ran() -> None:
+    """A served user's workspace context rides in the call's context variables: a worker that
+    kept its last item while waiting would hold that workspace open after the user left."""
+    import asyncio
+    import contextvars
+    import gc
+    import weakref
+
+    from toolroute._workers import WarmWorkers
+
+    class Workspace:
+        pass
+
+    var: contextvars.ContextVar[Workspace | None] = contextvars.ContextVar("workspace", default=None)
+    pool = WarmWorkers(max_workers=2, idle_seconds=30)
+
+    async def go() -> weakref.ref[Workspace]:
+        workspace = Workspace()
+        var.set(workspace)
+        result = Workspace()
+        assert await pool.run(lambda: var.get()) is workspace
+        assert await pool.run(lambda: result) is result
+        var.set(None)
+        return weakref.ref(workspace)
+
+    gone = asyncio.run(go())
+    gc.collect()
+    assert gone() is None
+    assert pool.threads >= 1  # the worker is still there, warm, waiting

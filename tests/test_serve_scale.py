@@ -8,11 +8,13 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from toolroute import ToolRouter
+from toolroute.errors import ToolError
 from toolroute.serve import tenants
 from toolroute.serve.tenants import Tenancy
 
@@ -38,6 +40,7 @@ def test_the_least_recently_used_users_are_dropped_from_the_cache(
 
 CHILD = """
 import resource
+import time
 from toolroute.serve.served_mode import raise_descriptor_limit
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 assert soft == 256, soft
@@ -58,3 +61,98 @@ def test_served_mode_lifts_the_descriptor_limit() -> None:
     returned, now, child_hard = (int(x) for x in child.stdout.split())
     assert returned == now > 256
     assert now == child_hard or child_hard == resource.RLIM_INFINITY
+
+
+def test_idle_users_are_released_and_come_back_on_their_next_request(deployed: Path) -> None:
+    """A user unseen for the idle timeout loses its cached door and workspace context, and its
+    own upstream server process ends; its next request makes all of it again. A user seen
+    meanwhile keeps everything."""
+    from _mcp_helpers import demo_stdio
+
+    from toolroute.mcp.gateway import McpGateway
+    from toolroute.naming import user_service_key
+    from toolroute.serve.store import UserStore
+
+    store = UserStore(f"sqlite:///{deployed / 'users.db'}")
+    for user in ("alice", "bob"):
+        store.add_user(user)
+        store.add_server(user, "own", demo_stdio(f"{user}-server"))
+    router = ToolRouter(gateway=McpGateway())
+    tenancy = Tenancy(router, ["read_file"], [], store=store, workspace_template=str(deployed / "ws" / "{user}"))
+    try:
+        for user in ("alice", "bob"):
+            tenancy.door(user)
+            tenancy.context(user)
+            assert router.execute("echo", {"text": "hi"}, user_id=user).text == f"{user}-server:hi"
+        gateway = router.gateway
+        assert isinstance(gateway, McpGateway)
+
+        def connected(user: str) -> bool:
+            return gateway._services[user_service_key(user, "own")].connection.connected
+
+        assert connected("alice") and connected("bob")
+        time.sleep(0.3)
+        tenancy.context("bob")  # bob is still here
+        assert tenancy.release_idle(idle=0.25) == ["alice"]
+        assert "alice" not in tenancy._doors and "alice" not in tenancy._contexts
+        assert user_service_key("alice", "own") not in gateway._services and connected("bob")
+        with pytest.raises(ToolError):
+            router.execute("echo", {"text": "gone"}, user_id="alice")  # its tools left the table
+        assert "bob" in tenancy._contexts
+        # Back again: the door, the context and the server process are made anew.
+        tenancy.door("alice")
+        assert router.execute("echo", {"text": "again"}, user_id="alice").text == "alice-server:again"
+        assert connected("alice") and tenancy.context("alice").user_id == "alice"
+    finally:
+        router.close()
+        store.close()
+
+
+def test_the_idle_release_thread_runs_on_its_own_and_stops() -> None:
+    from toolroute.serve.idle import IdleRelease
+
+    released: list[float] = []
+
+    class Recording:
+        def release_idle(self, idle: float) -> list[str]:
+            released.append(idle)
+            return ["someone"] if len(released) == 1 else []
+
+    release = IdleRelease(Recording(), idle=0.2).start()  # type: ignore[arg-type]
+    deadline = time.monotonic() + 5
+    while len(released) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    release.close()
+    count = len(released)
+    time.sleep(0.2)
+    assert count >= 3 and len(released) == count, released  # ran repeatedly, and not after close
+    assert set(released) == {0.2}
+
+
+def test_the_gateway_loop_never_carries_the_callers_context() -> None:
+    """A call hops onto the gateway's loop without its caller's context variables (a served
+    user's workspace): else every task there, and every message the SDK's streams keep as their
+    last, would hold them after the user left."""
+    import contextvars
+
+    from toolroute.mcp.loop import LoopThread
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
+
+    async def seen() -> str:
+        return var.get()
+
+    loop = LoopThread("test-loop")
+    try:
+        var.set("alice")
+        assert loop.run(seen()) == "none"
+
+        async def from_another_loop() -> str:
+            var.set("bob")
+            return await loop.arun(seen())
+
+        import asyncio
+
+        assert asyncio.run(from_another_loop()) == "none"
+    finally:
+        loop.stop()

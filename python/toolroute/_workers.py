@@ -77,6 +77,9 @@ class WarmWorkers:
                 self._idle -= 1
                 self._queued -= 1
             self._run(item)
+            # Not kept while waiting for the next one: the item holds the call's context (a
+            # served user's workspace, open) and its result.
+            del item
 
     @staticmethod
     def _run(item: _Item) -> None:

@@ -456,6 +456,28 @@ class McpGateway:
         if changed:
             self._announce(service.user_id)
 
+    def remove_user(self, user_id: str) -> None:
+        """Forget `user_id`'s own servers: their connections (and processes) end and their tools
+        leave the routing table; `add_user_server` adds them again. For served mode's idle users,
+        who then cost nothing until they come back."""
+        validate_user_id(user_id)
+        self._loop.run(self._remove_user(user_id))
+
+    async def _remove_user(self, user_id: str) -> None:
+        with self._lock:
+            ids = self._user_ids.pop(user_id, [])
+            services = [s for s in (self._services.pop(user_service_key(user_id, i), None) for i in ids) if s]
+            for service in services:
+                for tool in service.tools or ():
+                    self._skipped.pop(f"{service.key}/{tool.name}", None)
+            self._publisher.sync(user_id, [])  # withdraws every target of the user and its routes
+        # The servers end in the background: the caller (a release under the tenancy's lock)
+        # never waits for a process to exit.
+        for service in services:
+            task = asyncio.get_running_loop().create_task(service.connection.close())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
     def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
         """Call `listener(user_id)` once an upstream server's tools changed (`list_changed`, or a
         restarted server that lists others) and the new names are published: None for a shared

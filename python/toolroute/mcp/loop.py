@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -53,7 +54,10 @@ class LoopThread:
         if self._stopping or self._loop.is_closed() or not self._thread.is_alive():
             coro.close()
             raise ToolExecutionError("the MCP gateway is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        # In an empty context: the caller's context variables (a served user's workspace context,
+        # its cancel token) must not ride along onto the gateway's loop, where every task and
+        # every message the SDK's streams carry would keep them alive.
+        return contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the gateway loop and wait for it from this (synchronous) thread."""

@@ -7,6 +7,7 @@ by a program that embeds the server.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from toolroute.serve.limits import LimitBook, UserLimits
 if TYPE_CHECKING:
     from toolroute.context import BuiltInToolContext
     from toolroute.router import ToolRouter
+    from toolroute.serve.idle import IdleRelease
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.store import UserStore
     from toolroute.serve.tenant_doors import TenantDoors
@@ -69,6 +71,12 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrent-calls", type=int, metavar="N", help="per user (default 8)")
     g.add_argument("--calls-per-minute", type=int, metavar="N", help="per user (default 600)")
     g.add_argument("--max-argument-bytes", type=int, metavar="N", help="one call's arguments (default 1 MiB)")
+    g.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        help="release a user unseen this long: cached door, workspace, own upstream servers (default 600)",
+    )
 
 
 @dataclass
@@ -78,8 +86,11 @@ class ServedMode:
     auth: HttpAuth | None
     doors: TenantDoors
     store: UserStore | None
+    idle: IdleRelease | None = None
 
     def close(self) -> None:
+        if self.idle is not None:
+            self.idle.close()
         if self.doors.audit is not None:
             self.doors.audit.close()
         if self.store is not None:
@@ -112,9 +123,10 @@ def build_served_mode(
 ) -> ServedMode:
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
+    from toolroute.serve.idle import IdleRelease
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.tenant_doors import TenantDoors
-    from toolroute.serve.tenants import Tenancy
+    from toolroute.serve.tenants import IDLE_TIMEOUT, Tenancy
 
     raise_descriptor_limit()
 
@@ -177,7 +189,13 @@ def build_served_mode(
         authenticated=auth is not None,
         fixed_user=args.user_id,
     )
-    return ServedMode(auth, doors, store)
+    idle = IDLE_TIMEOUT if getattr(args, "idle_timeout", None) is None else args.idle_timeout
+    if idle <= 0:
+        raise ToolArgumentError("--idle-timeout must be a positive number of seconds")
+    # A released user's search index goes as soon (it holds its workspace and a watch open),
+    # unless the index's own lifetime was set.
+    os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
+    return ServedMode(auth, doors, store, IdleRelease(tenancy, idle).start())
 
 
 def raise_descriptor_limit() -> int:

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 REGISTRY_TTL = 5.0
 # Users whose door and workspace context stay cached (least recently used go first).
 MAX_CACHED_USERS = 1024
+# A user unseen this long is released (`release_idle`): door, context, own upstream servers.
+IDLE_TIMEOUT = 600.0
 
 
 def _bound(cache: OrderedDict[Any, Any]) -> None:
@@ -79,6 +81,7 @@ class Tenancy:
         self._doors: OrderedDict[str | None, _Door] = OrderedDict()
         self._contexts: OrderedDict[str, BuiltInToolContext] = OrderedDict()
         self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
+        self._last_seen: dict[str, float] = {}  # user -> monotonic time of their last request
 
     def _user_servers(self, user_id: str | None) -> dict[str, dict[str, object]]:
         if user_id is None or self.store is None:
@@ -105,6 +108,7 @@ class Tenancy:
     def door(self, user_id: str | None) -> ServedTools:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
         with self._lock:
+            self._seen(user_id)
             door = self._doors.get(user_id)
             if door is not None and self._fresh(door):
                 self._doors.move_to_end(user_id)
@@ -124,6 +128,31 @@ class Tenancy:
             _bound(self._doors)
             return served
 
+    def _seen(self, user_id: str | None) -> None:
+        if user_id is not None:
+            self._last_seen[user_id] = time.monotonic()
+
+    def release_idle(self, idle: float = IDLE_TIMEOUT) -> list[str]:
+        """Release every user unseen for `idle` seconds: their door and workspace context go (a
+        context holds its workspace root open) and the gateway forgets their own upstream servers
+        (connections end, tools leave the table); all is made again on their next request, from
+        the registry. Returns those users."""
+        now = time.monotonic()
+        with self._lock:
+            gone = [user for user, seen in self._last_seen.items() if now - seen >= idle]
+            for user in gone:
+                del self._last_seen[user]
+                self._doors.pop(user, None)
+                self._contexts.pop(user, None)
+                # Under the lock, as registration is: a user back at once registers anew after.
+                if self._registered.pop(user, None) is not None and self._gateway_forgets:
+                    self.router.gateway.remove_user(user)  # type: ignore[union-attr]
+        return gone
+
+    @property
+    def _gateway_forgets(self) -> bool:
+        return hasattr(self.router.gateway, "remove_user")
+
     def forget_doors(self, user_id: str | None) -> None:
         """Drop `user_id`'s door (None: every door), so the next request exposes its tools anew."""
         with self._lock:
@@ -138,6 +167,7 @@ class Tenancy:
         if not self._lock.acquire(blocking=False):
             return None
         try:
+            self._seen(user_id)
             door = self._doors.get(user_id)
             return door.served if door is not None and self._fresh(door) else None
         finally:
@@ -157,6 +187,7 @@ class Tenancy:
         if user_id is None or self.workspaces is None:
             return self.base_context
         with self._lock:
+            self._seen(user_id)
             ctx = self._contexts.get(user_id)
             if ctx is None:
                 root, uid = self.workspaces.ensure(user_id)

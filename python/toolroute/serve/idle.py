@@ -1,0 +1,56 @@
+"""Users who left cost nothing after a while: a daemon thread releases every user unseen for
+`--idle-timeout` seconds (`Tenancy.release_idle`: their door, workspace context and own upstream
+server processes), then hands the freed heap back to the operating system (glibc keeps freed
+pages for reuse otherwise, so the process would stay at its peak after a crowd left)."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+
+from toolroute.serve.tenants import Tenancy
+
+log = logging.getLogger("toolroute.serve")
+
+
+def return_freed_memory() -> None:
+    """`malloc_trim(0)` where the C library has it (glibc); elsewhere nothing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
+
+
+class IdleRelease:
+    """Every `idle / 4` seconds (at most a minute), release the users idle for `idle` seconds."""
+
+    def __init__(self, tenancy: Tenancy, idle: float) -> None:
+        if idle <= 0:
+            raise ValueError("the idle timeout must be positive")
+        self.tenancy = tenancy
+        self.idle = idle
+        self.interval = min(idle / 4, 60.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="toolroute-idle-release", daemon=True)
+
+    def start(self) -> IdleRelease:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                gone = self.tenancy.release_idle(self.idle)
+            except Exception:  # never let one failure end the releases
+                log.exception("releasing idle users failed")
+                continue
+            if gone:
+                log.info("released %d idle user(s)", len(gone))
+                return_freed_memory()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
