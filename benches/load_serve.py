@@ -1,22 +1,26 @@
 """Served mode under load: many registered users, many connected at once, on 127.0.0.1.
 
     python benches/load_serve.py [--users 1000] [--connected 200] [--seconds 20] [--clients 4]
+                                 [--idle-timeout 8] [--replicas 1]
 
 One `toolroute serve` (HTTP, API keys from a SQLite registry, a workspace per user outside
-/tmp). Every registered user has an API key and an upstream MCP server of its own (the same demo
+/tmp), or with `--replicas N` that many behind HAProxy (users hashed onto them by the
+`X-Toolroute-User` header) sharing a PostgreSQL registry, as docs/deploy.md deploys them.
+Every registered user has an API key and an upstream MCP server of its own (the same demo
 server process, registered once per user, so each user's calls go through a connection of its
 own). `--connected` of them connect at once through the real `mcp` client, spread over
 `--clients` client processes, and for `--seconds` each calls, in turn: write_file of a note only
 it knows, read_file of it, grep for it, and its upstream `add` with numbers only it uses. Every
 answer is checked to be that user's own. One client process is killed mid-run (its users
 disconnect mid-call). Reported: calls per second, p50/p99 per tool, the server's resident memory
-and open descriptors and processes at start, while the users are connected and after they have
-all left, and per connected and per idle user.
+and open descriptors and processes (summed over the replicas) warm, while the users are
+connected, after they have all left and after the idle release, and per connected user.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -49,7 +53,9 @@ def text(result):
 
 async def one(user, number, key, deadline):
     global calls
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    # The affinity header steers a balancer (HAProxy hashes on it); the server checks it names
+    # the authenticated user.
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}", "X-Toolroute-User": user})
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         i = 0
         while time.monotonic() < deadline:
@@ -134,7 +140,9 @@ def free_port() -> int:
         return port
 
 
-def start_server(base: Path, store_url: str, idle_timeout: float) -> tuple[subprocess.Popen[str], str]:
+def start_server(
+    base: Path, store_url: str, idle_timeout: float, name: str = "serve"
+) -> tuple[subprocess.Popen[str], str]:
     exe = shutil.which("toolroute") or str(Path(sys.executable).with_name("toolroute"))
     args = [
         exe, "serve", "--transport", "http", "--port", "0",
@@ -143,7 +151,7 @@ def start_server(base: Path, store_url: str, idle_timeout: float) -> tuple[subpr
         "--calls-per-minute", "100000", "--idle-timeout", str(idle_timeout),
     ]  # fmt: skip
     env = {**os.environ, "XDG_CONFIG_HOME": str(base / "config")}
-    log = base / "serve.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging
+    log = base / f"{name}.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging
     with log.open("w") as sink:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, text=True, env=env)
     deadline = time.monotonic() + 60
@@ -158,6 +166,63 @@ def start_server(base: Path, store_url: str, idle_timeout: float) -> tuple[subpr
     raise SystemExit("toolroute serve did not start")
 
 
+HAPROXY_CONFIG = """\
+global
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    retries 3
+    option redispatch 1
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend toolroute
+backend toolroute
+    balance hdr(X-Toolroute-User)
+    hash-type consistent
+    option httpchk GET /healthz
+    http-check expect status 200
+    default-server check inter 500ms fall 2 rise 2
+{servers}
+"""
+
+
+def start_haproxy(base: Path, backends: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    """HAProxy in front of the replicas, hashing users onto them (as docs/deploy.md sets it up)."""
+    exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    port = free_port()
+    servers = "\n".join(f"    server r{i} {url.split('//')[1].split('/')[0]}" for i, url in enumerate(backends))
+    config = base / "haproxy.cfg"
+    config.write_text(HAPROXY_CONFIG.format(port=port, servers=servers))
+    proc = subprocess.Popen([exe, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import socket
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                time.sleep(1.5)  # the health checks mark the replicas up
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("haproxy did not start")
+
+
+def sample_all(pids: list[int]) -> dict[str, Any]:
+    """`sample` summed over the replicas."""
+    total: dict[str, Any] = {"rss_kib": 0, "fds": 0, "fd_kinds": {}, "children": 0}
+    for pid in pids:
+        one = sample(pid)
+        total["rss_kib"] += one["rss_kib"]
+        total["fds"] += one["fds"]
+        total["children"] += one["children"]
+        for kind, n in one["fd_kinds"].items():
+            total["fd_kinds"][kind] = total["fd_kinds"].get(kind, 0) + n
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
@@ -170,6 +235,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
+        "--replicas", type=int, default=1, help="servers behind HAProxy, with a PostgreSQL registry (1: one server)"
+    )
+    parser.add_argument(
         "--idle-timeout", type=float, default=8.0, help="the server's: users are released this long after they left"
     )
     args = parser.parse_args()
@@ -177,10 +245,17 @@ def main() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="toolroute-load-", dir="/var/tmp"))  # a sandbox replaces /tmp
     upstream = start_upstream(free_port_holder := free_port())
-    server: subprocess.Popen[str] | None = None
+    servers: list[subprocess.Popen[str]] = []
+    stack = contextlib.ExitStack()
     try:
         os.environ["XDG_CONFIG_HOME"] = str(base / "config")  # the registry's key file, as the server's
-        store_url = f"sqlite:///{base / 'users.db'}"
+        if args.replicas > 1:
+            sys.path.insert(0, str(ROOT / "tests"))
+            from _postgres import postgres_server  # the tests' own throwaway PostgreSQL
+
+            store_url = stack.enter_context(postgres_server())
+        else:
+            store_url = f"sqlite:///{base / 'users.db'}"
         users: list[tuple[str, int, str]] = []
         with UserStore(store_url) as store:
             for n in range(args.users):
@@ -188,9 +263,18 @@ def main() -> None:
                 store.add_user(user)
                 store.add_server(user, "mine", {"url": f"http://127.0.0.1:{free_port_holder}/mcp"})
                 users.append((user, n, store.add_key(user)))
-        server, url = start_server(base, store_url, args.idle_timeout)
+        urls = []
+        for i in range(args.replicas):
+            server, replica_url = start_server(base, store_url, args.idle_timeout, f"serve-{i}")
+            servers.append(server)
+            urls.append(replica_url)
+        url = urls[0]
+        if args.replicas > 1:
+            balancer, url = start_haproxy(base, urls)
+            stack.callback(lambda: (balancer.terminate(), balancer.wait(10)))
+        pids = [s.pid for s in servers]
         time.sleep(1.0)
-        cold = sample(server.pid)
+        cold = sample_all(pids)
         # One user (not among those measured) first, so the base counts what any first request
         # loads once (lazy imports, compiled validators, buffers), not per user.
         warm = subprocess.run(
@@ -203,7 +287,7 @@ def main() -> None:
         if warm.returncode != 0:
             raise SystemExit(f"the warm-up client failed: {warm.stderr[-2000:]}")
         time.sleep(args.idle_timeout * 1.25 + 2.0)  # and released again
-        at_start = sample(server.pid)
+        at_start = sample_all(pids)
         chosen = users[: args.connected]
         groups = [chosen[i :: args.clients] for i in range(args.clients)]
         clients = [
@@ -221,7 +305,7 @@ def main() -> None:
             proc.stdin.write(json.dumps(group))
             proc.stdin.close()
         time.sleep(args.seconds * 0.6)
-        connected = sample(server.pid)
+        connected = sample_all(pids)
         os.kill(clients[-1].pid, signal.SIGKILL)  # its users disconnect mid-call
         outcomes = []
         for proc in clients[:-1]:
@@ -232,9 +316,9 @@ def main() -> None:
             outcomes.append(json.loads(out.strip().splitlines()[-1]))
         clients[-1].wait(30)
         time.sleep(5.0)  # sessions closed, per-call state released
-        after = sample(server.pid)
+        after = sample_all(pids)
         time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
-        released = sample(server.pid)
+        released = sample_all(pids)
         times: dict[str, list[float]] = {}
         for o in outcomes:
             for label, values in o["times"].items():
@@ -246,6 +330,7 @@ def main() -> None:
         counted_users = sum(len(g) for g in groups[:finished])
         print(
             f"users registered {args.users}, connected {args.connected} over {args.clients} clients, {args.seconds:g} s"
+            + (f", {args.replicas} replicas behind HAProxy (PostgreSQL registry)" if args.replicas > 1 else "")
         )
         print(f"calls answered (by the clients that ran to the end: {counted_users} users): {calls}, "
               f"{calls / args.seconds:.0f}/s; wrong answers: {len(wrong)}; session errors: {len(errors)}")  # fmt: skip
@@ -270,16 +355,16 @@ def main() -> None:
             print("ERRORS:", json.dumps(errors[:5]))
         print(f"median call {statistics.median([v for vs in times.values() for v in vs]) * 1000:.1f} ms")
     finally:
-        errors_logged = (base / "serve.log").read_text().count("Traceback") if (base / "serve.log").exists() else 0
-        print(f"tracebacks in the server's log: {errors_logged}")
-        if errors_logged:
-            print((base / "serve.log").read_text()[-3000:])
-        if server is not None:
+        logs = sorted(base.glob("serve-*.log"))
+        errors_logged = sum(log.read_text().count("Traceback") for log in logs)
+        print(f"tracebacks in the servers' logs: {errors_logged} (a client killed mid-call leaves some)")
+        for server in servers:
             server.send_signal(signal.SIGINT)
             try:
                 server.wait(30)
             except subprocess.TimeoutExpired:
                 server.kill()
+        stack.close()
         upstream.terminate()
         upstream.wait(10)
         shutil.rmtree(base, ignore_errors=True)
