@@ -174,6 +174,8 @@ defaults
     timeout connect 2s
     timeout client 120s
     timeout server 120s
+    # Saturated replicas answer their health check late; a late answer must not mark one down.
+    timeout check 10s
     retries 3
     option redispatch 1
 frontend mcp
@@ -184,7 +186,7 @@ backend toolroute
     hash-type consistent
     option httpchk GET /healthz
     http-check expect status 200
-    default-server check inter 500ms fall 2 rise 2
+    default-server check inter 2s fall 3 rise 2
 {servers}
 """
 
