@@ -409,18 +409,17 @@ class McpGateway:
         # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
         # on the loop that carries every server's calls.
         projected = await asyncio.to_thread(_project, tools)
-        definitions, skipped = projected.definitions, projected.skipped
         with self._lock:
             if self._services.get(service.key) is not service:
                 return False  # removed or closed meanwhile
             service.tools, service.stale, service.error = tools, False, None
             service.listed_on = service.connection.connects
-            service.definitions = definitions
+            service.definitions = projected.definitions
             service.output_schemas = projected.output_schemas
             service.annotations = projected.annotations
             for tool in tools:
                 self._skipped.pop(f"{service.key}/{tool.name}", None)
-            for name, why in skipped.items():
+            for name, why in projected.skipped.items():
                 self._skipped[f"{service.key}/{name}"] = why
                 log.warning("MCP server %r: tool %r left out: %s", service.key, name, why)
             return True

@@ -16,7 +16,7 @@ import anyio
 from mcp import types
 
 from toolroute.allowlist import CallOutcome, ExposedTools
-from toolroute.serve.list_changes import ListWatchers
+from toolroute.serve.list_changes import ListWatchers, subscribe
 from toolroute.types import Tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
@@ -51,7 +51,8 @@ class ServedTools(ExposedTools):
         return type(self)(self.router, functions, mcp_servers, self.user_id, user_servers=user_servers)
 
     def mcp_tools(self) -> list[types.Tool]:
-        """The `tools/list` answer, built once: the allowlist is fixed for the server's life."""
+        """The `tools/list` answer, built once: this allowlist is fixed (a change upstream makes a
+        new one, `renewed`)."""
         return list(self._listing)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
@@ -100,9 +101,7 @@ class FixedDoor:
         self.served = served
         self.watchers = ListWatchers()
         self._stale = False
-        gateway = served.router.gateway
-        if gateway is not None and hasattr(gateway, "on_tools_changed"):
-            gateway.on_tools_changed(self._tools_changed)
+        subscribe(served.router, self._tools_changed)
 
     def _tools_changed(self, user_id: str | None) -> None:
         if user_id is None or user_id == self.served.user_id:

@@ -15,11 +15,20 @@ import contextlib
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("toolroute.serve")
 
 EVERYONE = object()  # the audience of a change to the shared servers: every user
+
+
+def subscribe(router: Any, listener: Callable[[str | None], None]) -> None:
+    """`listener(user_id)` after the router's gateway published changed upstream tools (see
+    `McpGateway.on_tools_changed`); nothing without a gateway that tells."""
+    gateway = router.gateway
+    if gateway is not None and hasattr(gateway, "on_tools_changed"):
+        gateway.on_tools_changed(listener)
 
 
 class ListWatchers:

@@ -33,16 +33,11 @@ if TYPE_CHECKING:
 
 def progress_sink(ctx: ServerContext) -> ProgressSink | None:
     """A sink for the call's progress when the client sent a `progressToken` (else None)."""
-    meta = ctx.meta or {}
-    token = meta.get("progress_token", meta.get("progressToken"))
-    if token is None:
+    # The SDK hands the request's `_meta` over by field name; its request-scoped session sends
+    # progress against the caller's token on the request's own channel.
+    if (ctx.meta or {}).get("progress_token") is None:
         return None
-    session, request_id = ctx.session, ctx.request_id
-
-    async def send(progress: float, total: float | None, message: str | None) -> None:
-        await session.send_progress_notification(token, progress, total, message, related_request_id=request_id)
-
-    return ProgressSink(send)
+    return ProgressSink(ctx.session.report_progress)
 
 
 def build_server(

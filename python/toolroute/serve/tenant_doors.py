@@ -17,7 +17,7 @@ from mcp_types import INVALID_REQUEST
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
-from toolroute.serve.list_changes import EVERYONE, ListWatchers
+from toolroute.serve.list_changes import EVERYONE, ListWatchers, subscribe
 from toolroute.serve.tenants import Tenancy
 
 if TYPE_CHECKING:
@@ -68,9 +68,7 @@ class TenantDoors:
         self.authenticated = authenticated
         self.fixed_user = fixed_user
         self.watchers = ListWatchers()
-        gateway = tenancy.router.gateway
-        if gateway is not None and hasattr(gateway, "on_tools_changed"):
-            gateway.on_tools_changed(self._tools_changed)
+        subscribe(tenancy.router, self._tools_changed)
 
     def _tools_changed(self, user_id: str | None) -> None:
         """A shared server's change reaches every user; a user's own server's, that user."""

@@ -215,6 +215,12 @@ def close_pipes(proc: subprocess.Popen[bytes], *, stdin: bool = True) -> None:
                 pipe.close()
 
 
+def _sooner(timeout: float | None, wait: float) -> float:
+    """The select timeout once something is due in `wait` seconds (None: nothing was due)."""
+    wait = max(0.0, wait)
+    return wait if timeout is None else min(timeout, wait)
+
+
 _EXIT = object()
 _WAKE = object()
 _STDIN = object()
@@ -331,13 +337,13 @@ class Pump:
 
                 timeout = self._next_wait(now, deadline, exited, finished, term_at, kill_at, drain_until)
                 if resume_at is not None:
-                    timeout = max(0.0, resume_at - now) if timeout is None else min(timeout, max(0.0, resume_at - now))
+                    timeout = _sooner(timeout, resume_at - now)
                 if pidfd is None and not exited:
-                    timeout = EXIT_POLL if timeout is None else min(timeout, EXIT_POLL)
+                    timeout = _sooner(timeout, EXIT_POLL)
                 if report_at is not None and not exited:
                     if now >= report_at:
                         report_at = self._report(now - started)
-                    timeout = max(0.0, report_at - now) if timeout is None else min(timeout, max(0.0, report_at - now))
+                    timeout = _sooner(timeout, report_at - now)
                 read_any = False
                 for key, _ in sel.select(timeout):
                     data = key.data
