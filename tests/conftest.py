@@ -40,18 +40,22 @@ def router(ctx: BuiltInToolContext) -> Iterator[ToolRouter]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _registry_key_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The registry's default key file (`$XDG_CONFIG_HOME/toolroute/store.key`) in a folder of
-    this session, so tests never write one into the home folder; subprocesses inherit it."""
+def _host_folders_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The registry's default key file (`$XDG_CONFIG_HOME/toolroute/store.key`) and the search
+    index cache (`$XDG_CACHE_HOME/toolroute/index`) in folders of this session, so tests never
+    write into the home folder; subprocesses inherit them."""
     import os
 
-    saved = os.environ.get("XDG_CONFIG_HOME")
-    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+    names = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+    saved = {name: os.environ.get(name) for name in names}
+    for name in names:
+        os.environ[name] = str(tmp_path_factory.mktemp(name.lower()))
     yield
-    if saved is None:
-        os.environ.pop("XDG_CONFIG_HOME", None)
-    else:
-        os.environ["XDG_CONFIG_HOME"] = saved
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,10 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
         registry.parent.mkdir()
         config = base / "config"
         key_file = config / "toolroute" / "store.key"
-        env = tool_env(XDG_CONFIG_HOME=str(config), TOOLROUTE_TEST_HOST_SECRET=HOST_SECRET)
+        # The server's search index cache (alice's index is saved there) outside /tmp too.
+        env = tool_env(
+            XDG_CONFIG_HOME=str(config), XDG_CACHE_HOME=str(base / "cache"), TOOLROUTE_TEST_HOST_SECRET=HOST_SECRET
+        )
         store_url = f"sqlite:///{registry}"
         saved = os.environ.get("XDG_CONFIG_HOME")
         os.environ["XDG_CONFIG_HOME"] = str(config)
@@ -83,12 +87,18 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
             else:
                 os.environ["XDG_CONFIG_HOME"] = saved
         args = [
-            *("--functions", "bash,read_file,write_file", "--api-keys", "--store", store_url),
+            *("--functions", "bash,read_file,write_file,grep", "--api-keys", "--store", store_url),
             *("--workspace-template", str(base / "ws" / "{user}"), "--sandbox", mechanism),
         ]
         with http_server_process(args, env) as (proc, url):
             deployment = Deployment(url, proc.pid, base, keys, registry, key_file)
             _call(deployment, "alice", "write_file", {"path": "notes.txt", "content": ALICE_SECRET + "\n"})
+            for _ in range(2):  # the second query starts alice's index; it is saved once built
+                _call(deployment, "alice", "grep", {"pattern": ALICE_SECRET})
+            deadline = time.monotonic() + 30
+            while not list((base / "cache" / "toolroute" / "index").glob("[0-9a-f]*.idx")):
+                assert time.monotonic() < deadline, "alice's search index was not saved"
+                time.sleep(0.05)
             yield deployment
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -124,7 +134,7 @@ def _leaks(d: Deployment, out: dict[str, Any]) -> list[str]:
 def test_the_deployment_is_set_up_the_way_users_deploy(deployment: Deployment) -> None:
     # Everything an attack aims at lies outside /tmp, and alice's bytes really are there.
     tmp = Path(tempfile.gettempdir()).resolve()
-    for path in (deployment.base, deployment.registry, deployment.key_file):
+    for path in (deployment.base, deployment.registry, deployment.key_file, deployment.base / "cache"):
         assert not path.resolve().is_relative_to(tmp)
     assert (deployment.base / "ws" / "alice" / "notes.txt").read_text() == ALICE_SECRET + "\n"
     assert deployment.key_file.is_file()
@@ -149,6 +159,7 @@ def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Depl
         d.registry,
         d.registry.parent,
         d.key_file,
+        d.base / "cache" / "toolroute" / "index",  # alice's saved search index
         Path.home(),
         Path(f"/proc/{d.server_pid}/environ"),
         Path("/proc/1/environ"),

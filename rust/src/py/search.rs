@@ -415,6 +415,7 @@ fn search_index_stats<'py>(
         d.set_item("watching", s.watching)?;
         d.set_item("served", s.served)?;
         d.set_item("build_seconds", s.build_seconds)?;
+        d.set_item("restored", s.restored)?;
         Ok(d)
     })
 }

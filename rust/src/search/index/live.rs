@@ -11,7 +11,9 @@ use std::time::Instant;
 use rustc_hash::FxHashMap;
 
 use super::build::{self, Facts, Ident};
+use super::cache;
 use super::postings::Postings;
+use super::snapshot::Contents;
 use super::state::{Over, Phase, State};
 use super::tree::Tree;
 use super::trigram::Extractor;
@@ -48,7 +50,17 @@ pub(crate) struct Index {
     /// Queries answered from the index.
     pub(crate) served: AtomicU64,
     pub(crate) last_used: Mutex<Instant>,
+    /// Read back from the cache rather than built in this process.
+    pub(crate) restored: bool,
+    /// The next answer must check every folder and file first: a restored index, until the
+    /// check has run, and again once its watch is up (changes made before the watch saw them).
+    unverified: AtomicBool,
+    /// The change count last written to the cache, and when.
+    saved: Mutex<Option<(u64, Instant)>>,
 }
+
+/// While changes keep coming, the cache is rewritten at most this often.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Give a re-listing's files their ids: a known path keeps its id, and its trigrams only if
 /// it is the same file, not rewritten (an editor's save-by-rename, or another folder renamed
@@ -84,29 +96,110 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Index {
     pub(crate) fn new(key: Key, roots: Roots) -> Arc<Self> {
+        let state = State {
+            phase: Phase::Building,
+            tree: Tree::default(),
+            postings: Postings {
+                shards: Vec::new(),
+                len: 0,
+            },
+            facts: Vec::new(),
+            over: FxHashMap::default(),
+            seq: 0,
+            bytes: 0,
+            build_time: None,
+        };
+        Self::with_state(key, roots, state, 0, false)
+    }
+
+    /// An index from the cache: it answers only after checking every folder and file against
+    /// the stamps it was saved with (and starts watching from its background thread).
+    pub(crate) fn restore(key: Key, roots: Roots, contents: Contents) -> Arc<Self> {
+        let next_id = contents.next_id;
+        let state = State::restored(contents);
+        let seq = state.seq;
+        let index = Self::with_state(key, roots, state, next_id, true);
+        *lock(&index.saved) = Some((seq, Instant::now()));
+        index
+    }
+
+    fn with_state(key: Key, roots: Roots, state: State, next_id: u32, restored: bool) -> Arc<Self> {
         Arc::new(Self {
             key,
             roots,
-            state: Mutex::new(State {
-                phase: Phase::Building,
-                tree: Tree::default(),
-                postings: Postings {
-                    shards: Vec::new(),
-                    len: 0,
-                },
-                facts: Vec::new(),
-                over: FxHashMap::default(),
-                seq: 0,
-                bytes: 0,
-                build_time: None,
-            }),
+            state: Mutex::new(state),
             pending: Arc::new(Mutex::new(Vec::new())),
             doomed: Arc::new(AtomicBool::new(false)),
             watch: Mutex::new(None),
-            ids: AtomicU32::new(0),
+            ids: AtomicU32::new(next_id),
             served: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
+            restored,
+            unverified: AtomicBool::new(restored),
+            saved: Mutex::new(None),
         })
+    }
+
+    /// The watch a built index starts before its walk; `None` when unwanted or unavailable.
+    fn start_watch(&self) -> Option<Arc<Watch>> {
+        let pending = Arc::clone(&self.pending);
+        let doomed = Arc::clone(&self.doomed);
+        let sink = Box::new(move |m: Mark| {
+            if matches!(m, Mark::Broken(_)) {
+                doomed.store(true, Ordering::Relaxed);
+            }
+            lock(&pending).push(m)
+        });
+        let wanted = std::env::var("TOOLROUTE_SEARCH_INDEX_WATCH").map_or(true, |v| v != "0");
+        wanted
+            .then(|| Watch::start(&self.key.root, sink).ok())
+            .flatten()
+            .map(Arc::new)
+    }
+
+    /// A restored index's background start: watch every listed folder, then check everything
+    /// once more (what changed before a folder was watched; here rather than in the next
+    /// query), then trust the watch. The watches go in under the state lock, so a query's
+    /// re-listing cannot add a folder between the two.
+    pub(crate) fn watch_restored(&self) {
+        self.add_watches();
+        drop(self.fresh());
+    }
+
+    fn add_watches(&self) {
+        let Some(watch) = self.start_watch() else {
+            return;
+        };
+        let state = lock(&self.state);
+        if state.phase != Phase::Ready {
+            return;
+        }
+        if state.tree.dirs.keys().any(|dir| watch.add(dir).is_err()) {
+            return; // out of watches: checked before each answer, as without a watch
+        }
+        self.unverified.store(true, Ordering::SeqCst);
+        *lock(&self.watch) = Some(watch);
+        drop(state);
+    }
+
+    /// Write the index to the cache when it is whole (no file waiting to be re-read) and has
+    /// changed since it was last written, at most every `SAVE_EVERY` (`force`: now, as it
+    /// goes away).
+    pub(crate) fn persist(&self, force: bool) {
+        let body = {
+            let state = lock(&self.state);
+            let saved = *lock(&self.saved);
+            let changed = saved.is_none_or(|(seq, _)| seq != state.seq);
+            let due = force || saved.is_none_or(|(_, at)| at.elapsed() >= SAVE_EVERY);
+            if state.phase != Phase::Ready || !changed || !due || state.dirty() > 0 {
+                return;
+            }
+            *lock(&self.saved) = Some((state.seq, Instant::now()));
+            let mut body = super::snapshot::Enc::default();
+            super::snapshot::encode(&state, self.ids.load(Ordering::Relaxed), &mut body);
+            body
+        };
+        cache::save(&self.key, body);
     }
 
     /// Folders watched (with the barrier's and `.git` rule folders).
@@ -123,19 +216,7 @@ impl Index {
     /// no inotify, out of watches) the index is checked before each answer instead.
     pub(crate) fn build(&self) {
         let began = Instant::now();
-        let pending = Arc::clone(&self.pending);
-        let doomed = Arc::clone(&self.doomed);
-        let sink = Box::new(move |m: Mark| {
-            if matches!(m, Mark::Broken(_)) {
-                doomed.store(true, Ordering::Relaxed);
-            }
-            lock(&pending).push(m)
-        });
-        let wanted = std::env::var("TOOLROUTE_SEARCH_INDEX_WATCH").map_or(true, |v| v != "0");
-        let watch = wanted
-            .then(|| Watch::start(&self.key.root, sink).ok())
-            .flatten()
-            .map(Arc::new);
+        let watch = self.start_watch();
         *lock(&self.watch) = watch.clone();
         let opts = self.key.walk_options();
         let Some(built) = build::walk(
@@ -224,13 +305,24 @@ impl Index {
         if state.phase != Phase::Ready {
             return None;
         }
+        let verify = self.unverified.swap(false, Ordering::SeqCst);
+        if verify {
+            // The watch `watch_restored` put in place with this flag (or none yet).
+            watch = lock(&self.watch).clone();
+        }
         let mut marks = std::mem::take(&mut *lock(&self.pending));
         if marks.iter().any(|m| matches!(m, Mark::Lost)) {
             self.stop_watching();
             watch = None;
         }
-        if watch.is_none() {
-            marks.extend(self.check(&state)?);
+        if watch.is_none() || verify {
+            let Some(found) = self.check(&state) else {
+                if verify {
+                    state.phase = Phase::Broken("the root cannot be opened to check it".into());
+                }
+                return None;
+            };
+            marks.extend(found);
         }
         if let Err(why) = self.apply(&mut state, marks, watch.as_ref()) {
             state.phase = Phase::Broken(why);

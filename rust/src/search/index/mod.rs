@@ -5,6 +5,7 @@
 //! docs/search.md.
 
 mod build;
+mod cache;
 mod listing;
 mod live;
 mod mark;
@@ -12,6 +13,7 @@ mod plan;
 mod postings;
 mod query;
 mod registry;
+mod snapshot;
 mod state;
 mod tree;
 mod trigram;
@@ -79,7 +81,7 @@ fn answer<T>(
     let Some(key) = key else {
         return scan();
     };
-    if let Some(out) = registry::ready(&key).and_then(|ix| indexed(&ix)) {
+    if let Some(out) = registry::ready(&key, roots).and_then(|ix| indexed(&ix)) {
         return out;
     }
     let out = scan();
@@ -96,7 +98,8 @@ pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     };
     let until = Instant::now() + timeout;
     loop {
-        let index = registry::ensure(&key, roots);
+        // A cached index, once checked, is as good as a build.
+        let index = registry::ready(&key, roots).unwrap_or_else(|| registry::ensure(&key, roots));
         match index.phase() {
             state::Phase::Ready if index.fresh().is_some() => return true,
             state::Phase::Ready | state::Phase::Building => {}
@@ -122,6 +125,8 @@ pub struct IndexStats {
     pub watching: bool,
     pub served: u64,
     pub build_seconds: Option<f64>,
+    /// Read back from the on-disk cache rather than built by this process.
+    pub restored: bool,
 }
 
 pub fn stats(walker: &Walker) -> IndexStats {
@@ -149,6 +154,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
         watching: index.watching(),
         served: index.served.load(std::sync::atomic::Ordering::Relaxed),
         build_seconds: state.build_time.map(|d| d.as_secs_f64()),
+        restored: index.restored,
     }
 }
 

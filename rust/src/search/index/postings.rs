@@ -2,6 +2,8 @@
 //! Each walk thread fills its own shard (its ids only grow), so nothing is merged: a lookup ORs
 //! the shards' lists into a bitset over file ids.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use super::plan::Query;
@@ -26,18 +28,31 @@ impl ShardBuilder {
     pub(crate) fn finish(self) -> Shard {
         let mut keys: Vec<u32> = self.lists.keys().copied().collect();
         keys.sort_unstable();
-        let mut starts = Vec::with_capacity(keys.len() + 1);
-        let total = self.lists.values().map(|(_, b)| b.len()).sum();
-        let mut data = Vec::with_capacity(total);
+        let data_len: usize = self.lists.values().map(|(_, b)| b.len()).sum();
+        let n = keys.len();
+        let mut region = Vec::with_capacity(12 * n + 8 + data_len);
+        for k in &keys {
+            region.extend_from_slice(&k.to_le_bytes());
+        }
+        let mut at = 0u64;
+        for k in &keys {
+            region.extend_from_slice(&at.to_le_bytes());
+            at += self.lists.get(k).map_or(0, |(_, b)| b.len() as u64);
+        }
+        region.extend_from_slice(&at.to_le_bytes());
         let mut lists = self.lists;
         for k in &keys {
-            starts.push(data.len() as u64);
             if let Some((_, bytes)) = lists.remove(k) {
-                data.extend_from_slice(&bytes);
+                region.extend_from_slice(&bytes);
             }
         }
-        starts.push(data.len() as u64);
-        Shard { keys, starts, data }
+        let len = region.len();
+        Shard {
+            buf: Arc::new(region),
+            at: 0,
+            len,
+            n,
+        }
     }
 }
 
@@ -49,34 +64,95 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-/// One thread's lists, frozen: sorted trigrams and their encoded ids in one buffer.
+/// One thread's lists, frozen, as one region of bytes: `n` sorted trigrams (`u32`), where each
+/// one's ids start (`n + 1` `u64`s, the last is the end), then the encoded ids. The region is
+/// the same in memory and in a snapshot, so a restored index shares the file's bytes instead of
+/// converting them.
 pub(crate) struct Shard {
-    keys: Vec<u32>,
-    starts: Vec<u64>,
-    data: Vec<u8>,
+    buf: Arc<Vec<u8>>,
+    at: usize,
+    len: usize,
+    n: usize,
 }
 
 impl Shard {
+    /// The region, as a snapshot stores it, and its trigram count.
+    pub(crate) fn region(&self) -> (usize, &[u8]) {
+        (self.n, &self.buf[self.at..self.at + self.len])
+    }
+
+    /// The shard stored in `buf[at..at + len]` with `n` trigrams, if its parts fit together:
+    /// trigrams strictly rising, starts rising from 0 to the end of the ids.
+    pub(crate) fn view(buf: &Arc<Vec<u8>>, at: usize, len: usize, n: usize) -> Option<Self> {
+        let head = n.checked_mul(12)?.checked_add(8)?;
+        if head > len || at.checked_add(len)? > buf.len() {
+            return None;
+        }
+        let shard = Self {
+            buf: Arc::clone(buf),
+            at,
+            len,
+            n,
+        };
+        let rising = (1..n).all(|i| shard.key(i - 1) < shard.key(i));
+        let ordered = (1..=n).all(|i| shard.start(i - 1) <= shard.start(i));
+        let ends = shard.start(0) == 0 && shard.start(n) == (len - head) as u64;
+        (rising && ordered && ends).then_some(shard)
+    }
+
+    fn key(&self, i: usize) -> u32 {
+        let p = self.at + 4 * i;
+        u32::from_le_bytes([
+            self.buf[p],
+            self.buf[p + 1],
+            self.buf[p + 2],
+            self.buf[p + 3],
+        ])
+    }
+
+    fn start(&self, i: usize) -> u64 {
+        let p = self.at + 4 * self.n + 8 * i;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&self.buf[p..p + 8]);
+        u64::from_le_bytes(word)
+    }
+
+    fn find(&self, gram: u32) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid).cmp(&gram) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
     fn or_into(&self, gram: u32, set: &mut Bits) {
-        let Ok(i) = self.keys.binary_search(&gram) else {
+        let Some(i) = self.find(gram) else {
             return;
         };
-        let bytes = &self.data[self.starts[i] as usize..self.starts[i + 1] as usize];
+        let ids = self.at + 12 * self.n + 8;
+        let bytes = &self.buf[ids + self.start(i) as usize..ids + self.start(i + 1) as usize];
+        // Wrapping and bounded shifts: lists restored from disk cannot make this panic
+        // (`Bits::set` ignores ids past the end).
         let (mut id, mut v, mut shift) = (0u32, 0u32, 0u32);
         for &b in bytes {
-            v |= u32::from(b & 0x7F) << shift;
+            v |= u32::from(b & 0x7F).wrapping_shl(shift);
             if b & 0x80 == 0 {
-                id += v;
-                set.set(id - 1);
+                id = id.wrapping_add(v);
+                set.set(id.wrapping_sub(1));
                 (v, shift) = (0, 0);
             } else {
-                shift += 7;
+                shift = (shift + 7).min(31);
             }
         }
     }
 
     pub(crate) fn memory(&self) -> usize {
-        self.keys.capacity() * 4 + self.starts.capacity() * 8 + self.data.capacity()
+        self.len
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
+use super::cache;
 use super::live::{Index, Key};
 use super::state::Phase;
 use crate::files::confine::Roots;
@@ -87,11 +88,26 @@ fn make_room(map: &mut FxHashMap<Key, Entry>) {
     }
 }
 
-/// The ready index for `key`, if any.
-pub(crate) fn ready(key: &Key) -> Option<Arc<Index>> {
-    with(|map| match map.get(key) {
-        Some(Entry::Live(ix)) if ix.phase() == Phase::Ready => Some(Arc::clone(ix)),
-        _ => None,
+/// The ready index for `key`, if any: a live one, or, for a key this process has not met yet,
+/// the one the cache holds (checked against the tree before it answers).
+pub(crate) fn ready(key: &Key, roots: &Roots) -> Option<Arc<Index>> {
+    let unknown = with(|map| match map.get(key) {
+        Some(Entry::Live(ix)) => Err((ix.phase() == Phase::Ready).then(|| Arc::clone(ix))),
+        Some(Entry::Seen) => Err(None),
+        None => Ok(()),
+    });
+    if let Err(live) = unknown {
+        return live;
+    }
+    // Read off the registry's lock: other keys' queries go on meanwhile.
+    let contents = cache::load(key)?;
+    with(|map| {
+        if map.contains_key(key) {
+            return None; // another query got here first
+        }
+        make_room(map);
+        let index = Index::restore(key.clone(), roots.clone(), contents);
+        spawn(map, key, &index).then_some(index)
     })
 }
 
@@ -133,20 +149,32 @@ fn start(map: &mut FxHashMap<Key, Entry>, key: &Key, roots: &Roots) -> Arc<Index
     map.remove(key); // a broken one being replaced does not count against the budget
     make_room(map);
     let index = Index::new(key.clone(), roots.clone());
-    map.insert(key.clone(), Entry::Live(Arc::clone(&index)));
-    let worker = Arc::clone(&index);
+    spawn(map, key, &index);
+    index
+}
+
+/// List `index` and start its background thread; false (and not listed) if no thread starts.
+fn spawn(map: &mut FxHashMap<Key, Entry>, key: &Key, index: &Arc<Index>) -> bool {
+    map.insert(key.clone(), Entry::Live(Arc::clone(index)));
+    let worker = Arc::clone(index);
     let spawned = std::thread::Builder::new()
         .name("toolroute-index".into())
         .spawn(move || run(&worker));
     if spawned.is_err() {
         map.remove(key);
     }
-    index
+    spawned.is_ok()
 }
 
-/// The index's background thread: build, then fold changed files back until evicted.
+/// The index's background thread: build (and save it), or start watching a restored one, then
+/// fold changed files back (saving the index once they are in) until evicted.
 fn run(index: &Arc<Index>) {
-    index.build();
+    if index.restored {
+        index.watch_restored();
+    } else {
+        index.build();
+        index.persist(true);
+    }
     let ttl = ttl();
     loop {
         std::thread::sleep(Duration::from_millis(100));
@@ -161,10 +189,13 @@ fn run(index: &Arc<Index>) {
         if !current || idle > ttl || index.doomed() || matches!(index.phase(), Phase::Broken(_)) {
             break;
         }
-        index.fold(256);
+        if index.fold(256) == 0 {
+            index.persist(false);
+        }
     }
     // Its inotify descriptor and thread go now; the file list and postings with the last Arc.
     index.stop_watching();
+    index.persist(true);
     // A broken index stays listed so the next query replaces it at once.
     with(|map| {
         let current =

@@ -48,6 +48,21 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// An index read back from the cache: ready, but to be checked against the tree before it
+    /// answers (`Index::restore`).
+    pub(crate) fn restored(c: super::snapshot::Contents) -> Self {
+        Self {
+            phase: Phase::Ready,
+            tree: c.tree,
+            postings: c.postings,
+            facts: c.facts,
+            seq: c.over.len() as u64,
+            over: c.over,
+            bytes: c.bytes,
+            build_time: None,
+        }
+    }
+
     /// Who an indexed file was when last read; `None` while it is dirty.
     pub(crate) fn ident(&self, id: u32) -> Option<Ident> {
         match self.over.get(&id) {
