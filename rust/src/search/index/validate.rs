@@ -38,14 +38,28 @@ fn rule_stamp(st: &Stat) -> (u64, i128) {
 /// The stamp of a folder open as `fd`, taken before it is listed (a change after that shows
 /// as a difference later, never the other way round).
 pub(crate) fn dir_stamp(fd: BorrowedFd<'_>) -> DirStamp {
+    stamp_against(fd, None)
+}
+
+/// The folder's stamp now, looking up only the rule files that can differ from `was`: while the
+/// folder's own change time is the same, no entry was made, removed or renamed in it, so a rule
+/// file that was missing still is (and `.git/info/exclude` too while `.git` is missing). Most
+/// folders have no rule files: this saves four lookups each on every check.
+fn stamp_against(fd: BorrowedFd<'_>, was: Option<&DirStamp>) -> DirStamp {
     let mut out = DirStamp {
         dir: fstat(fd).ok().map(|st| stamp(&st)),
         rules: [None; 4],
     };
-    for (slot, name) in out.rules.iter_mut().zip(RULES) {
-        *slot = statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
-            .ok()
-            .map(|st| rule_stamp(&st));
+    let same_dir = was.filter(|w| w.dir.is_some() && w.dir == out.dir);
+    for (i, name) in RULES.iter().enumerate() {
+        // `RULES[3]`, `.git/info/exclude`, lies in `.git/info`, not in this folder.
+        let still_missing = same_dir
+            .is_some_and(|w| w.rules[i].is_none() && (i != 3 || w.rules[2].is_none()));
+        if !still_missing {
+            out.rules[i] = statat(fd, *name, AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|st| rule_stamp(&st));
+        }
     }
     out
 }
@@ -118,7 +132,7 @@ fn check_dir(
             }
         }
     };
-    let now = dir_stamp(fd);
+    let now = stamp_against(fd, Some(&node.stamp));
     if now.rules != node.stamp.rules {
         return marks.push(Mark::Broken(format!("rules changed in {dir:?}")));
     }
