@@ -67,6 +67,7 @@ class DictGateway:
         self.refreshes = 0
         self.closed = False
         self.tools: dict[tuple[str, ...], DictTool] = {}
+        self.listeners: list[Any] = []
 
     def attach(self, routes: GatewayRoutes) -> None:
         items = [(f"{sid}\0{tool}", [tool, f"{sid}_{tool}"]) for sid, tools in self.services.items() for tool in tools]
@@ -107,6 +108,15 @@ class DictGateway:
 
     def user_ids(self) -> list[str]:
         return sorted({uid for uid, _ in self.user_services})
+
+    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
+        self.user_services[(user_id, service_id)] = list(server_config.get("tools", []))
+
+    def remove_user(self, user_id: str) -> None:
+        self.user_services = {k: v for k, v in self.user_services.items() if k[0] != user_id}
+
+    def on_tools_changed(self, listener: Any) -> None:
+        self.listeners.append(listener)
 
     def prepare(self, user_id: str) -> None:
         pass

@@ -8,8 +8,8 @@ precedence and runs whatever a name resolves to through the common `Tool` interf
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from toolroute._core import RouteTable, ToolKind
 from toolroute.types import Tool, ToolDefinition, ToolOutput
@@ -70,6 +70,17 @@ class ToolGateway(Protocol):
         the global ones too; True if routing changed."""
 
     async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool: ...
+
+    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
+        """Register a server of `user_id`'s own (served mode hands over the registry's)."""
+
+    def remove_user(self, user_id: str) -> None:
+        """Forget `user_id`'s own servers: their connections end and their tools leave the table
+        (served mode's idle users); `add_user_server` adds them again."""
+
+    def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
+        """Call `listener(user_id)` once changed upstream tools are published: None for a shared
+        server, else the user whose server it is (served mode tells listing clients)."""
 
     def close(self) -> None: ...
 

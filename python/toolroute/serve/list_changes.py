@@ -25,9 +25,9 @@ EVERYONE = object()  # the audience of a change to the shared servers: every use
 
 def subscribe(router: Any, listener: Callable[[str | None], None]) -> None:
     """`listener(user_id)` after the router's gateway published changed upstream tools (see
-    `McpGateway.on_tools_changed`); nothing without a gateway that tells."""
+    `ToolGateway.on_tools_changed`); nothing without a gateway."""
     gateway = router.gateway
-    if gateway is not None and hasattr(gateway, "on_tools_changed"):
+    if gateway is not None:
         gateway.on_tools_changed(listener)
 
 

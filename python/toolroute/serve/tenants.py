@@ -95,7 +95,7 @@ class Tenancy:
         for sid, config in servers.items():
             text = json.dumps(config, sort_keys=True)
             if sid not in done:
-                if gateway is None or not hasattr(gateway, "add_user_server"):
+                if gateway is None:
                     raise ToolArgumentError("this server has no MCP gateway for users' own servers")
                 gateway.add_user_server(user_id, sid, config)
                 done[sid] = text
@@ -145,13 +145,10 @@ class Tenancy:
                 self._doors.pop(user, None)
                 self._contexts.pop(user, None)
                 # Under the lock, as registration is: a user back at once registers anew after.
-                if self._registered.pop(user, None) is not None and self._gateway_forgets:
-                    self.router.gateway.remove_user(user)  # type: ignore[union-attr]
+                gateway = self.router.gateway
+                if self._registered.pop(user, None) is not None and gateway is not None:
+                    gateway.remove_user(user)
         return gone
-
-    @property
-    def _gateway_forgets(self) -> bool:
-        return hasattr(self.router.gateway, "remove_user")
 
     def forget_doors(self, user_id: str | None) -> None:
         """Drop `user_id`'s door (None: every door), so the next request exposes its tools anew."""
