@@ -145,3 +145,39 @@ def test_bash_reports_progress_while_its_command_runs(tmp_path: Path, mode: str)
     progresses = [p for p, _, _ in reports]
     assert progresses == sorted(set(progresses)), "progress only increases"
     assert all(total is None and message and "running" in message for _, total, message in reports)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grep_reports_progress_while_it_searches(tmp_path: Path, mode: str) -> None:
+    """A search over a few thousand files, reported every 10 ms: the client hears the count of
+    files searched grow, then gets the same answer as without progress."""
+    workspace = tmp_path / "ws"
+    for d in range(40):
+        (workspace / f"d{d}").mkdir(parents=True)
+        for i in range(100):
+            needle = b"needle\n" if i == 7 else b""
+            (workspace / f"d{d}" / f"f{i}.txt").write_bytes(b"hay stack line\n" * 2000 + needle)
+    served = StdioServerParameters(
+        command=toolroute_exe(),
+        args=["serve", "--workspace", str(workspace), "--functions", "grep"],
+        env=tool_env(TOOLROUTE_PROGRESS_INTERVAL="0.01", TOOLROUTE_SEARCH_INDEX="0"),
+    )
+    reports: list[Report] = []
+
+    async def go() -> tuple[Any, Any]:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reports.append((progress, total, message))
+
+        async with Client(served, mode=mode) as client:
+            args = {"pattern": r"ne+dle$", "output_mode": "count"}
+            with_progress = await client.call_tool("grep", args, progress_callback=on_progress)
+            without = await client.call_tool("grep", args)
+            return with_progress, without
+
+    with_progress, without = anyio.run(go)
+    assert not with_progress.is_error and "Found 40 matching lines in 40 files" in with_progress.content[0].text
+    assert with_progress.content[0].text == without.content[0].text
+    assert reports, "no progress while 4,000 files (120 MB) were searched"
+    progresses = [p for p, _, _ in reports]
+    assert progresses == sorted(set(progresses)) and all(0 < p <= 4000 for p in progresses), reports
+    assert all(total is None and message == f"searched {int(p)} files" for p, total, message in reports)

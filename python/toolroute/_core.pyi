@@ -108,8 +108,20 @@ class GlobResult:
     @property
     def stats(self) -> dict[str, Any]: ...
 
+@final
+class GrepProgress:
+    def __init__(self) -> None: ...
+    @property
+    def files(self) -> int: ...
+
 def grep(
-    confinement: Confinement, request: GrepRequest, *, max_line_bytes: int, threads: int = 0, index: bool = True
+    confinement: Confinement,
+    request: GrepRequest,
+    *,
+    max_line_bytes: int,
+    threads: int = 0,
+    index: bool = True,
+    progress: GrepProgress | None = None,
 ) -> GrepResult: ...
 def search_index_warm(
     confinement: Confinement,

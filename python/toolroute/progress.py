@@ -3,8 +3,9 @@
 A served client that sends a `progressToken` with `tools/call` gets `notifications/progress` for
 that call. The served door opens a `ProgressSink` for the call (`reporting`); what runs below it
 reports to `current_progress()`: the MCP gateway hands on each progress notification of the upstream call
-(asking upstream for progress only when someone downstream asked), and bash reports while its
-command runs. Without a sink nothing is reported and nothing costs anything.
+(asking upstream for progress only when someone downstream asked), bash reports while its
+command runs and grep while it searches (`ticking`), every `report_interval()` seconds. Without a
+sink nothing is reported and nothing costs anything.
 
 Reports come from any thread or loop (the gateway's loop, a worker thread) and are delivered in
 order, one at a time, on the loop that owns the client's session; `aclose` waits (boundedly) for
@@ -18,9 +19,11 @@ import contextlib
 import contextvars
 import logging
 import math
+import os
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 log = logging.getLogger("toolroute.progress")
 
@@ -30,6 +33,18 @@ Send = Callable[[float, "float | None", "str | None"], Awaitable[None]]
 # is a running figure: a later report says at least as much as an earlier one).
 MAX_PENDING = 256
 CLOSE_WAIT = 2.0  # seconds `aclose` waits for undelivered reports before dropping them
+INTERVAL_VARIABLE = "TOOLROUTE_PROGRESS_INTERVAL"
+
+T = TypeVar("T")
+
+
+def report_interval() -> float:
+    """Seconds between the progress reports of a built-in that runs long: 1, or what
+    `TOOLROUTE_PROGRESS_INTERVAL` says (at least 0.01)."""
+    try:
+        return max(0.01, float(os.environ.get(INTERVAL_VARIABLE, "1")))
+    except ValueError:
+        return 1.0
 
 
 class ProgressSink:
@@ -106,3 +121,26 @@ def reporting(sink: ProgressSink | None) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def ticking(sink: ProgressSink | None, figure: Callable[[], tuple[float, str]], work: Callable[[], T]) -> T:
+    """`work()`, reporting `figure()` (progress, message) to `sink` every `report_interval()`
+    seconds while it runs (from a thread of its own: `work` may hold no lock the figure needs);
+    just `work()` without a sink."""
+    if sink is None:
+        return work()
+    done = threading.Event()
+    every = report_interval()
+
+    def tick() -> None:
+        while not done.wait(every):
+            progress, message = figure()
+            sink.report(progress, None, message)
+
+    reporter = threading.Thread(target=tick, name="toolroute-progress", daemon=True)
+    reporter.start()
+    try:
+        return work()
+    finally:
+        done.set()
+        reporter.join()

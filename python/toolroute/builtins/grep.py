@@ -6,11 +6,12 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 
-from toolroute._core import GrepResult
+from toolroute._core import GrepProgress, GrepResult
 from toolroute._core import grep as core_grep
 from toolroute.builtins._search import as_list, assemble, body_budget, paging_footer, skip_notice, split_globs
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
+from toolroute.progress import current_progress, ticking
 from toolroute.types import ToolOutput
 
 OutputMode = Literal["content", "files_with_matches", "count"]
@@ -76,7 +77,21 @@ class GrepRequest(BuiltinRequest):
 def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> GrepResult:
     """The structured search (a `toolroute._core.GrepResult`), for Python callers and the tool."""
     # The request is read in Rust, field by field; a line is read up to 4 bytes per character.
-    return core_grep(ctx.confinement, request, max_line_bytes=ctx.limits.max_line_chars * 4)
+    max_line_bytes = ctx.limits.max_line_chars * 4
+    sink = current_progress()
+    if sink is None:
+        return core_grep(ctx.confinement, request, max_line_bytes=max_line_bytes)
+    # A served client that asked hears how far a long search has got (the search runs without
+    # the GIL, so the reporting thread can read its count).
+    searched = GrepProgress()
+
+    def figure() -> tuple[float, str]:
+        files = searched.files  # read once: the search goes on meanwhile
+        return files, f"searched {files} files"
+
+    return ticking(
+        sink, figure, lambda: core_grep(ctx.confinement, request, max_line_bytes=max_line_bytes, progress=searched)
+    )
 
 
 def _summary(result: GrepResult) -> str:

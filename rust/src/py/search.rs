@@ -1,6 +1,8 @@
 //! Bindings for grep and glob: the search runs with the GIL released; results stay in Rust and
 //! are turned into Python objects only for the page a caller asks for.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use pyo3::prelude::*;
@@ -88,6 +90,27 @@ fn row_dict<'py>(py: Python<'py>, path: &str, row: &Row) -> PyResult<Bound<'py, 
         RowKind::Break => {}
     }
     Ok(d)
+}
+
+/// How many files a running grep has searched, read from another thread (progress reports).
+#[pyclass(frozen, name = "GrepProgress", module = "toolroute._core")]
+#[derive(Default)]
+pub struct PyGrepProgress {
+    searched: Arc<AtomicU64>,
+}
+
+#[pymethods]
+impl PyGrepProgress {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Files searched so far.
+    #[getter]
+    fn files(&self) -> u64 {
+        self.searched.load(Ordering::Relaxed)
+    }
 }
 
 /// The outcome of one grep: counts, skip statistics and the rows, paged on demand.
@@ -202,7 +225,7 @@ impl PyGrepResult {
 /// Search files under `request.path` (default: the workspace root) for `request.pattern`;
 /// lines are read up to `max_line_bytes` (the caller's limit).
 #[pyfunction]
-#[pyo3(name = "grep", signature = (confinement, request, *, max_line_bytes, threads=0, index=true))]
+#[pyo3(name = "grep", signature = (confinement, request, *, max_line_bytes, threads=0, index=true, progress=None))]
 fn grep_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
@@ -210,6 +233,7 @@ fn grep_files(
     max_line_bytes: usize,
     threads: usize,
     index: bool,
+    progress: Option<&Bound<'_, PyGrepProgress>>,
 ) -> PyResult<PyGrepResult> {
     guard(|| {
         let roots = &confinement.get().roots;
@@ -239,8 +263,12 @@ fn grep_files(
             ..WalkOptions::default()
         };
         let (pattern, path, follow) = (request.pattern, request.path, request.follow_symlinks);
+        let counter = progress.map(|p| Arc::clone(&p.get().searched));
         Ok(py.detach(|| {
-            let grep = Grep::new(&pattern, opts)?;
+            let mut grep = Grep::new(&pattern, opts)?;
+            if let Some(counter) = counter {
+                grep = grep.counting_into(counter);
+            }
             let walker = Walker::new(roots, path.as_deref(), walk)?;
             let outcome = if index {
                 search_index::grep(roots, &grep, &pattern, &walker, || grep.run(&walker))
@@ -424,6 +452,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_index_warm, m)?)?;
     m.add_function(wrap_pyfunction!(search_index_stats, m)?)?;
     m.add_class::<PyGrepResult>()?;
+    m.add_class::<PyGrepProgress>()?;
     m.add_class::<PyGlobResult>()?;
     m.add_function(wrap_pyfunction!(grep_files, m)?)?;
     m.add_function(wrap_pyfunction!(glob_files, m)?)?;

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grep_matcher::Matcher;
@@ -163,6 +163,8 @@ pub struct Grep {
     /// Shared with the matcher cache, so its match caches stay warm across calls.
     matcher: Arc<RegexMatcher>,
     opts: GrepOptions,
+    /// Files searched so far, for a caller that reports progress while the search runs.
+    searched: Option<Arc<AtomicU64>>,
 }
 
 /// What a compiled matcher depends on.
@@ -408,12 +410,25 @@ impl Grep {
             word: opts.word,
             multiline: opts.multiline,
         };
-        if let Some(matcher) = cached_matcher(&key) {
-            return Ok(Self { matcher, opts });
-        }
-        let matcher = Arc::new(compile(pattern, &opts)?);
-        remember_matcher(key, &matcher);
-        Ok(Self { matcher, opts })
+        let matcher = match cached_matcher(&key) {
+            Some(matcher) => matcher,
+            None => {
+                let matcher = Arc::new(compile(pattern, &opts)?);
+                remember_matcher(key, &matcher);
+                matcher
+            }
+        };
+        Ok(Self {
+            matcher,
+            opts,
+            searched: None,
+        })
+    }
+
+    /// Count each file searched into `counter` as the search goes (read from another thread).
+    pub fn counting_into(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.searched = Some(counter);
+        self
     }
 
     pub fn options(&self) -> &GrepOptions {
@@ -493,6 +508,9 @@ impl Grep {
         collector: &Collector,
     ) {
         stats.files += 1;
+        if let Some(searched) = &self.searched {
+            searched.fetch_add(1, Ordering::Relaxed);
+        }
         let budget = &collector.budget;
         let store = self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
         let scan = opened.and_then(|file| self.scan(searcher, &file, store));

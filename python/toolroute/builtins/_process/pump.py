@@ -28,13 +28,12 @@ from toolroute._platform import LINUX_NATIVE
 from toolroute.builtins._process.deathwatch import DeathWatch
 from toolroute.builtins._process.group import group_finished, signal_group
 from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
-from toolroute.progress import ProgressSink
+from toolroute.progress import ProgressSink, report_interval
 
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL to the group
 KILL_WAIT = 5.0  # after SIGKILL, how long to wait for the group before giving up on it
 DRAIN_WAIT = 1.0  # after the group is gone, how long a process that left it may hold the pipes
 GROUP_POLL = 0.02  # how often to look for leftovers once the shell has exited
-PROGRESS_INTERVAL = 1.0  # seconds between progress reports of a running command (when asked)
 EXIT_POLL = 0.01  # without a pidfd (portable path), how often to ask whether the shell exited
 # The host's one watchdog (deathwatch.py): finds what is left of its commands when it dies.
 WATCH = DeathWatch(via="proc" if LINUX_NATIVE else "ps")
@@ -249,7 +248,7 @@ class Pump:
         every READ_INTERVAL (see there). A `contained` command (CommandSpec.contained) is over
         when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host.
         With `progress`, how long the command has run (and how much it printed) is reported every
-        PROGRESS_INTERVAL seconds."""
+        `report_interval()` seconds."""
         self.proc = proc
         self._progress = progress
         self._printed = 0
@@ -299,7 +298,7 @@ class Pump:
             sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, _STDIN)
 
         started = time.monotonic()
-        report_at = started + PROGRESS_INTERVAL if self._progress is not None else None
+        report_at = started + report_interval() if self._progress is not None else None
         exited = finished = timed_out = stopped = leftovers = unkillable = False
         term_at: float | None = None
         kill_at: float | None = None
@@ -393,7 +392,7 @@ class Pump:
         assert self._progress is not None
         seconds = int(elapsed)
         self._progress.report(seconds, None, f"running for {seconds} s, {self._printed} bytes of output so far")
-        return time.monotonic() + PROGRESS_INTERVAL
+        return time.monotonic() + report_interval()
 
     def _terminate(self, now: float) -> float:
         signal_group(self.pgid, signal.SIGTERM)
