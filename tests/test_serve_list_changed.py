@@ -17,8 +17,11 @@ from _serve_helpers import http_server, tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
 
 
-def serve_args(tmp_path: Path) -> list[str]:
-    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": {"demo": demo_stdio("demo")}}))
+def serve_args(tmp_path: Path, upstream_era: str = "legacy") -> list[str]:
+    """The demo server upstream, spoken to in `upstream_era` (2026-07-28: changes come on a
+    `subscriptions/listen` stream the gateway keeps open)."""
+    demo = {**demo_stdio("demo"), "protocol": upstream_era}
+    (tmp_path / "servers.json").write_text(json.dumps({"mcpServers": {"demo": demo}}))
     return ["--mcp-config", str(tmp_path / "servers.json"), "--mcp-servers", "demo"]
 
 
@@ -47,9 +50,12 @@ async def add_a_tool_upstream(target: object) -> dict[str, Any]:
         }
 
 
+@pytest.mark.parametrize("upstream_era", ["legacy", "2026-07-28"])
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_an_upstream_tool_list_change_reaches_the_served_client(tmp_path: Path, transport: str) -> None:
-    args = serve_args(tmp_path)
+def test_an_upstream_tool_list_change_reaches_the_served_client(
+    tmp_path: Path, transport: str, upstream_era: str
+) -> None:
+    args = serve_args(tmp_path, upstream_era)
     if transport == "stdio":
         served = StdioServerParameters(command=toolroute_exe(), args=["serve", *args], env=tool_env())
         outcome = anyio.run(add_a_tool_upstream, served)

@@ -36,6 +36,14 @@ class Person(BaseModel):
     tags: list[str] = []
 
 
+async def announce_tools_changed(ctx: Context) -> None:
+    """Tell clients of either era: a `notifications/tools/list_changed` for a handshake-era
+    session (dropped by the SDK in the 2026-07-28 era), an event on the subscription bus for
+    `subscriptions/listen` streams (the 2026-07-28 era's only way)."""
+    await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
+
+
 def build(name: str, extra: list[str], annotated: bool = False, long_running: bool = False) -> MCPServer:
     mcp = MCPServer(name, version="1.0")
 
@@ -99,14 +107,14 @@ def build(name: str, extra: list[str], annotated: bool = False, long_running: bo
     async def enable_extra(tool: str, ctx: Context) -> str:
         """Register a new tool at runtime and announce tools/list_changed."""
         mcp.add_tool(lambda: f"{tool} ok", name=tool, description="added at runtime")
-        await ctx.session.send_tool_list_changed()
+        await announce_tools_changed(ctx)
         return "ok"
 
     @mcp.tool()
     async def drop_tool(tool: str, ctx: Context) -> str:
         """Remove a tool at runtime and announce tools/list_changed."""
         mcp.remove_tool(tool)
-        await ctx.session.send_tool_list_changed()
+        await announce_tools_changed(ctx)
         return "dropped"
 
     for tool in extra:

@@ -25,6 +25,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged, listen
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
@@ -38,6 +39,10 @@ log = logging.getLogger("toolroute.mcp")
 
 MAX_TOOL_PAGES = 1000  # a server that pages forever is cut off here
 STDERR_TAIL_BYTES = 4096
+# A 2026-07-28 session's tool-list changes come on a `subscriptions/listen` stream: re-opened
+# this long after it ends while the session lives, at most this many times in a row.
+RELISTEN_DELAY = 1.0
+RELISTEN_TRIES = 5
 
 
 class Connection:
@@ -111,7 +116,10 @@ class Connection:
                 with anyio.fail_after(self.connect_timeout):
                     self.era = await self._negotiate(session)
                 ready.set_result(session)
-                await stop.wait()
+                if self.era == MODERN and self._on_tools_changed is not None:
+                    await self._listening(session, stop)
+                else:
+                    await stop.wait()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(self._connect_error(exc))
@@ -168,9 +176,41 @@ class Connection:
             )
         return _streamable_http(cfg.url, dict(cfg.headers), self.connect_timeout)
 
-    async def _on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification) and self._on_tools_changed is not None:
+    async def _listening(self, session: ClientSession, stop: asyncio.Event) -> None:
+        """Until `stop`: hear the session's tool-list changes (the 2026-07-28 era sends them only
+        on a `subscriptions/listen` stream, not as plain notifications)."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._listen, session)
+            await stop.wait()
+            tasks.cancel_scope.cancel()
+
+    async def _listen(self, session: ClientSession) -> None:
+        tries = 0
+        while tries < RELISTEN_TRIES and not _dispatcher_closed(session):
+            try:
+                async with listen(session, tools_list_changed=True) as subscription:
+                    if not subscription.honored.tools_list_changed:
+                        return  # the server does not tell: nothing to hear
+                    if tries:
+                        self._tools_changed()  # no replay: what changed meanwhile is refetched
+                    tries = 0
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            self._tools_changed()
+            except ListenNotSupportedError:
+                return
+            except (MCPError, SubscriptionLost, TimeoutError) as exc:
+                log.debug("MCP server %r: tool-list subscription ended: %s", self.key, describe(exc))
+            tries += 1
+            await anyio.sleep(RELISTEN_DELAY)
+
+    def _tools_changed(self) -> None:
+        if self._on_tools_changed is not None:
             self._on_tools_changed(self)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tools_changed()
         elif isinstance(message, Exception):
             log.debug("MCP server %r: transport error %s", self.key, describe(message))
 
