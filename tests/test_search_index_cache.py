@@ -294,3 +294,18 @@ def test_a_process_killed_while_saving_leaves_a_whole_file_or_none(tmp_path: Pat
             got = run_child(root, cache)
             assert got["restored"], (factor, left, got)  # a name that exists holds a whole index
         run_child(root, cache)  # and leftovers never break the next process (answers checked)
+
+
+def test_the_cache_stays_within_its_byte_budget(tmp_path: Path, cache: Path) -> None:
+    roots = [tree(tmp_path / f"ws{i}") for i in range(3)]
+    run_child(roots[0], cache, warm=True)
+    (one,) = cached_files(cache)
+    budget = one.stat().st_size * 2 + 10  # room for two indexes of this size
+    env = {"TOOLROUTE_SEARCH_INDEX_CACHE_BYTES": str(budget)}
+    for root in roots[1:]:
+        time.sleep(0.02)
+        run_child(root, cache, warm=True, env=env)
+    assert sum(f.stat().st_size for f in cached_files(cache)) <= budget
+    assert len(cached_files(cache)) == 2
+    assert not run_child(roots[0], cache, env=env)["restored"]  # the least recently used went
+    assert run_child(roots[2], cache, env=env)["restored"]

@@ -12,7 +12,8 @@
 //! (`validate.rs`: every folder and file against its stamps) before it answers.
 //!
 //! Files are written to a fresh name and renamed into place, so a crash leaves the old file or
-//! the new one, never half of one; at most `max_files()` are kept, the least recently used go.
+//! the new one, never half of one; at most `max_files()` files and `max_bytes()` in all are
+//! kept, the least recently used go first.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -40,6 +41,13 @@ fn max_files() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|&n: &usize| n > 0)
         .unwrap_or(256)
+}
+/// Bytes the cache files may take in all (`TOOLROUTE_SEARCH_INDEX_CACHE_BYTES`, default 4 GiB).
+fn max_bytes() -> u64 {
+    std::env::var("TOOLROUTE_SEARCH_INDEX_CACHE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 << 30)
 }
 /// Larger indexes are not written (the file would cost more to read than a scan saves).
 const MAX_FILE: u64 = 2 << 30;
@@ -256,12 +264,14 @@ fn read_checked(fd: OwnedFd, key: &Key) -> Option<Contents> {
     snapshot::decode(&Arc::new(bytes), from, to)
 }
 
-/// Keep at most `max_files()` (the least recently used go) and clear a crash's temporary files.
+/// Keep at most `max_files()` files and `max_bytes()` in all (the least recently used go
+/// first; the one just written stays) and clear a crash's temporary files.
 fn trim(dir: &OwnedFd, keep: &str) {
     let Ok(entries) = rustix::fs::Dir::read_from(dir) else {
         return;
     };
-    let mut files: Vec<(std::time::SystemTime, Vec<u8>)> = Vec::new();
+    let mut files: Vec<(std::time::SystemTime, u64, Vec<u8>)> = Vec::new();
+    let mut total = 0u64;
     let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let name = entry.file_name().to_bytes().to_vec();
@@ -274,20 +284,28 @@ fn trim(dir: &OwnedFd, keep: &str) {
         };
         let modified = std::time::UNIX_EPOCH
             + std::time::Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec as u32);
+        let size = u64::try_from(st.st_size).unwrap_or(0);
         if name.starts_with(b".tmp-") {
             if now.duration_since(modified).unwrap_or_default() > STALE_TMP {
                 let _ = unlinkat(dir, OsStr::from_bytes(&name), AtFlags::empty());
             }
-        } else if name.ends_with(b".idx") && name != keep.as_bytes() {
-            files.push((modified, name));
+        } else if name.ends_with(b".idx") {
+            total += size;
+            if name != keep.as_bytes() {
+                files.push((modified, size, name));
+            }
         }
     }
-    let max = max_files();
-    if files.len() < max {
-        return;
-    }
     files.sort();
-    for (_, name) in &files[..files.len() + 1 - max] {
-        let _ = unlinkat(dir, OsStr::from_bytes(name), AtFlags::empty());
+    let (max, budget) = (max_files(), max_bytes());
+    let mut count = files.len() + 1;
+    for (_, size, name) in &files {
+        if count <= max && total <= budget {
+            break;
+        }
+        if unlinkat(dir, OsStr::from_bytes(name), AtFlags::empty()).is_ok() {
+            count -= 1;
+            total = total.saturating_sub(*size);
+        }
     }
 }
