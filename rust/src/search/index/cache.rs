@@ -133,7 +133,7 @@ fn surroundings(key: &Key) -> Option<Vec<u8>> {
         for rule in dir_stamp(fd.as_fd()).rules {
             let (ino, ctime) = rule.unwrap_or((0, -1));
             e.u64(ino);
-            e.0.extend_from_slice(&ctime.to_le_bytes());
+            e.i128(ctime);
         }
     }
     match ignore::gitignore::gitconfig_excludes_path() {
@@ -146,7 +146,7 @@ fn surroundings(key: &Key) -> Option<Vec<u8>> {
             let (ino, size, ctime) = ident.unwrap_or((0, 0, -1));
             e.u64(ino);
             e.u64(size);
-            e.0.extend_from_slice(&ctime.to_le_bytes());
+            e.i128(ctime);
         }
     }
     Some(e.0)

@@ -332,16 +332,21 @@ impl Index {
         Some(state)
     }
 
-    /// What changed, found by looking at every listed folder and indexed file.
-    fn check(&self, state: &State) -> Option<Vec<Mark>> {
-        let root = rustix::fs::open(
+    /// The root, as a handle to look up and open beneath (checks and re-reads start there).
+    fn open_root(&self) -> Option<std::os::fd::OwnedFd> {
+        rustix::fs::open(
             &self.key.root,
             crate::files::os::handle_flags()
                 | rustix::fs::OFlags::DIRECTORY
                 | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
-        .ok()?;
+        .ok()
+    }
+
+    /// What changed, found by looking at every listed folder and indexed file.
+    fn check(&self, state: &State) -> Option<Vec<Mark>> {
+        let root = self.open_root()?;
         Some(validate::check(&root, &state.tree, |id| state.ident(id)))
     }
 
@@ -459,13 +464,7 @@ impl Index {
         if todo.is_empty() {
             return 0;
         }
-        let Ok(root) = rustix::fs::open(
-            &self.key.root,
-            crate::files::os::handle_flags()
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) else {
+        let Some(root) = self.open_root() else {
             return 0;
         };
         let mut extractor = Extractor::new();

@@ -46,7 +46,7 @@ impl Enc {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn i128(&mut self, v: i128) {
+    pub(crate) fn i128(&mut self, v: i128) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
 

@@ -53,8 +53,8 @@ fn stamp_against(fd: BorrowedFd<'_>, was: Option<&DirStamp>) -> DirStamp {
     let same_dir = was.filter(|w| w.dir.is_some() && w.dir == out.dir);
     for (i, name) in RULES.iter().enumerate() {
         // `RULES[3]`, `.git/info/exclude`, lies in `.git/info`, not in this folder.
-        let still_missing = same_dir
-            .is_some_and(|w| w.rules[i].is_none() && (i != 3 || w.rules[2].is_none()));
+        let still_missing =
+            same_dir.is_some_and(|w| w.rules[i].is_none() && (i != 3 || w.rules[2].is_none()));
         if !still_missing {
             out.rules[i] = statat(fd, *name, AtFlags::SYMLINK_NOFOLLOW)
                 .ok()
