@@ -284,3 +284,27 @@ def test_serve_unknown_tool_in_allowlist_exits_not_found(capsys: pytest.CaptureF
 
 def test_bench_without_report_script_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert_one_line_error(run_main(["bench", "--benches", str(tmp_path)], capsys), EXIT_USAGE, "report.py")
+
+
+@pytest.mark.parametrize("cap", [None, 1000])
+def test_max_output_chars_bounds_an_upstream_mcp_result_too(tmp_path: Path, cap: int | None) -> None:
+    """One `--max-output-chars` for every tool: an upstream server's long result is cut at it
+    (with the gateway's notice after it) as a built-in's text is; without it, the gateway's own
+    100,000-character bound applies."""
+    from _mcp_helpers import demo_stdio
+
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"demo": demo_stdio("demo")}}))
+    flags = [] if cap is None else ["--max-output-chars", str(cap)]
+    text = "x" * 5000
+    done = run_cli(
+        "call", "echo", json.dumps({"text": text}), "--mcp-config", str(config), *flags, cwd=tmp_path, env=tool_env()
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.rstrip("\n")
+    if cap is None:
+        assert out == f"demo:{text}"
+    else:
+        body, notice = out.split("\n", 1)
+        assert body == f"demo:{text}"[:cap]
+        assert notice.startswith("[... 4005 characters omitted of 5005;") and f"at most {cap} characters" in notice

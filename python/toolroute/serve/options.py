@@ -81,14 +81,20 @@ def default_function_list() -> list[str]:
     return list(builtin_tools())
 
 
-def _load_gateway(config: Path) -> McpGateway:
+def gateway_limits(max_output_chars: int | None) -> dict[str, int]:
+    """The gateway's settings that follow the command line's: one `--max-output-chars` bounds
+    what every tool returns, an upstream MCP result as much as a built-in's text."""
+    return {} if max_output_chars is None else {"max_result_chars": max_output_chars}
+
+
+def _load_gateway(config: Path, max_output_chars: int | None) -> McpGateway:
     if not config.is_file():
         raise ToolArgumentError(f"MCP config file not found: {config}")
     from toolroute.mcp import McpGateway  # the mcp SDK is imported only when a config is given
 
     # Eager: every upstream is listed before any name is shown, so a tool name two upstreams share
     # is qualified from the start instead of changing once the second server connects.
-    return McpGateway.from_file(config, eager=True)
+    return McpGateway.from_file(config, eager=True, **gateway_limits(max_output_chars))
 
 
 def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
@@ -104,7 +110,8 @@ def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
 
 def build_router(options: RouterOptions) -> ToolRouter:
     """A router with the options' context as default, the modules scanned, the gateway attached."""
-    gateway = _load_gateway(options.mcp_config) if options.mcp_config is not None else None
+    config = options.mcp_config
+    gateway = _load_gateway(config, options.max_output_chars) if config is not None else None
     router = ToolRouter(context=options.context(), gateway=gateway)
     try:
         _import_modules(router, options.modules)

@@ -158,8 +158,9 @@ def build_served_mode(
     if store is not None and router.gateway is None:
         # Users' own servers need a gateway even when no global server is configured.
         from toolroute.mcp import McpGateway
+        from toolroute.serve.options import gateway_limits
 
-        router.attach_gateway(McpGateway())
+        router.attach_gateway(McpGateway(**gateway_limits(getattr(args, "max_output_chars", None))))
     uids = None
     if auth is not None and base_context is not None:
         from toolroute.serve.identities import parse_uid_range
