@@ -81,10 +81,12 @@ def default_function_list() -> list[str]:
     return list(builtin_tools())
 
 
-def gateway_limits(max_output_chars: int | None) -> dict[str, int]:
-    """The gateway's settings that follow the command line's: one `--max-output-chars` bounds
+def gateway_result_cap(max_output_chars: int | None) -> int:
+    """The gateway's result cap for the command line's `--max-output-chars`: one number bounds
     what every tool returns, an upstream MCP result as much as a built-in's text."""
-    return {} if max_output_chars is None else {"max_result_chars": max_output_chars}
+    from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS  # imports the mcp SDK: only here
+
+    return DEFAULT_MAX_RESULT_CHARS if max_output_chars is None else max_output_chars
 
 
 def _load_gateway(config: Path, max_output_chars: int | None) -> McpGateway:
@@ -94,7 +96,7 @@ def _load_gateway(config: Path, max_output_chars: int | None) -> McpGateway:
 
     # Eager: every upstream is listed before any name is shown, so a tool name two upstreams share
     # is qualified from the start instead of changing once the second server connects.
-    return McpGateway.from_file(config, eager=True, **gateway_limits(max_output_chars))
+    return McpGateway.from_file(config, eager=True, max_result_chars=gateway_result_cap(max_output_chars))
 
 
 def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:

@@ -158,9 +158,10 @@ def build_served_mode(
     if store is not None and router.gateway is None:
         # Users' own servers need a gateway even when no global server is configured.
         from toolroute.mcp import McpGateway
-        from toolroute.serve.options import gateway_limits
+        from toolroute.serve.options import gateway_result_cap
 
-        router.attach_gateway(McpGateway(**gateway_limits(getattr(args, "max_output_chars", None))))
+        cap = gateway_result_cap(getattr(args, "max_output_chars", None))
+        router.attach_gateway(McpGateway(max_result_chars=cap))
     uids = None
     if auth is not None and base_context is not None:
         from toolroute.serve.identities import parse_uid_range
