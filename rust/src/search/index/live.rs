@@ -59,6 +59,8 @@ pub(crate) struct Index {
     saved: Mutex<Option<(u64, Instant)>>,
 }
 
+/// How long a restored index's thread waits for the first query's check before watching.
+const FIRST_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// While changes keep coming, the cache is rewritten at most this often.
 const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -162,6 +164,12 @@ impl Index {
     /// query), then trust the watch. The watches go in under the state lock, so a query's
     /// re-listing cannot add a folder between the two.
     pub(crate) fn watch_restored(&self) {
+        // After the first answer's check, not beside it: adding thousands of watches holds the
+        // state lock, which that answer would otherwise wait for.
+        let until = Instant::now() + FIRST_CHECK_WAIT;
+        while self.unverified.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         self.add_watches();
         drop(self.fresh());
     }
