@@ -28,13 +28,12 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, T
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
-from toolroute.mcp.projection import declared_annotations, output_schema, tool_definition
+from toolroute.mcp.projection import NOTHING_DECLARED, Declared, declared, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
 from toolroute.progress import ProgressSink, current_progress
 from toolroute.routes import GatewayRoutes
-from toolroute.schema import JsonSchema
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 log = logging.getLogger("toolroute.mcp")
@@ -53,8 +52,7 @@ class _Service:
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by the server's tool name
-    output_schemas: dict[str, JsonSchema] = field(default_factory=dict)  # the tools that declare one
-    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)  # the tools that declare some
+    declared: dict[str, Declared] = field(default_factory=dict)  # the tools that declare something
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
@@ -80,13 +78,12 @@ class _Projection:
 
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by tool name
     skipped: dict[str, str] = field(default_factory=dict)  # why a tool was left out
-    output_schemas: dict[str, JsonSchema] = field(default_factory=dict)
-    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    declared: dict[str, Declared] = field(default_factory=dict)
 
 
 def _project(tools: list[types.Tool]) -> _Projection:
     """Nameless definitions of the tools whose schema can be function parameters, why the others
-    cannot, and the output schemas and annotations they declare."""
+    cannot, and what they declare besides (output schema, annotations, title)."""
     out = _Projection()
     for tool in tools:
         try:
@@ -94,12 +91,9 @@ def _project(tools: list[types.Tool]) -> _Projection:
         except ToolRegistrationError as exc:
             out.skipped[tool.name] = str(exc)
             continue
-        schema = output_schema(tool)
-        if schema is not None:
-            out.output_schemas[tool.name] = schema
-        declared = declared_annotations(tool)
-        if declared is not None:
-            out.annotations[tool.name] = declared
+        what = declared(tool)
+        if what is not NOTHING_DECLARED:
+            out.declared[tool.name] = what
     return out
 
 
@@ -415,8 +409,7 @@ class McpGateway:
             service.tools, service.stale, service.error = tools, False, None
             service.listed_on = service.connection.connects
             service.definitions = projected.definitions
-            service.output_schemas = projected.output_schemas
-            service.annotations = projected.annotations
+            service.declared = projected.declared
             for tool in tools:
                 self._skipped.pop(f"{service.key}/{tool.name}", None)
             for name, why in projected.skipped.items():
@@ -505,8 +498,7 @@ class McpGateway:
                 s.service_id,
                 s.user_id,
                 s.definitions,
-                s.output_schemas,
-                s.annotations,
+                s.declared,
                 s.config.trust_annotations,
             )
             for s in services

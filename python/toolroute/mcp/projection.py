@@ -8,7 +8,7 @@ Projection runs once per listing, off the gateway's loop thread and outside its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,26 @@ def declared_annotations(tool: types.Tool) -> dict[str, Any] | None:
 
 
 _ANNOTATION_FIELDS = ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What an upstream tool declares besides its parameters, passed on to served clients as it
+    declared it (controls made visible): its result shape (`outputSchema`), its annotations
+    (`readOnlyHint`...) and its display `title`."""
+
+    output_schema: JsonSchema | None = None
+    annotations: Mapping[str, Any] | None = None
+    title: str | None = None
+
+
+NOTHING_DECLARED = Declared()
+
+
+def declared(tool: types.Tool) -> Declared:
+    title = neutralize(tool.title) if tool.title else None
+    out = Declared(output_schema(tool), declared_annotations(tool), title)
+    return NOTHING_DECLARED if out == NOTHING_DECLARED else out
 
 
 def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolroute._core import RouteTable, ToolKind
+from toolroute.mcp.projection import NOTHING_DECLARED, Declared
 from toolroute.naming import encode_user_tool, mcp_tool_candidates, sanitize_tool_name
 from toolroute.routes import GatewayRoutes
 from toolroute.schema import JsonSchema
@@ -42,12 +43,23 @@ class McpTarget:
     key: str = ""  # what the naming plan gave it: the exposed name, or the user key it encodes
     definition_: ToolDefinition = field(default_factory=dict, repr=False)
     caller: TargetCaller | None = field(default=None, repr=False)
-    # The server's declared result shape (`outputSchema`), passed on to served clients.
-    output_schema: JsonSchema | None = field(default=None, repr=False)
-    # The server's declared annotations (`readOnlyHint`...), forwarded to served clients; they
-    # count for scheduling only when the server's config says `trustAnnotations`.
-    annotations: Mapping[str, Any] | None = field(default=None, repr=False)
+    # What the server declared besides the parameters (result shape, annotations, title), passed
+    # on to served clients; the annotations count for scheduling only when the server's config
+    # says `trustAnnotations`.
+    declared: Declared = field(default=NOTHING_DECLARED, repr=False)
     trusted: bool = False
+
+    @property
+    def output_schema(self) -> JsonSchema | None:
+        return self.declared.output_schema
+
+    @property
+    def annotations(self) -> Mapping[str, Any] | None:
+        return self.declared.annotations
+
+    @property
+    def title(self) -> str | None:
+        return self.declared.title
 
     @property
     def kind(self) -> ToolKind:
@@ -100,8 +112,7 @@ class Listed:
     service_id: str
     user_id: str | None
     definitions: Mapping[str, ToolDefinition]
-    output_schemas: Mapping[str, JsonSchema] = field(default_factory=dict)
-    annotations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    declared: Mapping[str, Declared] = field(default_factory=dict)
     trust_annotations: bool = False
 
 
@@ -161,14 +172,12 @@ class McpPublisher:
             exposed = name if user_id is None else encode_user_tool(user_id, name)
             definition = named(lst.definitions[tool], exposed)
             old = self.live.get(ident)
-            output = lst.output_schemas.get(tool)
-            declared = lst.annotations.get(tool)
+            declared = lst.declared.get(tool, NOTHING_DECLARED)
             if (
                 old is not None
                 and old.exposed_name == exposed
                 and old.definition_ == definition
-                and old.output_schema == output
-                and old.annotations == declared
+                and old.declared == declared
                 and old.trusted == lst.trust_annotations
             ):
                 wanted[ident] = old  # the very same object: exposures holding it stay valid
@@ -182,7 +191,6 @@ class McpPublisher:
                     name,
                     definition,
                     self.caller,
-                    output,
                     declared,
                     lst.trust_annotations,
                 )

@@ -36,9 +36,10 @@ class ServedTools(ExposedTools):
             tools.append(
                 types.Tool(
                     name=name,
+                    title=getattr(tool, "title", None),
                     description=fn.get("description") or None,
                     input_schema=fn["parameters"],
-                    # An upstream tool's declared result shape and annotations go on unchanged.
+                    # An upstream tool's declared result shape, annotations and title go on unchanged.
                     output_schema=getattr(tool, "output_schema", None),
                     annotations=_annotations(tool),
                 )
