@@ -10,7 +10,7 @@ import pytest
 
 from toolroute._core import RouteTable, ToolKind
 from toolroute.errors import ToolExecutionError, ToolRegistrationError
-from toolroute.mcp.projection import tool_definition
+from toolroute.mcp.projection import NOTHING_DECLARED, declared, tool_definition
 from toolroute.mcp.results import content_text, to_output
 from toolroute.naming import has_user_form, is_valid_tool_name, mcp_tool_candidates
 
@@ -86,6 +86,23 @@ NESTED = {
         "Color": {"enum": ["red", "blue"], "type": "string"},
     },
 }
+
+
+def test_what_a_tool_declares_is_kept_with_its_controls_made_visible() -> None:
+    hostile = types.Tool(
+        name="t",
+        title="Look \x1b[31mup\u202e",
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "properties": {"n": {"type": "integer", "description": "x\x1b]0;"}}},
+        annotations=types.ToolAnnotations(title="T\x07", read_only_hint=True),
+    )
+    got = declared(hostile)
+    assert got.title is not None and "\x1b" not in got.title and "\u202e" not in got.title
+    assert got.title.startswith("Look ") and "up" in got.title
+    assert got.annotations == {"title": "T\\x07", "read_only_hint": True}
+    assert "\x1b" not in str(got.output_schema)
+    # A tool that declares nothing shares the one empty record (publishing compares by it).
+    assert declared(types.Tool(name="plain", input_schema={"type": "object"})) is NOTHING_DECLARED
 
 
 def test_nested_schema_fields_survive_projection() -> None:
