@@ -34,6 +34,10 @@ HOST = textwrap.dedent(
     from toolroute.router import ToolRouter
 
     ws, mode, token, own_handler, escapee = sys.argv[1:6]
+    # The default actions, whatever was inherited (under nohup SIGHUP arrives ignored): the test
+    # is that toolroute's handlers end every command and then let the default action end the host.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if own_handler == "yes":  # a host with handlers of its own: they must still run, after ours
         def handler(signum, frame):
             Path(ws, "host-handler-ran").write_text(signal.Signals(signum).name)
