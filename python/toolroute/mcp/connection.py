@@ -15,6 +15,7 @@ import logging
 import ssl
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any, Literal
 
@@ -43,6 +44,7 @@ STDERR_TAIL_BYTES = 4096
 # this long after it ends while the session lives, at most this many times in a row.
 RELISTEN_DELAY = 1.0
 RELISTEN_TRIES = 5
+RELISTEN_RESET = 30.0  # a stream open at least this long counts as working
 
 
 class Connection:
@@ -185,15 +187,15 @@ class Connection:
             tasks.cancel_scope.cancel()
 
     async def _listen(self, session: ClientSession) -> None:
-        tries = 0
+        tries = 0  # streams in a row that ended within RELISTEN_RESET of opening
         while tries < RELISTEN_TRIES and not _dispatcher_closed(session):
+            opened = time.monotonic()
             try:
                 async with listen(session, tools_list_changed=True) as subscription:
                     if not subscription.honored.tools_list_changed:
                         return  # the server does not tell: nothing to hear
                     if tries:
                         self._tools_changed()  # no replay: what changed meanwhile is refetched
-                    tries = 0
                     async for event in subscription:
                         if isinstance(event, ToolsListChanged):
                             self._tools_changed()
@@ -201,7 +203,8 @@ class Connection:
                 return
             except (MCPError, SubscriptionLost, TimeoutError) as exc:
                 log.debug("MCP server %r: tool-list subscription ended: %s", self.key, describe(exc))
-            tries += 1
+            # A stream that lasted is a fresh start; one that keeps ending at once is given up on.
+            tries = 1 if time.monotonic() - opened >= RELISTEN_RESET else tries + 1
             await anyio.sleep(RELISTEN_DELAY)
 
     def _tools_changed(self) -> None:
