@@ -395,3 +395,46 @@ def test_live_indexes_are_bounded_and_the_least_recent_go_first(tmp_path: Path) 
     assert seen["fds"] <= 2 and seen["fds_after"] <= 2, seen
     assert seen["states"] == ["none"] * 4 + ["ready"] * 2, seen
     assert seen["answers"] == [f"needle {i}" for i in range(6)], seen
+
+
+MEMORY_CHILD = r"""
+import json, os, sys, time
+from pathlib import Path
+from toolroute import _core
+from toolroute.context import BuiltInToolContext
+
+base = Path(sys.argv[1])
+confs = []
+for i in range(4):
+    ws = base / f"user{i}"
+    ws.mkdir()
+    for f in range(150):
+        (ws / f"m{f}.py").write_text(" ".join(f"w{i}_{f}_{k}" for k in range(200)) + "\n")
+    confs.append(BuiltInToolContext(ws).confinement)
+assert _core.search_index_warm(confs[0], timeout=30)
+one = _core.search_index_stats(confs[0])["memory"]
+os.environ["TOOLROUTE_SEARCH_INDEX_MEMORY"] = str(int(one * 1.5))  # room for one such index, not two
+for conf in confs[1:]:
+    assert _core.search_index_warm(conf, timeout=30)
+    time.sleep(0.01)
+deadline = time.monotonic() + 20
+states = []
+while time.monotonic() < deadline:
+    states = [_core.search_index_stats(c)["state"] for c in confs]
+    if states.count("ready") == 1:
+        break
+    time.sleep(0.05)
+print(json.dumps({"one": one, "states": states}))
+"""
+
+
+def test_live_indexes_are_bounded_by_memory_too(tmp_path: Path) -> None:
+    """TOOLROUTE_SEARCH_INDEX_MEMORY bounds what the live indexes hold together: with room for
+    one, each new index pushes out the least recently used (eviction by pressure, not by age)."""
+    env = {**os.environ, "TOOLROUTE_SEARCH_INDEX_CACHE": "0"}
+    child = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    seen = json.loads(child.stdout.strip().splitlines()[-1])
+    assert seen["one"] > 0 and seen["states"] == ["none", "none", "none", "ready"], seen

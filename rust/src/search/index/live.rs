@@ -4,7 +4,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -52,6 +52,8 @@ pub(crate) struct Index {
     pub(crate) last_used: Mutex<Instant>,
     /// Read back from the cache rather than built in this process.
     pub(crate) restored: bool,
+    /// Bytes its contents hold, as last measured (read by the registry's budget without a lock).
+    pub(crate) held: AtomicUsize,
     /// The next answer must check every folder and file first: a restored index, until the
     /// check has run, and again once its watch is up (changes made before the watch saw them).
     unverified: AtomicBool,
@@ -120,7 +122,9 @@ impl Index {
         let next_id = contents.next_id;
         let state = State::restored(contents);
         let seq = state.seq;
+        let held = state.memory();
         let index = Self::with_state(key, roots, state, next_id, true);
+        index.held.store(held, Ordering::Relaxed);
         *lock(&index.saved) = Some((seq, Instant::now()));
         index
     }
@@ -137,6 +141,7 @@ impl Index {
             served: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
             restored,
+            held: AtomicUsize::new(0),
             unverified: AtomicBool::new(restored),
             saved: Mutex::new(None),
         })
@@ -258,6 +263,7 @@ impl Index {
         state.bytes = built.bytes;
         state.build_time = Some(began.elapsed());
         state.phase = Phase::Ready;
+        self.held.store(state.memory(), Ordering::Relaxed);
     }
 
     pub(crate) fn watching(&self) -> bool {
@@ -511,6 +517,7 @@ impl Index {
                 state.over.insert(id, Over::Folded { grams, facts });
             }
         }
+        self.held.store(state.memory(), Ordering::Relaxed);
         n
     }
 }

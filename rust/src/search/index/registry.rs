@@ -1,7 +1,8 @@
 //! The per-process registry: one index per (root, walk settings), shared by every caller, built
-//! in the background from the second query on a key, evicted when unused for a while, and, when
-//! more are live than the budget allows (a server with hundreds of users, each with a workspace),
-//! the least recently used goes first: each live index holds a thread, an inotify descriptor and
+//! in the background from the second query on a key (or restored from the disk cache on the
+//! first), evicted when unused for a while, and, when more are live, or they hold more memory,
+//! than the budget allows (a server with hundreds of users, each with a workspace), the least
+//! recently used goes first: each live index holds a thread, an inotify descriptor and
 //! a folder descriptor, and the process's descriptors are limited (1,024 by default).
 
 use std::path::Path;
@@ -52,6 +53,16 @@ fn max_live() -> usize {
         .unwrap_or(64)
 }
 
+/// Bytes all live indexes may hold together (`TOOLROUTE_SEARCH_INDEX_MEMORY`, default 1 GiB):
+/// past it the least recently used go (to the disk cache, from which they come back), not
+/// only by age or count. One index larger than the budget on its own is kept.
+fn max_memory() -> usize {
+    std::env::var("TOOLROUTE_SEARCH_INDEX_MEMORY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30)
+}
+
 /// Keys seen once and not (yet) indexed, kept at most this many (each is a path and settings).
 const MAX_SEEN: usize = 4096;
 
@@ -59,33 +70,48 @@ const MAX_SEEN: usize = 4096;
 /// A dropped index's thread sees it is no longer current within its next tick and lets its
 /// descriptors go.
 fn make_room(map: &mut FxHashMap<Key, Entry>) {
-    let max = max_live();
+    evict(map, max_live() - 1, None);
+    let seen = map.values().filter(|e| matches!(e, Entry::Seen)).count();
+    if seen > MAX_SEEN {
+        map.retain(|_, e| !matches!(e, Entry::Seen));
+    }
+}
+
+/// Drop the least recently used live indexes (never `keep`) while more than `count` are live or
+/// together they hold more than the memory budget.
+fn evict(map: &mut FxHashMap<Key, Entry>, count: usize, keep: Option<&Key>) {
+    let budget = max_memory();
     loop {
-        let live: Vec<(&Key, std::time::Instant)> = map
+        let live: Vec<(&Key, std::time::Instant, usize)> = map
             .iter()
             .filter_map(|(k, e)| match e {
-                Entry::Live(ix) => {
-                    Some((k, *ix.last_used.lock().unwrap_or_else(|e| e.into_inner())))
-                }
+                Entry::Live(ix) => Some((
+                    k,
+                    *ix.last_used.lock().unwrap_or_else(|e| e.into_inner()),
+                    ix.held.load(std::sync::atomic::Ordering::Relaxed),
+                )),
                 Entry::Seen => None,
             })
             .collect();
-        if live.len() < max {
+        let held: usize = live.iter().map(|(_, _, bytes)| bytes).sum();
+        if live.len() <= count && held <= budget {
             break;
         }
         let Some(oldest) = live
             .iter()
-            .min_by_key(|(_, used)| *used)
-            .map(|(k, _)| (*k).clone())
+            .filter(|(k, _, _)| Some(*k) != keep)
+            .min_by_key(|(_, used, _)| *used)
+            .map(|(k, _, _)| (*k).clone())
         else {
             break;
         };
         map.remove(&oldest);
     }
-    let seen = map.values().filter(|e| matches!(e, Entry::Seen)).count();
-    if seen > MAX_SEEN {
-        map.retain(|_, e| !matches!(e, Entry::Seen));
-    }
+}
+
+/// An index now knows its size (built or restored): make the others fit the budget beside it.
+fn rebalance(index: &Index) {
+    with(|map| evict(map, max_live(), Some(&index.key)));
 }
 
 /// The ready index for `key`, if any: a live one, or, for a key this process has not met yet,
@@ -170,9 +196,11 @@ fn spawn(map: &mut FxHashMap<Key, Entry>, key: &Key, index: &Arc<Index>) -> bool
 /// fold changed files back (saving the index once they are in) until evicted.
 fn run(index: &Arc<Index>) {
     if index.restored {
+        rebalance(index);
         index.watch_restored();
     } else {
         index.build();
+        rebalance(index);
         index.persist(true);
     }
     let ttl = ttl();
