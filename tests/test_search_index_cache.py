@@ -41,7 +41,7 @@ def answer(request, index):
 
 first = answer(QUERIES[0], True)
 stats = _core.search_index_stats(conf)
-out = {"restored": stats["restored"], "served": stats["served"], "state": stats["state"],
+out = {"restored": stats["restored"], "served": stats["served"], "state": stats["state"], "dirty": stats["dirty"],
        "same": [first == answer(QUERIES[0], False)]
                + [answer(q, True) == answer(q, False) for q in QUERIES[1:]]}
 if mode in ("build", "warm"):
@@ -309,3 +309,27 @@ def test_the_cache_stays_within_its_byte_budget(tmp_path: Path, cache: Path) -> 
     assert len(cached_files(cache)) == 2
     assert not run_child(roots[0], cache, env=env)["restored"]  # the least recently used went
     assert run_child(roots[2], cache, env=env)["restored"]
+
+
+def test_a_short_lived_process_leaves_the_next_an_index_that_is_up_to_date(tmp_path: Path, cache: Path) -> None:
+    """A restored index whose check found changes saves itself again as soon as it has re-read
+    them, so the next process does not find the same files to re-read."""
+    root = tree(tmp_path / "ws")
+    run_child(root, cache, warm=True)
+    (root / "src" / "m3.py").write_text("needle changed\n")
+    second = run_child(root, cache, warm=True)
+    assert second["restored"] and second["dirty"] >= 1, second  # found the change, searched it fresh
+    third = run_child(root, cache)
+    assert third["restored"] and third["dirty"] == 0, third
+
+
+def test_a_temporary_file_of_a_killed_writer_is_cleared(tmp_path: Path, cache: Path) -> None:
+    root, file = saved(tmp_path, cache)
+    dead = next(pid for pid in range(4_000_000, 3_000_000, -1) if not Path(f"/proc/{pid}").exists())
+    leftover = cache / f".tmp-{dead}-{file.name}"
+    leftover.write_bytes(b"half a save")
+    alive = cache / f".tmp-{os.getpid()}-{file.name}"  # a live writer's (this process's) is kept
+    alive.write_bytes(b"being written")
+    file.unlink()
+    run_child(root, cache, warm=True)  # its save clears what dead writers left
+    assert not leftover.exists() and alive.exists()

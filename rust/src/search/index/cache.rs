@@ -264,6 +264,20 @@ fn read_checked(fd: OwnedFd, key: &Key) -> Option<Contents> {
     snapshot::decode(&Arc::new(bytes), from, to)
 }
 
+/// Whether the process a temporary file's name says wrote it (`.tmp-<pid>-...`) has ended: it
+/// was killed mid-save. A pid used again since keeps the file until it is old.
+fn writer_gone(name: &[u8]) -> bool {
+    let pid = name
+        .strip_prefix(b".tmp-")
+        .and_then(|rest| rest.split(|&b| b == b'-').next())
+        .and_then(|digits| std::str::from_utf8(digits).ok()?.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw);
+    match pid {
+        Some(pid) => rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH),
+        None => false,
+    }
+}
+
 /// Keep at most `max_files()` files and `max_bytes()` in all (the least recently used go
 /// first; the one just written stays) and clear a crash's temporary files.
 fn trim(dir: &OwnedFd, keep: &str) {
@@ -286,7 +300,7 @@ fn trim(dir: &OwnedFd, keep: &str) {
             + std::time::Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec as u32);
         let size = u64::try_from(st.st_size).unwrap_or(0);
         if name.starts_with(b".tmp-") {
-            if now.duration_since(modified).unwrap_or_default() > STALE_TMP {
+            if writer_gone(&name) || now.duration_since(modified).unwrap_or_default() > STALE_TMP {
                 let _ = unlinkat(dir, OsStr::from_bytes(&name), AtFlags::empty());
             }
         } else if name.ends_with(b".idx") {

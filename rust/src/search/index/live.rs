@@ -125,7 +125,12 @@ impl Index {
         let held = state.memory();
         let index = Self::with_state(key, roots, state, next_id, true);
         index.held.store(held, Ordering::Relaxed);
-        *lock(&index.saved) = Some((seq, Instant::now()));
+        // Due at once when its check finds changes: a short-lived process (a CLI call) should
+        // leave the next one an index that is up to date, not the same files to re-read.
+        let due = Instant::now()
+            .checked_sub(SAVE_EVERY)
+            .unwrap_or_else(Instant::now);
+        *lock(&index.saved) = Some((seq, due));
         index
     }
 
