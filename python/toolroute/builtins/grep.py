@@ -78,15 +78,13 @@ def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> GrepResult:
     """The structured search (a `toolroute._core.GrepResult`), for Python callers and the tool."""
     # The request is read in Rust, field by field; a line is read up to 4 bytes per character.
     max_line_bytes = ctx.limits.max_line_chars * 4
-    sink = current_progress()
-    if sink is None:
-        return core_grep(ctx.confinement, request, max_line_bytes=max_line_bytes)
     # A served client that asked hears how far a long search has got (the search runs without
-    # the GIL, so the reporting thread can read its count).
-    searched = GrepProgress()
+    # the GIL, so the reporting thread can read its count); files are counted only then.
+    sink = current_progress()
+    searched = GrepProgress() if sink is not None else None
 
     def figure() -> tuple[float, str]:
-        files = searched.files  # read once: the search goes on meanwhile
+        files = searched.files if searched is not None else 0  # read once: the search goes on
         return files, f"searched {files} files"
 
     return ticking(

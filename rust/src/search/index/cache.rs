@@ -20,13 +20,13 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{fstat, openat, renameat, unlinkat, AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::live::Key;
-use std::sync::Arc;
-
+use super::setting;
 use super::snapshot::{self, Contents, Enc};
 use super::validate::dir_stamp;
 
@@ -36,18 +36,13 @@ const FORMAT: u32 = 1;
 /// Files kept at once (each is one workspace's index; `TOOLROUTE_SEARCH_INDEX_CACHE_FILES`):
 /// the least recently used go first.
 fn max_files() -> usize {
-    std::env::var("TOOLROUTE_SEARCH_INDEX_CACHE_FILES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    setting("TOOLROUTE_SEARCH_INDEX_CACHE_FILES")
         .filter(|&n: &usize| n > 0)
         .unwrap_or(256)
 }
 /// Bytes the cache files may take in all (`TOOLROUTE_SEARCH_INDEX_CACHE_BYTES`, default 4 GiB).
 fn max_bytes() -> u64 {
-    std::env::var("TOOLROUTE_SEARCH_INDEX_CACHE_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4 << 30)
+    setting("TOOLROUTE_SEARCH_INDEX_CACHE_BYTES").unwrap_or(4 << 30)
 }
 /// Larger indexes are not written (the file would cost more to read than a scan saves).
 const MAX_FILE: u64 = 2 << 30;
@@ -67,16 +62,18 @@ fn folder() -> Option<PathBuf> {
     }
 }
 
-/// The cache folder opened, made if missing (private), when it is ours, private and outside
-/// `root`.
-fn open_folder(root: &Path) -> Option<OwnedFd> {
+/// The cache folder opened (made first, private, when `make`: a save, not a look-up), when it
+/// is ours, private and outside `root`.
+fn open_folder(root: &Path, make: bool) -> Option<OwnedFd> {
     let dir = folder()?;
     if !dir.is_absolute() {
         return None;
     }
-    let mut builder = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.recursive(true).create(&dir).ok()?;
+    if make {
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.recursive(true).create(&dir).ok()?;
+    }
     let real = dir.canonicalize().ok()?;
     if real.starts_with(root) {
         return None;
@@ -176,7 +173,7 @@ pub(crate) fn save(key: &Key, body: Enc) {
     if (head.0.len() + body.0.len() + crc.len()) as u64 > MAX_FILE {
         return;
     }
-    let Some(dir) = open_folder(&key.root) else {
+    let Some(dir) = open_folder(&key.root, true) else {
         return;
     };
     let name = file_name(key);
@@ -206,7 +203,7 @@ pub(crate) fn save(key: &Key, body: Enc) {
 /// The index saved for `key`, if there is a whole one of ours made under the same
 /// surroundings; anything else found under its name is removed.
 pub(crate) fn load(key: &Key) -> Option<Contents> {
-    let dir = open_folder(&key.root)?;
+    let dir = open_folder(&key.root, false)?;
     let name = file_name(key);
     let fd = openat(
         &dir,

@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use super::build::{self, Facts, Ident};
 use super::cache;
 use super::postings::Postings;
-use super::snapshot::Contents;
+use super::snapshot::{self, Contents};
 use super::state::{Over, Phase, State};
 use super::tree::Tree;
 use super::trigram::Extractor;
@@ -122,9 +122,7 @@ impl Index {
         let next_id = contents.next_id;
         let state = State::restored(contents);
         let seq = state.seq;
-        let held = state.memory();
         let index = Self::with_state(key, roots, state, next_id, true);
-        index.held.store(held, Ordering::Relaxed);
         // Due at once when its check finds changes: a short-lived process (a CLI call) should
         // leave the next one an index that is up to date, not the same files to re-read.
         let due = Instant::now()
@@ -135,6 +133,7 @@ impl Index {
     }
 
     fn with_state(key: Key, roots: Roots, state: State, next_id: u32, restored: bool) -> Arc<Self> {
+        let held = AtomicUsize::new(state.memory());
         Arc::new(Self {
             key,
             roots,
@@ -146,7 +145,7 @@ impl Index {
             served: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
             restored,
-            held: AtomicUsize::new(0),
+            held,
             unverified: AtomicBool::new(restored),
             saved: Mutex::new(None),
         })
@@ -213,8 +212,8 @@ impl Index {
                 return;
             }
             *lock(&self.saved) = Some((state.seq, Instant::now()));
-            let mut body = super::snapshot::Enc::default();
-            super::snapshot::encode(&state, self.ids.load(Ordering::Relaxed), &mut body);
+            let mut body = snapshot::Enc::default();
+            snapshot::encode(&state, self.ids.load(Ordering::Relaxed), &mut body);
             body
         };
         cache::save(&self.key, body);

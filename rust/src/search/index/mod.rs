@@ -29,6 +29,11 @@ use crate::search::glob::{GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOutcome};
 use crate::search::walker::Walker;
 
+/// A number from the environment (`TOOLROUTE_SEARCH_INDEX_*`), or `None` when unset or not one.
+fn setting<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
 fn key_of(walker: &Walker) -> Option<live::Key> {
     let o = walker.options();
     // Followed links can lead anywhere below the root: such walks are not indexed.

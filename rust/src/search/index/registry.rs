@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::cache;
 use super::live::{Index, Key};
+use super::setting;
 use super::state::Phase;
 use crate::files::confine::Roots;
 
@@ -36,19 +37,13 @@ pub(crate) fn enabled() -> bool {
 
 /// Unused indexes are dropped after this long (`TOOLROUTE_SEARCH_INDEX_TTL`, seconds).
 fn ttl() -> Duration {
-    let secs = std::env::var("TOOLROUTE_SEARCH_INDEX_TTL")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(600);
-    Duration::from_secs(secs)
+    Duration::from_secs(setting("TOOLROUTE_SEARCH_INDEX_TTL").unwrap_or(600))
 }
 
 /// Live indexes kept at once (`TOOLROUTE_SEARCH_INDEX_MAX`); starting one more evicts the least
 /// recently used.
 fn max_live() -> usize {
-    std::env::var("TOOLROUTE_SEARCH_INDEX_MAX")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    setting("TOOLROUTE_SEARCH_INDEX_MAX")
         .filter(|&n: &usize| n > 0)
         .unwrap_or(64)
 }
@@ -57,10 +52,7 @@ fn max_live() -> usize {
 /// past it the least recently used go (to the disk cache, from which they come back), not
 /// only by age or count. One index larger than the budget on its own is kept.
 fn max_memory() -> usize {
-    std::env::var("TOOLROUTE_SEARCH_INDEX_MEMORY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 30)
+    setting("TOOLROUTE_SEARCH_INDEX_MEMORY").unwrap_or(1 << 30)
 }
 
 /// Keys seen once and not (yet) indexed, kept at most this many (each is a path and settings).
