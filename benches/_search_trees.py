@@ -44,3 +44,47 @@ def need_rg() -> str:
     if RG is None:
         pytest.skip("needs the rg binary (Debian package ripgrep)")
     return RG
+
+
+# Twenty words: in a tree made only of them, most files match most queries, so the index
+# cannot prune and every answer is the cost of scanning the candidates (issue 25).
+DENSE_WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+]
+
+
+def dense_tree_at(root: Path, files: int = 20_000, seed: int = 25) -> Path:
+    """`files` files of 40 lines each, every line 6 words drawn from DENSE_WORDS, in 100 folders."""
+    import random
+
+    rng = random.Random(seed)
+    for i in range(files):
+        folder = root / f"d{i % 100:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = (" ".join(rng.choices(DENSE_WORDS, k=6)) for _ in range(40))
+        (folder / f"f{i}.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def dense_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return dense_tree_at(tmp_path_factory.mktemp("dense"))

@@ -5,6 +5,9 @@ and on a copy of the CPython standard library. Every side must give the same per
 results (rows and skip counts) must equal the unindexed session's. Also: index build time vs two
 full `rg` scans, and the index's memory per indexed GB.
 
+Also the dense tree (issue 25): 20,000 files written with a 20-word vocabulary, so most files
+match most queries, the index cannot prune and the session measures the candidate scan itself.
+
 Run: python -m pytest benches/bench_search_index.py -s   (BENCH_ROUNDS=3 by default)
 """
 
@@ -17,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from _interleave import Case, compare
-from _search_trees import large_tree, need_rg, stdlib_tree
+from _search_trees import DENSE_WORDS, dense_tree, large_tree, need_rg, stdlib_tree
 
 from toolroute import _core
-from toolroute.builtins.grep import GrepRequest
+from toolroute.builtins.grep import GrepRequest, grep_handler
 from toolroute.context import BuiltInToolContext
 
-__all__ = ["large_tree", "stdlib_tree"]
+__all__ = ["dense_tree", "large_tree", "stdlib_tree"]
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 
@@ -67,11 +70,14 @@ def conf(root: Path) -> Any:
     return BuiltInToolContext(root).confinement
 
 
-def tool_session(root: Path, index: bool) -> list[tuple[Any, ...]]:
+Session = list[tuple[str, dict[str, Any]]]
+
+
+def tool_session(root: Path, index: bool, session: Session = SESSION) -> list[tuple[Any, ...]]:
     """Per query: files matched, matching lines, every row and the skip counts."""
     c = conf(root)
     out = []
-    for pattern, opts in SESSION:
+    for pattern, opts in session:
         r = _core.grep(c, GrepRequest(pattern=pattern, **opts), max_line_bytes=8192, index=index)
         out.append((r.files_matched, r.match_lines, tuple(map(repr, r.rows())), repr(sorted(r.stats.items()))))
     return out
@@ -96,20 +102,20 @@ def rg_query(root: Path, pattern: str, opts: dict[str, Any]) -> tuple[int, int]:
     return len({line.split(b":", 1)[0] for line in lines}), len(lines)
 
 
-def rg_session(root: Path) -> list[tuple[int, int]]:
-    return [rg_query(root, p, o) for p, o in SESSION]
+def rg_session(root: Path, session: Session = SESSION) -> list[tuple[int, int]]:
+    return [rg_query(root, p, o) for p, o in session]
 
 
-def counts(session: list[Any]) -> list[tuple[int, int]]:
+def counts(results: list[Any], session: Session = SESSION) -> list[tuple[int, int]]:
     """The numbers every side can give: files matched, and lines (unless files_with_matches)."""
     out = []
-    for (_, opts), q in zip(SESSION, session, strict=True):
+    for (_, opts), q in zip(session, results, strict=True):
         lines = -1 if opts.get("output_mode") == "files_with_matches" else q[1]
         out.append((q[0], lines))
     return out
 
 
-def session_bench(name: str, root: Path) -> None:
+def session_bench(name: str, root: Path, session: Session = SESSION) -> None:
     c = conf(root)
     began = time.perf_counter()
     assert _core.search_index_warm(c, timeout=600), _core.search_index_stats(c)
@@ -128,22 +134,22 @@ def session_bench(name: str, root: Path) -> None:
     last: dict[str, Any] = {}
 
     def indexed() -> list[tuple[int, int]]:
-        last["indexed"] = tool_session(root, True)
-        return counts(last["indexed"])
+        last["indexed"] = tool_session(root, True, session)
+        return counts(last["indexed"], session)
 
     def unindexed() -> list[tuple[int, int]]:
-        result = tool_session(root, False)
+        result = tool_session(root, False, session)
         # Every round: the indexed answers are the unindexed ones, rows and skip counts included.
         assert result == last["indexed"], "the index changed an answer"
-        return counts(result)
+        return counts(result, session)
 
     def rg() -> list[tuple[int, int]]:
-        return rg_session(root)
+        return rg_session(root, session)
 
     # Rounds rotate the order, so the unindexed side may run first: `last` must be filled.
     indexed()
     compare(
-        f"30-query session, {name}",
+        f"{len(session)}-query session, {name}",
         ("toolroute indexed", Case(indexed)),
         {"rg per query": Case(rg), "toolroute unindexed": Case(unindexed)},
         rounds=ROUNDS,
@@ -157,3 +163,44 @@ def test_session_large_tree(large_tree: Path) -> None:
 
 def test_session_stdlib(stdlib_tree: Path) -> None:
     session_bench("stdlib copy", stdlib_tree)
+
+
+def dense_session() -> Session:
+    """30 queries on the dense tree, where the index cannot prune: words, word pairs, a regex
+    between two words and case-insensitive words, in each output mode in turn."""
+    modes: list[dict[str, Any]] = [{}, {"output_mode": "count"}, {"output_mode": "files_with_matches"}]
+    out: Session = []
+    for i in range(30):
+        a, b = DENSE_WORDS[i % 20], DENSE_WORDS[(i * 7 + 3) % 20]
+        pattern = [a, f"{a} {b}", rf"{a} \w+ {b}", a.upper()][i % 4]
+        opts = dict(modes[i % 3])
+        if i % 4 == 3:
+            opts["case_insensitive"] = True
+        out.append((pattern, opts))
+    return out
+
+
+def test_session_dense_tree(dense_tree: Path) -> None:
+    """Issue 25's candidate-scan target: 20,000 files where most files match most queries. Timed
+    as an agent gets it: the grep tool's answer (its first page under the output cap, and the
+    totals), against `rg` per query; the counts must be rg's, and before timing, every row the
+    indexed search finds must equal the unindexed search's."""
+    session = dense_session()
+    ctx = BuiltInToolContext(dense_tree)
+    assert _core.search_index_warm(ctx.confinement, timeout=600)
+    assert tool_session(dense_tree, True, session) == tool_session(dense_tree, False, session)
+
+    def tool() -> list[tuple[int, int]]:
+        out = []
+        for pattern, opts in session:
+            trace = grep_handler(GrepRequest(pattern=pattern, **opts), ctx).trace
+            lines = -1 if opts.get("output_mode") == "files_with_matches" else trace["match_lines"]
+            out.append((trace["files_matched"], lines))
+        return out
+
+    compare(
+        "30-query session, dense tree (20,000 files, 20 words), the grep tool's answers",
+        ("toolroute indexed", Case(tool)),
+        {"rg per query": Case(lambda: rg_session(dense_tree, session))},
+        rounds=ROUNDS,
+    )

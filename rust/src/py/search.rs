@@ -209,13 +209,8 @@ impl PyGrepResult {
     ) -> PyResult<(String, Bound<'py, PyList>)> {
         guard(|| {
             let (text, rows) = py.detach(|| {
-                // A row costs at least two characters, so more than max_chars/2 rows never fit.
-                let cap = limit.unwrap_or(usize::MAX).min(max_chars / 2 + 1);
-                let mut rows =
-                    render::page(&self.grep, &self.outcome, self.follow, offset, Some(cap));
-                let (text, shown) = render::render(&self.outcome, &rows, max_chars, max_line_chars);
-                rows.truncate(shown);
-                (text, rows)
+                let rows = render::rows_from(&self.grep, &self.outcome, self.follow, offset, limit);
+                render::render(&self.outcome, rows, max_chars, max_line_chars)
             });
             Ok((text, self.rows_list(py, &rows)?))
         })
@@ -444,6 +439,7 @@ fn search_index_stats<'py>(
         d.set_item("served", s.served)?;
         d.set_item("build_seconds", s.build_seconds)?;
         d.set_item("restored", s.restored)?;
+        d.set_item("texts", s.texts)?;
         Ok(d)
     })
 }

@@ -58,7 +58,8 @@ pub struct GrepOptions {
     /// Stored line text is cut at this many bytes (spans still refer to the whole line).
     pub max_line_bytes: usize,
     /// Total bytes of rows kept from the parallel pass; files past it keep only their counts and
-    /// are searched again if a page needs them.
+    /// are searched again if a page needs them. A page is cut at the output cap (tens of KB),
+    /// so a few MB cover it; keeping every row of a dense search cost more than the search.
     pub store_budget: usize,
 }
 
@@ -75,7 +76,7 @@ impl Default for GrepOptions {
             max_count: None,
             text: false,
             max_line_bytes: 8 * 1024,
-            store_budget: 32 * 1024 * 1024,
+            store_budget: 1024 * 1024,
         }
     }
 }
@@ -299,7 +300,12 @@ impl Sink for Collect<'_> {
 
     fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
         let block = m.bytes();
-        let lines = Self::lines_in(block);
+        // Without multiline, a match is one line.
+        let lines = if self.opts.multiline {
+            Self::lines_in(block)
+        } else {
+            1
+        };
         self.match_lines += lines as u64;
         match self.opts.mode {
             OutputMode::FilesWithMatches => {
@@ -366,6 +372,22 @@ impl Sink for Collect<'_> {
         self.binary = true;
         Ok(false)
     }
+}
+
+/// A worker's searcher and matcher (`Grep::scanner`).
+pub(crate) struct Scanner {
+    searcher: Searcher,
+    /// For texts known to hold no NUL: no binary detection, which would scan them for one.
+    text_searcher: Searcher,
+    matcher: RegexMatcher,
+}
+
+/// What one file's search reads: the open file, or its whole text already in memory.
+pub(crate) enum Source<'a> {
+    File(File),
+    Bytes(&'a [u8]),
+    /// A text known to hold no NUL and no byte order mark (`index::texts::keepable`).
+    Text(&'a [u8]),
 }
 
 struct Scan {
@@ -435,7 +457,18 @@ impl Grep {
         &self.opts
     }
 
-    pub(crate) fn searcher(&self) -> Searcher {
+    /// What one worker thread searches with: its own searcher, and its own copy of the matcher
+    /// (a copy has its own scratch pool; threads sharing one take turns at its lock).
+    pub(crate) fn scanner(&self) -> Scanner {
+        Scanner {
+            searcher: self.searcher(true),
+            text_searcher: self.searcher(false),
+            matcher: RegexMatcher::clone(&self.matcher),
+        }
+    }
+
+    /// `binary`: look for binary data (a text known to have none is not scanned for it).
+    fn searcher(&self, binary: bool) -> Searcher {
         let o = &self.opts;
         let mut b = SearcherBuilder::new();
         // Line numbers are only shown in content mode; counting them costs on dense matches.
@@ -444,7 +477,7 @@ impl Grep {
             .memory_map(MmapChoice::never())
             .heap_limit(Some(HEAP_LIMIT))
             .max_matches(o.max_count)
-            .binary_detection(if o.text {
+            .binary_detection(if o.text || !binary {
                 BinaryDetection::none()
             } else {
                 BinaryDetection::quit(b'\x00')
@@ -455,9 +488,15 @@ impl Grep {
         b.build()
     }
 
-    fn scan(&self, searcher: &mut Searcher, file: &File, store: bool) -> io::Result<Scan> {
+    fn scan(&self, scanner: &mut Scanner, source: Source<'_>, store: bool) -> io::Result<Scan> {
+        let Scanner {
+            searcher,
+            text_searcher,
+            matcher,
+        } = scanner;
+        let matcher = &*matcher;
         let mut sink = Collect {
-            matcher: &self.matcher,
+            matcher,
             opts: &self.opts,
             store,
             rows: Vec::new(),
@@ -466,7 +505,16 @@ impl Grep {
             bytes: 0,
             binary: false,
         };
-        searcher.search_file(&*self.matcher, file, &mut sink)?;
+        match source {
+            Source::File(file) => searcher.search_file(matcher, &file, &mut sink)?,
+            // A slice is checked for binary data only near its start; the reader path checks
+            // all of it, as reading the file does.
+            Source::Bytes(text) if memchr::memchr(0, text).is_none() => {
+                searcher.search_slice(matcher, text, &mut sink)?
+            }
+            Source::Bytes(text) => searcher.search_reader(matcher, text, &mut sink)?,
+            Source::Text(text) => text_searcher.search_slice(matcher, text, &mut sink)?,
+        }
         Ok(Scan {
             rows: store.then_some(sink.rows),
             row_count: sink.row_count,
@@ -480,11 +528,12 @@ impl Grep {
     pub fn run(&self, walker: &Walker) -> GrepOutcome {
         let collector = self.collector();
         let stats = walker.walk(PerFile::Costly, || {
-            let mut searcher = self.searcher();
+            let mut scanner = self.scanner();
             let collector = &collector;
             move |dent: &Found<'_>, stats: &mut SkipStats| {
                 let name = || (dent.root_relative(), dent.display());
-                self.visit(&mut searcher, dent.open(), &name, stats, collector);
+                let opened = dent.open().map(Source::File);
+                self.visit(&mut scanner, opened, &name, stats, collector);
             }
         });
         self.finish(collector, stats, walker.root())
@@ -501,8 +550,8 @@ impl Grep {
     /// gives its root-relative path and how it is shown, asked only when needed.
     pub(crate) fn visit(
         &self,
-        searcher: &mut Searcher,
-        opened: io::Result<File>,
+        scanner: &mut Scanner,
+        opened: io::Result<Source<'_>>,
         name: &dyn Fn() -> (PathBuf, String),
         stats: &mut SkipStats,
         collector: &Collector,
@@ -513,7 +562,7 @@ impl Grep {
         }
         let budget = &collector.budget;
         let store = self.opts.mode != OutputMode::Content || budget.load(Ordering::Relaxed) > 0;
-        let scan = opened.and_then(|file| self.scan(searcher, &file, store));
+        let scan = opened.and_then(|source| self.scan(scanner, source, store));
         match scan {
             Ok(scan) => {
                 if scan.binary {
@@ -576,9 +625,9 @@ impl Grep {
         let rows = match (&hits.rows, &outcome.root) {
             (Some(rows), _) => rows.clone(),
             (None, Some(root)) => {
-                let mut searcher = self.searcher();
+                let mut scanner = self.scanner();
                 Walker::reopen(root, &hits.path, follow)
-                    .and_then(|file| self.scan(&mut searcher, &file, true))
+                    .and_then(|file| self.scan(&mut scanner, Source::File(file), true))
                     .ok()
                     .and_then(|scan| scan.rows)
                     .unwrap_or_default()

@@ -11,37 +11,54 @@ pub fn page(
     offset: usize,
     limit: Option<usize>,
 ) -> Vec<(usize, Row)> {
+    rows_from(grep, outcome, follow, offset, limit).collect()
+}
+
+/// The rows of a page as they are needed: a file whose rows were not kept is searched again
+/// only when the page reaches it (a page cut at a character budget stops early).
+pub fn rows_from<'a>(
+    grep: &'a Grep,
+    outcome: &'a GrepOutcome,
+    follow: bool,
+    offset: usize,
+    limit: Option<usize>,
+) -> impl Iterator<Item = (usize, Row)> + 'a {
     let end = limit.map_or(usize::MAX, |l| offset.saturating_add(l));
-    let mut out = Vec::new();
     let mut first = 0usize;
-    for (index, hits) in outcome.files.iter().enumerate() {
-        let last = first + hits.row_count;
-        if last > offset && first < end {
+    outcome
+        .files
+        .iter()
+        .enumerate()
+        .map_while(move |(index, hits)| {
+            let at = first;
+            first += hits.row_count;
+            (at < end).then_some((index, hits, at))
+        })
+        .filter(move |(_, hits, at)| at + hits.row_count > offset)
+        .flat_map(move |(index, hits, at)| {
             let rows = grep.rows(outcome, hits, follow);
-            let from = offset.saturating_sub(first);
-            let to = (end - first).min(rows.len());
-            out.extend(rows.into_iter().take(to).skip(from).map(|r| (index, r)));
-        }
-        if last >= end {
-            break;
-        }
-        first = last;
-    }
-    out
+            let from = offset.saturating_sub(at);
+            let to = (end - at).min(rows.len());
+            rows.into_iter()
+                .take(to)
+                .skip(from)
+                .map(move |r| (index, r))
+        })
 }
 
 /// Render rows as rg does (`path:line:text`, `path-line-text` for context, `--`), stopping before
-/// `max_chars`. Returns the text and how many rows it holds.
+/// `max_chars`. Returns the text and the rows it holds.
 pub fn render(
     outcome: &GrepOutcome,
-    rows: &[(usize, Row)],
+    rows: impl IntoIterator<Item = (usize, Row)>,
     max_chars: usize,
     max_line_chars: usize,
-) -> (String, usize) {
+) -> (String, Vec<(usize, Row)>) {
     let mut text = String::new();
     let mut chars = 0usize;
-    for (shown, (index, row)) in rows.iter().enumerate() {
-        let path = &outcome.files[*index].display;
+    let mut shown = Vec::new();
+    for (index, row) in rows {
+        let path = &outcome.files[index].display;
         let line = match row.kind {
             RowKind::Match | RowKind::Context => {
                 let sep = if row.kind == RowKind::Match { ':' } else { '-' };
@@ -53,8 +70,8 @@ pub fn render(
             RowKind::Count => format!("{path}:{}", row.count),
         };
         let cost = line.chars().count() + 1;
-        if chars + cost > max_chars && shown > 0 {
-            return (text, shown);
+        if chars + cost > max_chars && !shown.is_empty() {
+            break;
         }
         if chars + cost > max_chars {
             // Even the first row does not fit: show what fits of it rather than nothing.
@@ -63,13 +80,15 @@ pub fn render(
             text.push_str(&cut);
             text.push_str(CUT_NOTICE);
             text.push('\n');
-            return (text, 1);
+            shown.push((index, row));
+            break;
         }
         chars += cost;
         text.push_str(&line);
         text.push('\n');
+        shown.push((index, row));
     }
-    (text, rows.len())
+    (text, shown)
 }
 
 fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {

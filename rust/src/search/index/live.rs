@@ -82,11 +82,11 @@ fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u
         } else {
             fresh_inodes.extend(now.map(|i| i.0));
         }
-        state.seq += 1;
-        let seq = state.seq;
-        let path = path.clone();
-        state.over.insert(*id, Over::Dirty { seq, path });
+        state.mark_dirty(*id, path.clone());
     }
+    // Files of the old listing that are not in the new one left the tree.
+    let kept: rustc_hash::FxHashSet<u32> = built.listing.files.iter().map(|(_, id)| *id).collect();
+    state.forget_files(old.values().copied().filter(|id| !kept.contains(id)));
     // A new name for a file already indexed elsewhere in the tree (`ln`): a change through
     // either name reaches only that name's folder, so both are searched from disk from now on.
     if !fresh_inodes.is_empty() {
@@ -112,6 +112,7 @@ impl Index {
             seq: 0,
             bytes: 0,
             build_time: None,
+            texts: Default::default(),
         };
         Self::with_state(key, roots, state, 0, false)
     }
@@ -408,9 +409,7 @@ impl Index {
         }
         for path in dirty {
             if let Some(id) = state.tree.id(&path) {
-                state.seq += 1;
-                let seq = state.seq;
-                state.over.insert(id, Over::Dirty { seq, path });
+                state.mark_dirty(id, path);
             }
         }
         Ok(())
@@ -444,7 +443,8 @@ impl Index {
         adopt(state, &mut built, &old);
         let after = built.listing.subdirs.clone();
         for gone in before.iter().filter(|d| !after.contains(d)) {
-            state.tree.remove(gone);
+            let files = state.tree.remove(gone);
+            state.forget_files(files.into_values());
         }
         state.tree.replace_entries(dir, built.listing);
         for new in after.iter().filter(|d| !before.contains(d)) {
@@ -463,6 +463,24 @@ impl Index {
         let opts = self.key.walk_options();
         build::walk(&self.roots, &abs, opts, watch, &self.ids, depth)
             .ok_or_else(|| format!("re-listing {dir:?} failed"))
+    }
+
+    /// Keep the texts a query read whole, unless anything changed since its check (`seen` is
+    /// the change count it saw): a change found since may have been re-read already, and what
+    /// the query read is then older than what the index holds.
+    pub(crate) fn keep_texts(&self, seen: u64, read: Vec<(u32, Vec<u8>)>) {
+        if read.is_empty() {
+            return;
+        }
+        let mut state = lock(&self.state);
+        if state.seq != seen || state.phase != Phase::Ready {
+            return;
+        }
+        let added: usize = read
+            .into_iter()
+            .map(|(id, text)| state.texts.learn(id, text))
+            .sum();
+        self.held.fetch_add(added, Ordering::Relaxed);
     }
 
     /// Re-read some dirty files (off the lock) and fold their trigrams back in.
@@ -519,9 +537,55 @@ impl Index {
         for (id, seq, grams, facts) in read {
             if matches!(state.over.get(&id), Some(Over::Dirty { seq: s, .. }) if *s == seq) {
                 state.over.insert(id, Over::Folded { grams, facts });
+                state.texts.forget(id);
             }
         }
         self.held.store(state.memory(), Ordering::Relaxed);
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A text read before a change that was found and re-read while the query ran is older than
+    /// what the index holds: it must not be kept.
+    #[test]
+    fn a_text_read_before_a_change_found_meanwhile_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let file = ws.join("a.txt");
+        std::fs::write(&file, "old words\n").unwrap();
+        let ws = ws.canonicalize().unwrap();
+        let roots = Roots::new(&ws, &[]).unwrap();
+        let key = Key {
+            root: ws.clone(),
+            hidden: false,
+            no_ignore: false,
+            require_git: false,
+        };
+        let index = Index::new(key, roots);
+        index.build();
+        let (seen, id) = {
+            let state = index.fresh().expect("ready");
+            (state.seq, state.tree.id(Path::new("a.txt")).unwrap())
+        };
+        // The query has read "old words"; meanwhile the file changes, another query's check
+        // finds it, and it is re-read.
+        std::fs::write(&file, "new words\n").unwrap();
+        index.touched(&ws.join("a.txt"));
+        drop(index.fresh().expect("ready"));
+        assert_eq!(index.fold(10), 1);
+        index.keep_texts(seen, vec![(id, b"old words\n".to_vec())]);
+        assert_eq!(lock(&index.state).texts.bytes(), 0);
+        // Read with nothing changed since the check: kept.
+        let now = lock(&index.state).seq;
+        index.keep_texts(now, vec![(id, b"new words\n".to_vec())]);
+        assert_eq!(
+            lock(&index.state).texts.get(id).as_deref(),
+            Some(&b"new words\n"[..])
+        );
     }
 }

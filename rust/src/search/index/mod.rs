@@ -15,6 +15,7 @@ mod query;
 mod registry;
 mod snapshot;
 mod state;
+mod texts;
 mod tree;
 mod trigram;
 mod validate;
@@ -132,6 +133,8 @@ pub struct IndexStats {
     pub build_seconds: Option<f64>,
     /// Read back from the on-disk cache rather than built by this process.
     pub restored: bool,
+    /// Bytes of file texts kept in memory for the candidate scan (`texts.rs`).
+    pub texts: usize,
 }
 
 pub fn stats(walker: &Walker) -> IndexStats {
@@ -160,6 +163,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
         served: index.served.load(std::sync::atomic::Ordering::Relaxed),
         build_seconds: state.build_time.map(|d| d.as_secs_f64()),
         restored: index.restored,
+        texts: state.texts.bytes(),
     }
 }
 

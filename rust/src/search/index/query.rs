@@ -2,13 +2,16 @@
 //! and the real searcher runs on the rest, so the outcome (skip counts included) is the one an
 //! unindexed run gives.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::build::{self, Ident};
 use super::live::Index;
 use super::plan::plan;
-use crate::search::grep::{Grep, GrepOutcome};
+use super::texts;
+use crate::search::grep::{Grep, GrepOutcome, Source};
 use crate::search::walker::Walker;
 use crate::search::SkipStats;
 
@@ -27,29 +30,75 @@ pub(crate) fn grep(
         return None;
     }
     let query = plan(pattern, opts);
-    let (todo, mut stats) = {
+    let (todo, mut stats, seen) = {
         let state = index.fresh()?;
-        state.select(walker, &query, opts.multiline)?
+        let (todo, stats) = state.select(walker, &query, opts.multiline)?;
+        (todo, stats, state.seq)
     };
     let collector = grep.collector();
     let (start, _) = walker.start();
     let root = walker.root();
     let next = AtomicUsize::new(0);
     let total = Mutex::new(SkipStats::default());
+    let learned = Mutex::new(Vec::new());
+    let keep = texts::enabled();
     let work = || {
-        let mut searcher = grep.searcher();
+        let mut scanner = grep.scanner();
         let mut local = SkipStats::default();
+        let mut read = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(path) = todo.get(i) else { break };
+            let Some((pick, path)) = todo.get(i) else {
+                break;
+            };
             let name = || shown(walker, start, path);
+            if let Some(text) = &pick.text {
+                grep.visit(
+                    &mut scanner,
+                    Ok(Source::Text(text)),
+                    &name,
+                    &mut local,
+                    &collector,
+                );
+                continue;
+            }
             let opened = Walker::reopen(&root, path, false);
-            grep.visit(&mut searcher, opened, &name, &mut local, &collector);
+            let whole = match (&opened, pick.trusted) {
+                (Ok(file), Some((_, ident))) if keep => read_known(file, ident),
+                _ => None,
+            };
+            match (whole, pick.trusted) {
+                (Some(text), Some((id, _))) => {
+                    grep.visit(
+                        &mut scanner,
+                        Ok(Source::Bytes(&text)),
+                        &name,
+                        &mut local,
+                        &collector,
+                    );
+                    if texts::keepable(&text) {
+                        read.push((id, text));
+                    }
+                }
+                _ => grep.visit(
+                    &mut scanner,
+                    opened.map(Source::File),
+                    &name,
+                    &mut local,
+                    &collector,
+                ),
+            }
         }
         total
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .merge(&local);
+        if !read.is_empty() {
+            learned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(read);
+        }
     };
     let threads = if todo.len() < PARALLEL_FROM {
         1
@@ -63,11 +112,45 @@ pub(crate) fn grep(
         work();
     });
     stats.merge(&total.into_inner().unwrap_or_else(|e| e.into_inner()));
+    index.keep_texts(
+        seen,
+        learned.into_inner().unwrap_or_else(|e| e.into_inner()),
+    );
     index.served.fetch_add(1, Ordering::Relaxed);
     Some(grep.finish(collector, stats, root))
 }
 
+/// The whole text of an open file, when it is still the one the index read (same inode, size
+/// and change time) and small enough to keep; `None` leaves the file to be searched from disk
+/// (read by position, so the file's own offset is still at its start).
+fn read_known(file: &File, ident: Ident) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let meta = file.metadata().ok()?;
+    if build::ident_of(&meta) != ident || ident.1 > texts::MAX_TEXT {
+        return None;
+    }
+    let size = ident.1 as usize;
+    // One byte more than the size: a file that grew since the stat is not the one indexed.
+    let mut text = vec![0; size + 1];
+    let mut got = 0;
+    while got < text.len() {
+        match file.read_at(&mut text[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    text.truncate(size);
+    (got == size).then_some(text)
+}
+
 fn shown(walker: &Walker, start: &Path, path: &Path) -> (PathBuf, String) {
-    let rel = path.strip_prefix(start).unwrap_or(path);
+    // Most queries start at the root, where the path is already relative to it.
+    let rel = if start.as_os_str().is_empty() {
+        path
+    } else {
+        path.strip_prefix(start).unwrap_or(path)
+    };
     (path.to_path_buf(), walker.shown(rel))
 }

@@ -10,8 +10,10 @@ use rustc_hash::FxHashMap;
 use super::build::{Facts, Ident};
 use super::plan::Query;
 use super::postings::{matches, Bits, Postings};
+use super::texts::Texts;
 use super::tree::Tree;
 use crate::search::walker::Walker;
+
 /// Where an index stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -42,9 +44,53 @@ pub(crate) struct State {
     pub(crate) postings: Postings,
     pub(crate) facts: Vec<Facts>,
     pub(crate) over: FxHashMap<u32, Over>,
+    /// Counts every change marked (a later read can tell it saw none since an earlier one).
     pub(crate) seq: u64,
     pub(crate) bytes: u64,
     pub(crate) build_time: Option<Duration>,
+    /// Texts of unchanged files kept from queries' reads.
+    pub(crate) texts: Texts,
+}
+
+/// A file a query must search: when the index holds it as unchanged, its id and identity, and
+/// its kept text if there is one.
+pub(crate) struct Pick {
+    /// Where its path ends in `Picks::paths` (it starts where the previous one ends).
+    end: usize,
+    pub(crate) trusted: Option<(u32, Ident)>,
+    pub(crate) text: Option<std::sync::Arc<[u8]>>,
+}
+
+/// The files a query must search, their root-relative paths in one buffer (a dense query picks
+/// every file; one allocation per path cost more than searching a kept text).
+#[derive(Default)]
+pub(crate) struct Picks {
+    paths: Vec<u8>,
+    list: Vec<Pick>,
+}
+
+impl Picks {
+    fn push(&mut self, dir: &std::path::Path, name: &[u8], pick: impl FnOnce(usize) -> Pick) {
+        let dir = dir.as_os_str().as_bytes();
+        if !dir.is_empty() {
+            self.paths.extend_from_slice(dir);
+            self.paths.push(b'/');
+        }
+        self.paths.extend_from_slice(name);
+        self.list.push(pick(self.paths.len()));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The `i`-th file and its root-relative path.
+    pub(crate) fn get(&self, i: usize) -> Option<(&Pick, &std::path::Path)> {
+        let pick = self.list.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |j| self.list[j].end);
+        let path = std::ffi::OsStr::from_bytes(&self.paths[start..pick.end]);
+        Some((pick, std::path::Path::new(path)))
+    }
 }
 
 impl State {
@@ -60,6 +106,22 @@ impl State {
             over: c.over,
             bytes: c.bytes,
             build_time: None,
+            texts: Texts::default(),
+        }
+    }
+
+    /// `id` changed: searched from disk on every query until re-read.
+    pub(crate) fn mark_dirty(&mut self, id: u32, path: PathBuf) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.over.insert(id, Over::Dirty { seq, path });
+        self.texts.forget(id);
+    }
+
+    /// These files left the tree.
+    pub(crate) fn forget_files(&mut self, ids: impl IntoIterator<Item = u32>) {
+        for id in ids {
+            self.texts.forget(id);
         }
     }
 
@@ -79,9 +141,9 @@ impl State {
         w: &Walker,
         q: &Query,
         multiline: bool,
-    ) -> Option<(Vec<PathBuf>, crate::search::SkipStats)> {
+    ) -> Option<(Picks, crate::search::SkipStats)> {
         let bits = (*q != Query::All).then(|| self.postings.eval(q));
-        let mut picks = Vec::new();
+        let mut picks = Picks::default();
         let (mut files, mut binary) = (0, 0);
         let mut stats = self.tree.replay(w, |dir, name, id| {
             let (facts, indexed) = match self.over.get(&id) {
@@ -99,7 +161,12 @@ impl State {
                 Some(f) => f.unsure || (multiline && f.has_nul) || indexed,
             };
             if candidate {
-                picks.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+                let trusted = facts.filter(|f| !f.unsure).map(|f| (id, f.ident));
+                picks.push(dir, name, |end| Pick {
+                    end,
+                    trusted,
+                    text: trusted.and_then(|_| self.texts.get(id)),
+                });
             } else {
                 // Not searched, but the searcher would have read it to its NUL, matching nothing.
                 files += 1;
@@ -125,18 +192,22 @@ impl State {
     /// Search every file with one of these inodes on each query from now on.
     pub(crate) fn distrust_inodes(&mut self, inodes: &[u64]) {
         let inodes: rustc_hash::FxHashSet<u64> = inodes.iter().copied().collect();
-        for facts in self.facts.iter_mut() {
+        let mut untrusted = Vec::new();
+        for (id, facts) in self.facts.iter_mut().enumerate() {
             if inodes.contains(&facts.ident.0) {
                 facts.unsure = true;
+                untrusted.push(id as u32);
             }
         }
-        for over in self.over.values_mut() {
+        for (id, over) in self.over.iter_mut() {
             if let Over::Folded { facts, .. } = over {
                 if inodes.contains(&facts.ident.0) {
                     facts.unsure = true;
+                    untrusted.push(*id);
                 }
             }
         }
+        self.forget_files(untrusted);
     }
 
     pub(crate) fn files(&self) -> usize {
@@ -177,6 +248,10 @@ impl State {
                 Over::Folded { grams, .. } => grams.len() * 4 + size_of::<Over>() + 8,
             })
             .sum();
-        self.postings.memory() + self.facts.capacity() * size_of::<Facts>() + tree + over
+        self.postings.memory()
+            + self.facts.capacity() * size_of::<Facts>()
+            + tree
+            + over
+            + self.texts.memory()
     }
 }

@@ -41,7 +41,7 @@ pub(crate) struct Extractor {
     buf: Vec<u8>,
 }
 
-const BOMS: [&[u8]; 3] = [b"\xEF\xBB\xBF", b"\xFF\xFE", b"\xFE\xFF"];
+pub(crate) const BOMS: [&[u8]; 3] = [b"\xEF\xBB\xBF", b"\xFF\xFE", b"\xFE\xFF"];
 
 impl Extractor {
     pub(crate) fn new() -> Self {

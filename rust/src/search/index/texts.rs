@@ -1,0 +1,92 @@
+//! File texts kept in memory for the candidate scan. When the index cannot prune (most files
+//! match most queries), opening and reading each candidate is most of a query's time, so the
+//! text of a file a query read is kept, under one byte budget for the whole process
+//! (`TOOLROUTE_SEARCH_INDEX_TEXTS`, default 256 MiB; `0` keeps none).
+//!
+//! A kept text is trusted exactly as far as the index trusts the file's trigrams: it is
+//! forgotten whenever the file is marked dirty, re-read or leaves the tree, and is learned only
+//! from a read of a file the index held as unchanged, whose identity (inode, size, change time)
+//! was the indexed one, made while the index saw no change at all since the query's check
+//! (`State::seq`). Files with several links, a byte order mark, a NUL byte or more than
+//! [`MAX_TEXT`] bytes are always read from disk.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Larger files are read from disk on every query: their time is the search, not the open.
+pub(crate) const MAX_TEXT: u64 = 1 << 20;
+
+/// Bytes all indexes' kept texts hold together.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+fn budget() -> usize {
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    *BUDGET.get_or_init(|| super::setting("TOOLROUTE_SEARCH_INDEX_TEXTS").unwrap_or(256 << 20))
+}
+
+/// Whether queries should read candidates whole to keep them (the budget is not zero).
+pub(crate) fn enabled() -> bool {
+    budget() > 0
+}
+
+/// One index's kept texts, by file id (ids are dense: a slot per id up to the highest kept).
+#[derive(Default)]
+pub(crate) struct Texts {
+    by_id: Vec<Option<Arc<[u8]>>>,
+    bytes: usize,
+}
+
+impl Texts {
+    pub(crate) fn get(&self, id: u32) -> Option<Arc<[u8]>> {
+        self.by_id.get(id as usize)?.clone()
+    }
+
+    pub(crate) fn forget(&mut self, id: u32) {
+        if let Some(text) = self.by_id.get_mut(id as usize).and_then(Option::take) {
+            self.bytes -= text.len();
+            HELD.fetch_sub(text.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Keep `text` for `id` if the budget has room; the bytes it added.
+    pub(crate) fn learn(&mut self, id: u32, text: Vec<u8>) -> usize {
+        let len = text.len();
+        let room = HELD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+            (held + len <= budget()).then_some(held + len)
+        });
+        if room.is_err() {
+            return 0;
+        }
+        self.forget(id);
+        let slot = id as usize;
+        if self.by_id.len() <= slot {
+            self.by_id.resize(slot + 1, None);
+        }
+        self.by_id[slot] = Some(text.into());
+        self.bytes += len;
+        len
+    }
+
+    /// Bytes of text kept.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes held, with the slots' own cost.
+    pub(crate) fn memory(&self) -> usize {
+        self.bytes + self.by_id.capacity() * size_of::<Option<Arc<[u8]>>>()
+    }
+}
+
+impl Drop for Texts {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Whether a text just read may be kept: no NUL (a slice is searched for binary data only near
+/// its start; a kept text must give what reading the file gives) and no byte order mark (the
+/// searcher transcodes those).
+pub(crate) fn keepable(text: &[u8]) -> bool {
+    memchr::memchr(0, text).is_none() && !super::trigram::BOMS.iter().any(|b| text.starts_with(b))
+}
