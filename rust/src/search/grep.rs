@@ -295,6 +295,17 @@ impl Collect<'_> {
     }
 }
 
+impl Collector {
+    /// Files with matches a worker found (held by the worker, so threads do not take turns at
+    /// the lock for every file).
+    pub(crate) fn add(&self, hits: Vec<FileHits>) {
+        self.found
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(hits);
+    }
+}
+
 impl Sink for Collect<'_> {
     type Error = io::Error;
 
@@ -467,12 +478,15 @@ impl Grep {
         }
     }
 
-    /// `binary`: look for binary data (a text known to have none is not scanned for it).
+    /// `binary`: look for binary data and byte order marks (a text known to have neither is not
+    /// scanned for them).
     fn searcher(&self, binary: bool) -> Searcher {
         let o = &self.opts;
         let mut b = SearcherBuilder::new();
         // Line numbers are only shown in content mode; counting them costs on dense matches.
+        // A known text has no byte order mark to sniff for.
         b.line_number(o.mode == OutputMode::Content)
+            .bom_sniffing(binary)
             .multi_line(o.multiline)
             .memory_map(MmapChoice::never())
             .heap_limit(Some(HEAP_LIMIT))
@@ -533,7 +547,7 @@ impl Grep {
             move |dent: &Found<'_>, stats: &mut SkipStats| {
                 let name = || (dent.root_relative(), dent.display());
                 let opened = dent.open().map(Source::File);
-                self.visit(&mut scanner, opened, &name, stats, collector);
+                self.visit(&mut scanner, opened, &name, stats, collector, None);
             }
         });
         self.finish(collector, stats, walker.root())
@@ -555,6 +569,7 @@ impl Grep {
         name: &dyn Fn() -> (PathBuf, String),
         stats: &mut SkipStats,
         collector: &Collector,
+        held: Option<&mut Vec<FileHits>>,
     ) {
         stats.files += 1;
         if let Some(searched) = &self.searched {
@@ -586,8 +601,10 @@ impl Grep {
                     row_count: scan.row_count,
                     match_lines: scan.match_lines,
                 };
-                let mut found = collector.found.lock().unwrap_or_else(|e| e.into_inner());
-                found.push(hits);
+                match held {
+                    Some(held) => held.push(hits),
+                    None => collector.add(vec![hits]),
+                }
             }
             Err(err) => {
                 stats.errors += 1;

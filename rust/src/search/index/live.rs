@@ -583,9 +583,6 @@ mod tests {
         // Read with nothing changed since the check: kept.
         let now = lock(&index.state).seq;
         index.keep_texts(now, vec![(id, b"new words\n".to_vec())]);
-        assert_eq!(
-            lock(&index.state).texts.get(id).as_deref(),
-            Some(&b"new words\n"[..])
-        );
+        assert_eq!(lock(&index.state).texts.text(id), Some(&b"new words\n"[..]));
     }
 }

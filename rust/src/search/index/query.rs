@@ -46,19 +46,21 @@ pub(crate) fn grep(
         let mut scanner = grep.scanner();
         let mut local = SkipStats::default();
         let mut read = Vec::new();
+        let mut found = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some((pick, path)) = todo.get(i) else {
+            let Some((pick, path, kept)) = todo.get(i) else {
                 break;
             };
             let name = || shown(walker, start, path);
-            if let Some(text) = &pick.text {
+            if let Some(text) = kept {
                 grep.visit(
                     &mut scanner,
                     Ok(Source::Text(text)),
                     &name,
                     &mut local,
                     &collector,
+                    Some(&mut found),
                 );
                 continue;
             }
@@ -75,6 +77,7 @@ pub(crate) fn grep(
                         &name,
                         &mut local,
                         &collector,
+                        Some(&mut found),
                     );
                     if texts::keepable(&text) {
                         read.push((id, text));
@@ -86,9 +89,11 @@ pub(crate) fn grep(
                     &name,
                     &mut local,
                     &collector,
+                    Some(&mut found),
                 ),
             }
         }
+        collector.add(found);
         total
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -58,7 +58,8 @@ pub(crate) struct Pick {
     /// Where its path ends in `Picks::paths` (it starts where the previous one ends).
     end: usize,
     pub(crate) trusted: Option<(u32, Ident)>,
-    pub(crate) text: Option<std::sync::Arc<[u8]>>,
+    /// Its text is kept (in the table `Picks::texts`).
+    pub(crate) kept: bool,
 }
 
 /// The files a query must search, their root-relative paths in one buffer (a dense query picks
@@ -67,6 +68,8 @@ pub(crate) struct Pick {
 pub(crate) struct Picks {
     paths: Vec<u8>,
     list: Vec<Pick>,
+    /// The kept texts, as they were when the files were picked.
+    pub(crate) texts: super::texts::View,
 }
 
 impl Picks {
@@ -84,12 +87,16 @@ impl Picks {
         self.list.len()
     }
 
-    /// The `i`-th file and its root-relative path.
-    pub(crate) fn get(&self, i: usize) -> Option<(&Pick, &std::path::Path)> {
+    /// The `i`-th file, its root-relative path and its kept text.
+    pub(crate) fn get(&self, i: usize) -> Option<(&Pick, &std::path::Path, Option<&[u8]>)> {
         let pick = self.list.get(i)?;
         let start = i.checked_sub(1).map_or(0, |j| self.list[j].end);
         let path = std::ffi::OsStr::from_bytes(&self.paths[start..pick.end]);
-        Some((pick, std::path::Path::new(path)))
+        let text = match (pick.kept, pick.trusted) {
+            (true, Some((id, _))) => self.texts.get(id as usize).and_then(|t| t.as_deref()),
+            _ => None,
+        };
+        Some((pick, std::path::Path::new(path), text))
     }
 }
 
@@ -143,7 +150,10 @@ impl State {
         multiline: bool,
     ) -> Option<(Picks, crate::search::SkipStats)> {
         let bits = (*q != Query::All).then(|| self.postings.eval(q));
-        let mut picks = Picks::default();
+        let mut picks = Picks {
+            texts: self.texts.view(),
+            ..Picks::default()
+        };
         let (mut files, mut binary) = (0, 0);
         let mut stats = self.tree.replay(w, |dir, name, id| {
             let (facts, indexed) = match self.over.get(&id) {
@@ -165,7 +175,7 @@ impl State {
                 picks.push(dir, name, |end| Pick {
                     end,
                     trusted,
-                    text: trusted.and_then(|_| self.texts.get(id)),
+                    kept: trusted.is_some() && self.texts.has(id),
                 });
             } else {
                 // Not searched, but the searcher would have read it to its NUL, matching nothing.
