@@ -37,12 +37,15 @@ use crate::files::fs::{Meta, Original, Permit, Target};
 
 /// How toolroute's temps and journals are named (then the owner's pid and start time).
 pub const TEMP_PREFIX: &str = ".toolroute-";
-const JOURNAL_MAGIC: &str = "toolroute-journal 1";
+/// Version 2 adds `swap` lines (a change published by exchange); version 1 journals read the same.
+const JOURNAL_MAGIC: &str = "toolroute-journal 2";
+const JOURNAL_MAGIC_V1: &str = "toolroute-journal 1";
 
 /// How hard a write works to survive a power loss (a process crash is always survived).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Durability {
-    /// No fsync: atomic for readers and across a process crash; a power loss may lose the write.
+    /// No fsync: atomic for readers and across a process crash; after a power loss a replaced
+    /// file may be old, new or empty (a replacement is an exchange, not a rename: see `swaps`).
     None,
     /// fsync each new file (and the journal) before it replaces the old: after a power loss a
     /// file is old or new, never empty, but a rename may be lost.
@@ -173,6 +176,8 @@ struct Staged {
     linked: bool,
     /// The open file while it has no name.
     file: Option<OwnedFd>,
+    /// Its inode (0 when unknown): after an exchange, tells the new file from the old one.
+    ino: u64,
 }
 
 impl Staged {
@@ -282,6 +287,7 @@ fn stage(
         name,
         linked: !anonymous,
         file: None,
+        ino: fstat(&fd).map_or(0, |st| crate::files::os::file_id(&st).1),
     };
     let result = (|| {
         write_parts(&fd, parts).map_err(|e| FsError::io("write", shown, e))?;
@@ -383,9 +389,15 @@ impl Journal {
         Ok(Journal { file, name })
     }
 
-    /// The commit point: from here on recovery finishes the transaction.
-    fn commit(&mut self, durability: Durability) -> io::Result<()> {
-        self.file.write_all(b"end\n")?;
+    /// The commit point: from here on recovery finishes the transaction. `swapped`: the changes
+    /// to be published by exchange, with their new files' inodes.
+    fn commit(&mut self, durability: Durability, swapped: &[(usize, u64)]) -> io::Result<()> {
+        let mut text = String::new();
+        for (i, ino) in swapped {
+            text.push_str(&format!("swap {i} {ino}\n"));
+        }
+        text.push_str("end\n");
+        self.file.write_all(text.as_bytes())?;
         if durability >= Durability::File {
             self.file.sync_data()?;
         }
@@ -398,7 +410,13 @@ impl Journal {
 }
 
 /// Publish one change: make its folders, then put the temp in place, or remove the name.
-fn publish(change: &mut Change<'_>, staged: Option<&mut Staged>) -> Result<Vec<Created>, FsError> {
+/// `swap`: exchange the temp with the file it replaces, then remove the old file under the
+/// temp's name (see [`swaps`]).
+fn publish(
+    change: &mut Change<'_>,
+    staged: Option<&mut Staged>,
+    swap: bool,
+) -> Result<Vec<Created>, FsError> {
     let shown = change.target.shown.clone();
     let p = &mut change.target.parent;
     let (Op::Put { no_clobber, .. }, Some(s)) = (&change.op, staged) else {
@@ -437,6 +455,21 @@ fn publish(change: &mut Change<'_>, staged: Option<&mut Staged>) -> Result<Vec<C
         let name = s.name.clone();
         s.link(&name).map_err(|e| fail(e, &created))?;
     }
+    if swap {
+        let exchanged = renameat_with(
+            &s.dir,
+            s.name.as_os_str(),
+            &p.dir,
+            p.name.as_os_str(),
+            RenameFlags::EXCHANGE,
+        );
+        if exchanged.is_ok() {
+            // The temp's name now holds the old file; the change is published either way.
+            let _ = unlinkat(&s.dir, s.name.as_os_str(), AtFlags::empty());
+            return Ok(created);
+        }
+        // Gone meanwhile, or a file system without exchange: replace as below.
+    }
     let flags = if *no_clobber {
         RenameFlags::NOREPLACE
     } else {
@@ -455,6 +488,27 @@ fn publish(change: &mut Change<'_>, staged: Option<&mut Staged>) -> Result<Vec<C
             Err(fail(e.into(), &created))
         }
     }
+}
+
+/// Whether a change replaces its file by exchange rather than by rename. Renaming a new file
+/// over an existing one makes ext4 start writing the new file out at once (`auto_da_alloc`, its
+/// guard for writers that do not fsync), which is most of a small write's time; exchanging the
+/// two and removing the old one does not. Only at durability `none`, which makes no promise for
+/// a power loss (with `file` and `full` the new file is synced before it is published, so
+/// nothing is left to start), and only over a regular file. A journal names the changes it
+/// publishes so, with the new files' inodes: after an exchange the temp holds the old file, and
+/// recovery must not rename that into place.
+fn swaps(change: &Change<'_>, durability: Durability) -> bool {
+    cfg!(native_linux)
+        && durability == Durability::None
+        && change.target.existing().is_some()
+        && matches!(
+            change.op,
+            Op::Put {
+                no_clobber: false,
+                ..
+            }
+        )
 }
 
 /// Put back what a published change replaced (after a failure of a later one).
@@ -551,8 +605,17 @@ pub fn commit(
             }
         }
     }
+    let swap: Vec<bool> = changes
+        .iter()
+        .zip(&staged)
+        .map(|(c, s)| swaps(c, durability) && s.as_ref().is_some_and(|s| s.ino != 0))
+        .collect();
     if let Some(j) = journal.as_mut() {
-        if let Err(e) = j.commit(durability) {
+        let swapped: Vec<(usize, u64)> = (0..changes.len())
+            .filter(|&i| swap[i])
+            .filter_map(|i| staged[i].as_ref().map(|s| (i, s.ino)))
+            .collect();
+        if let Err(e) = j.commit(durability, &swapped) {
             abandon(&staged, journal);
             return Err(FsError::io("write the journal for", &first, e).into());
         }
@@ -563,7 +626,7 @@ pub fn commit(
             let e = io::Error::other("injected failure");
             Err(FsError::io("write", &changes[i].target.shown, e))
         } else {
-            publish(&mut changes[i], staged[i].as_mut())
+            publish(&mut changes[i], staged[i].as_mut(), swap[i])
         };
         match step {
             Ok(created) => done.push(created),
@@ -675,6 +738,8 @@ enum Entry {
         tmp: PathBuf,
         dest: PathBuf,
         no_clobber: bool,
+        /// Published by exchange: the new file's inode.
+        swapped: Option<u64>,
     },
     Del {
         dest: PathBuf,
@@ -692,7 +757,8 @@ fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
     let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.split_inclusive('\n');
     let mut out = Vec::new();
-    if lines.next() != Some(&format!("{JOURNAL_MAGIC}\n")) {
+    let magic = lines.next().and_then(|l| l.strip_suffix('\n'));
+    if magic != Some(JOURNAL_MAGIC) && magic != Some(JOURNAL_MAGIC_V1) {
         return Ok((out, false));
     }
     let path = |s: Option<&str>| -> Option<PathBuf> {
@@ -706,12 +772,22 @@ fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
         let mut f = line.split(' ');
         let entry = match f.next() {
             Some("end") => return Ok((out, true)),
+            Some("swap") => {
+                let i = f.next().and_then(|n| n.parse::<usize>().ok());
+                let ino = f.next().and_then(|n| n.parse::<u64>().ok());
+                match (i.and_then(|i| out.get_mut(i)), ino) {
+                    (Some(Entry::Put { swapped, .. }), Some(ino)) => *swapped = Some(ino),
+                    _ => break,
+                }
+                continue;
+            }
             Some("put") => path(f.next())
                 .zip(path(f.next()))
                 .map(|(tmp, dest)| Entry::Put {
                     tmp,
                     dest,
                     no_clobber: f.next() == Some("1"),
+                    swapped: None,
                 }),
             Some("del") => path(f.next()).map(|dest| Entry::Del { dest }),
             _ => None,
@@ -734,6 +810,7 @@ fn roll_forward(ws: &Root, journal: &[Entry]) {
                 tmp,
                 dest,
                 no_clobber,
+                swapped,
             } => {
                 let (Ok(src), Ok(mut dst)) = (walk(tmp, Missing::Fail), walk(dest, Missing::Stop))
                 else {
@@ -741,6 +818,24 @@ fn roll_forward(ws: &Root, journal: &[Entry]) {
                 };
                 let present =
                     rustix::fs::statat(&src.dir, src.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
+                if let Some(new) = *swapped {
+                    // After the exchange the temp holds the old file: only the new one (by its
+                    // inode) is put in place; an old one left under the temp's name goes.
+                    let ino = |st: &rustix::fs::Stat| crate::files::os::file_id(st).1;
+                    let at_dest = rustix::fs::statat(
+                        &dst.dir,
+                        dst.name.as_os_str(),
+                        AtFlags::SYMLINK_NOFOLLOW,
+                    );
+                    let published = at_dest.as_ref().is_ok_and(|st| ino(st) == new);
+                    let pending = present.as_ref().is_ok_and(|st| ino(st) == new);
+                    if published || !pending {
+                        if present.is_ok() {
+                            let _ = unlinkat(&src.dir, src.name.as_os_str(), AtFlags::empty());
+                        }
+                        continue;
+                    }
+                }
                 if present.is_err() || dst.make_dirs().is_err() {
                     continue; // already renamed, or nowhere to put it
                 }
@@ -837,6 +932,73 @@ mod tests {
         );
         assert!(!d.path().join("gone.txt").exists());
         assert_eq!(leftovers(d.path()), 0);
+    }
+
+    /// The inode of a file, as the journal records it.
+    fn ino(path: &Path) -> u64 {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap())
+    }
+
+    /// A committed journal whose first change is published by exchange, killed `exchanged` (the
+    /// temp now holds the old file) or not yet: either way the new file ends up in place and the
+    /// old one is gone, never renamed back.
+    fn swapped_journal_rolls_forward(exchanged: bool) {
+        let (d, r) = ws();
+        let tmp = d.path().join(".toolroute-1-1-0.0.tmp");
+        journal(d.path(), "");
+        let new = ino(&tmp);
+        if exchanged {
+            renameat_with(
+                rustix::fs::CWD,
+                &tmp,
+                rustix::fs::CWD,
+                d.path().join("a.txt"),
+                RenameFlags::EXCHANGE,
+            )
+            .unwrap();
+            assert_eq!(std::fs::read_to_string(&tmp).unwrap(), "old a");
+        }
+        let text = std::fs::read_to_string(d.path().join(".toolroute-1-1-0.journal")).unwrap();
+        std::fs::write(
+            d.path().join(".toolroute-1-1-0.journal"),
+            format!("{text}swap 0 {new}\nend\n"),
+        )
+        .unwrap();
+        let done = recover(r.workspace_root()).unwrap();
+        assert_eq!(done.rolled_forward, 1);
+        let a = d.path().join("a.txt");
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
+        assert_eq!(ino(&a), new);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("new/b.txt")).unwrap(),
+            "new b"
+        );
+        assert_eq!(leftovers(d.path()), 0);
+    }
+
+    #[cfg(native_linux)]
+    #[test]
+    fn swapped_journal_killed_after_the_exchange_keeps_the_new_file() {
+        swapped_journal_rolls_forward(true);
+    }
+
+    #[test]
+    fn swapped_journal_killed_before_the_exchange_puts_the_new_file_in_place() {
+        swapped_journal_rolls_forward(false);
+    }
+
+    #[test]
+    fn version_1_journal_still_rolls_forward() {
+        let (d, r) = ws();
+        journal(d.path(), "end\n");
+        let path = d.path().join(".toolroute-1-1-0.journal");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replacen(JOURNAL_MAGIC, JOURNAL_MAGIC_V1, 1)).unwrap();
+        assert_eq!(recover(r.workspace_root()).unwrap().rolled_forward, 1);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
+            "new a"
+        );
     }
 
     #[test]
