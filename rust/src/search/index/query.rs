@@ -11,7 +11,7 @@ use super::build::{self, Ident};
 use super::live::Index;
 use super::plan::plan;
 use super::texts;
-use crate::search::grep::{Grep, GrepOutcome, Source};
+use crate::search::grep::{FileHits, Grep, GrepOutcome, Source};
 use crate::search::walker::Walker;
 use crate::search::SkipStats;
 
@@ -41,12 +41,14 @@ pub(crate) fn grep(
     let next = AtomicUsize::new(0);
     let total = Mutex::new(SkipStats::default());
     let learned = Mutex::new(Vec::new());
+    let ordered: Mutex<Vec<(usize, FileHits)>> = Mutex::new(Vec::new());
     let keep = texts::enabled();
     let work = || {
         let mut scanner = grep.scanner();
         let mut local = SkipStats::default();
         let mut read = Vec::new();
-        let mut found = Vec::new();
+        let mut found: Vec<(usize, FileHits)> = Vec::new();
+        let mut held: Vec<FileHits> = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some((pick, path, kept)) = todo.get(i) else {
@@ -60,40 +62,41 @@ pub(crate) fn grep(
                     &name,
                     &mut local,
                     &collector,
-                    Some(&mut found),
+                    Some(&mut held),
                 );
-                continue;
-            }
-            let opened = Walker::reopen(&root, path, false);
-            let whole = match (&opened, pick.trusted) {
-                (Ok(file), Some((_, ident))) if keep => read_known(file, ident),
-                _ => None,
-            };
-            match (whole, pick.trusted) {
-                (Some(text), Some((id, _))) => {
-                    grep.visit(
+            } else {
+                let opened = Walker::reopen(&root, path, false);
+                let whole = match (&opened, pick.trusted) {
+                    (Ok(file), Some((_, ident))) if keep => read_known(file, ident),
+                    _ => None,
+                };
+                match (whole, pick.trusted) {
+                    (Some(text), Some((id, _))) => {
+                        grep.visit(
+                            &mut scanner,
+                            Ok(Source::Bytes(&text)),
+                            &name,
+                            &mut local,
+                            &collector,
+                            Some(&mut held),
+                        );
+                        if texts::keepable(&text) {
+                            read.push((id, text));
+                        }
+                    }
+                    _ => grep.visit(
                         &mut scanner,
-                        Ok(Source::Bytes(&text)),
+                        opened.map(Source::File),
                         &name,
                         &mut local,
                         &collector,
-                        Some(&mut found),
-                    );
-                    if texts::keepable(&text) {
-                        read.push((id, text));
-                    }
+                        Some(&mut held),
+                    ),
                 }
-                _ => grep.visit(
-                    &mut scanner,
-                    opened.map(Source::File),
-                    &name,
-                    &mut local,
-                    &collector,
-                    Some(&mut found),
-                ),
             }
+            found.extend(held.drain(..).map(|hits| (i, hits)));
         }
-        collector.add(found);
+        lock(&ordered).extend(found);
         total
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -122,7 +125,16 @@ pub(crate) fn grep(
         learned.into_inner().unwrap_or_else(|e| e.into_inner()),
     );
     index.served.fetch_add(1, Ordering::Relaxed);
+    // Picks come in the order results are shown (the replay merges each folder's names in path
+    // order), so ordering the hits by pick is ordering them by path; `finish` checks it.
+    let mut ordered = ordered.into_inner().unwrap_or_else(|e| e.into_inner());
+    ordered.sort_unstable_by_key(|(i, _)| *i);
+    collector.add(ordered.into_iter().map(|(_, hits)| hits).collect());
     Some(grep.finish(collector, stats, root))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The whole text of an open file, when it is still the one the index read (same inode, size

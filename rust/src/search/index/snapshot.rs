@@ -297,6 +297,7 @@ pub(crate) fn decode(file: &Arc<Vec<u8>>, from: usize, to: usize) -> Option<Cont
             }
             node.skipped.push((name, bits & 1 != 0, bits & 2 != 0));
         }
+        node.sort(); // a file written by an older build may hold names unsorted
         if tree.dirs.insert(dir, node).is_some() {
             return None;
         }

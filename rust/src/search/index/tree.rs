@@ -31,6 +31,24 @@ pub(crate) struct DirNode {
     pub(crate) stamp: DirStamp,
 }
 
+impl DirNode {
+    /// Names in byte order, so that a replay yields paths in the order results are shown.
+    pub(crate) fn sort(&mut self) {
+        self.files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.dirs.sort_unstable();
+    }
+}
+
+/// Whether file `f` comes before everything in folder `d` in path order
+/// (`search::bytes_order`, where the separator sorts lowest): `d`'s paths are `d/...`.
+fn file_first(f: &[u8], d: &[u8]) -> bool {
+    let n = f.len().min(d.len());
+    match f[..n].cmp(&d[..n]) {
+        std::cmp::Ordering::Equal => f.len() <= d.len(), // `ab` < `ab/..`; `ab/..` < `abc`
+        order => order.is_lt(),
+    }
+}
+
 /// Listed directories by root-relative path (the root is `""`).
 #[derive(Default)]
 pub(crate) struct Tree {
@@ -86,6 +104,11 @@ impl Tree {
                 node.skipped.push((name_of(&path), is_dir, hidden));
             }
         }
+        for dir in &listing.listed {
+            if let Some(node) = self.dirs.get_mut(dir) {
+                node.sort();
+            }
+        }
     }
 
     /// Take out `dir` and everything below it; returns the files it held, by path.
@@ -114,6 +137,7 @@ impl Tree {
         self.insert(dir, listing);
         if let Some(node) = self.dirs.get_mut(dir) {
             node.dirs = dirs;
+            node.sort();
         }
     }
 
@@ -165,30 +189,60 @@ impl Tree {
         }
         let filtered = w.filtered();
         let mut stats = SkipStats::default();
-        let mut stack = vec![(start.to_path_buf(), PathBuf::new())];
-        while let Some((real, mut rel)) = stack.pop() {
-            let Some(node) = self.dirs.get(&real) else {
-                continue;
-            };
-            let rejected = |rel: &mut PathBuf, name: &[u8], is_dir: bool| {
-                filtered && rejected_child(w, rel, name, is_dir)
-            };
+        // Depth first, each folder's files and subfolders merged in path order (nodes keep their
+        // names sorted), so files come out in the order results are shown. A frame: the folder
+        // (its path, path below the start, node) and how far its files and subfolders are done.
+        struct Frame<'t> {
+            real: PathBuf,
+            rel: PathBuf,
+            node: &'t DirNode,
+            file: usize,
+            dir: usize,
+        }
+        let mut stack: Vec<Frame<'_>> = Vec::new();
+        let enter = |real: PathBuf, rel: PathBuf, stats: &mut SkipStats| {
+            let node = self.dirs.get(&real)?;
+            let mut rel = rel;
             for (name, is_dir, hidden) in &node.skipped {
                 if !*hidden {
                     stats.ignored += 1;
-                } else if !rejected(&mut rel, name, *is_dir) {
+                } else if !(filtered && rejected_child(w, &mut rel, name, *is_dir)) {
                     stats.hidden += 1;
                 }
             }
-            for (name, id) in &node.files {
-                if !rejected(&mut rel, name, false) {
-                    visit(&real, name, *id);
+            Some(Frame {
+                real,
+                rel,
+                node,
+                file: 0,
+                dir: 0,
+            })
+        };
+        stack.extend(enter(start.to_path_buf(), PathBuf::new(), &mut stats));
+        while let Some(top) = stack.last_mut() {
+            let node = top.node;
+            let file = node.files.get(top.file);
+            let dir = node.dirs.get(top.dir);
+            match (file, dir) {
+                (Some((name, id)), d) if d.is_none_or(|d| file_first(name, d)) => {
+                    top.file += 1;
+                    if !(filtered && rejected_child(w, &mut top.rel, name, false)) {
+                        visit(&top.real, name, *id);
+                    }
                 }
-            }
-            for name in &node.dirs {
-                if !(w.rejects_dirs() && rejected(&mut rel, name, true)) {
+                (_, Some(name)) => {
+                    top.dir += 1;
+                    if w.rejects_dirs() && filtered && rejected_child(w, &mut top.rel, name, true) {
+                        continue;
+                    }
                     let name = OsStr::from_bytes(name);
-                    stack.push((real.join(name), rel.join(name)));
+                    let (real, rel) = (top.real.join(name), top.rel.join(name));
+                    if let Some(frame) = enter(real, rel, &mut stats) {
+                        stack.push(frame);
+                    }
+                }
+                _ => {
+                    stack.pop();
                 }
             }
         }
