@@ -288,9 +288,9 @@ def test_bench_without_report_script_is_a_usage_error(tmp_path: Path, capsys: py
 
 @pytest.mark.parametrize("cap", [None, 1000])
 def test_max_output_chars_bounds_an_upstream_mcp_result_too(tmp_path: Path, cap: int | None) -> None:
-    """One `--max-output-chars` for every tool: an upstream server's long result is cut at it
-    (with the gateway's notice after it) as a built-in's text is; without it, the gateway's own
-    100,000-character bound applies."""
+    """One `--max-output-chars` for every tool: an upstream server's long result is cut so that
+    it and the gateway's notice fit in it, as a built-in's text is; without it, the gateway's
+    own 100,000-character bound applies."""
     from _mcp_helpers import demo_stdio
 
     config = tmp_path / "servers.json"
@@ -306,5 +306,6 @@ def test_max_output_chars_bounds_an_upstream_mcp_result_too(tmp_path: Path, cap:
         assert out == f"demo:{text}"
     else:
         body, notice = out.split("\n", 1)
-        assert body == f"demo:{text}"[:cap]
-        assert notice.startswith("[... 4005 characters omitted of 5005;") and f"at most {cap} characters" in notice
+        assert len(out) <= cap and len(body) > cap - 300 and body == f"demo:{text}"[: len(body)]
+        assert notice.startswith(f"[... {5005 - len(body)} characters omitted of 5005;")
+        assert f"at most {cap} characters" in notice

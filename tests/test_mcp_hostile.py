@@ -90,14 +90,15 @@ def test_a_50_mb_result_reaches_the_model_capped_with_a_notice(hostile: dict[str
         router = ToolRouter(gateway=gw)
         out = bounded(lambda: router.execute("flood", {"mb": size / 1e6}))
         head, notice = out.text.rsplit("\n", 1)
-        assert len(head) == DEFAULT_MAX_RESULT_CHARS and head.startswith("0123456789abcdef")
+        assert len(out.text) <= DEFAULT_MAX_RESULT_CHARS  # the notice fits inside the cap
+        assert head.startswith("0123456789abcdef") and len(head) > DEFAULT_MAX_RESULT_CHARS - 300
         assert notice == (
-            f"[... {size - DEFAULT_MAX_RESULT_CHARS} characters omitted of {size}; this gateway passes at most "
+            f"[... {size - len(head)} characters omitted of {size}; this gateway passes at most "
             f"{DEFAULT_MAX_RESULT_CHARS} characters of one MCP result; ask the tool for less (a narrower query, "
             "a page or a range) to see the rest ...]"
         )
         assert out.trace["truncated"] == {
-            "shown_chars": DEFAULT_MAX_RESULT_CHARS,
+            "shown_chars": len(head),
             "total_chars": size,
             "max_chars": DEFAULT_MAX_RESULT_CHARS,
         }
@@ -109,7 +110,8 @@ def test_a_50_mb_result_reaches_the_model_capped_with_a_notice(hostile: dict[str
 def test_the_cap_is_a_gateway_option(hostile: dict[str, Any]) -> None:
     with McpGateway({"hostile": hostile}, max_result_chars=1000) as gw:
         text = bounded(lambda: gw.call_tool("flood", {"mb": 0.01})).text
-    assert len(text.split("\n", 1)[0]) == 1000 and "[... 9000 characters omitted of 10000;" in text
+    head, notice = text.rsplit("\n", 1)
+    assert len(text) <= 1000 and len(head) > 700 and f"[... {10000 - len(head)} characters omitted of 10000;" in notice
     with pytest.raises(ValueError, match="max_result_chars"):
         McpGateway({}, max_result_chars=0)
 

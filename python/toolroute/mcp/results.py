@@ -11,6 +11,7 @@ from typing import Any
 
 import mcp_types as types
 
+from toolroute._core import CUT_NOTICE
 from toolroute.errors import ToolExecutionError
 from toolroute.textsafety import cut_notice, neutralize
 from toolroute.types import ToolOutput
@@ -98,22 +99,38 @@ def _bounded(content: list[Any], max_chars: int) -> tuple[str, int, int]:
                 out.append(text)
                 budget -= len(text)
                 shown += used
+                if used < len(raw):
+                    budget = 0  # cut here: what follows would not continue the text shown
     return "".join(out), shown, total
 
 
 def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | None]:
-    """The text and, when it was cut, a notice after it and the sizes for the trace."""
+    """The text and, when it was cut, a notice after it and the sizes for the trace: the notice
+    is inside the cap (`max_chars` bounds what the model reads, the notice included)."""
     text, shown, total = _bounded(content, max_chars)
     if shown == total:
         return text, None
-    notice = cut_notice(
-        total - shown,
-        total,
-        "characters",
-        f"this gateway passes at most {max_chars} characters of one MCP result; "
-        "ask the tool for less (a narrower query, a page or a range) to see the rest",
-    )
-    return f"{text}\n{notice}", {"shown_chars": shown, "total_chars": total, "max_chars": max_chars}
+
+    def notice(shown: int) -> str:
+        return cut_notice(
+            total - shown,
+            total,
+            "characters",
+            f"this gateway passes at most {max_chars} characters of one MCP result; "
+            "ask the tool for less (a narrower query, a page or a range) to see the rest",
+        )
+
+    # The longest notice (nothing shown) leaves the room for the text; showing more only
+    # shortens the count in it.
+    room = max_chars - len(notice(0)) - 1
+    if room > 0:
+        text, shown, _ = _bounded(content, room)
+        cut = f"{text}\n{notice(shown)}"
+    else:  # a cap smaller than the notice: the short one, if even that fits
+        short = max_chars - len(CUT_NOTICE)
+        text, shown, _ = _bounded(content, max(short, 0) if short > 0 else max_chars)
+        cut = text + CUT_NOTICE if short > 0 else text
+    return cut, {"shown_chars": shown, "total_chars": total, "max_chars": max_chars}
 
 
 def content_meta(block: Any) -> dict[str, Any]:
