@@ -80,7 +80,7 @@ def test_a_cut_result_keeps_sizes_in_the_trace_and_drops_its_structured_copy() -
 def test_any_content_stays_within_the_cap_and_safe(parts: list[str], cap: int) -> None:
     text = content_text(_texts(*parts), cap)
     assert len(text) <= cap  # the notice included: the cap is what the model reads
-    body, notice = _split(text)
+    body, _ = _split(text)
     body = body.removesuffix(CUT_NOTICE)
     assert neutralize(body) == body  # nothing left to escape
     whole = "\n".join(neutralize(p) for p in parts)  # each block on its own: a CR ending one is no CRLF
