@@ -545,7 +545,14 @@ impl Grep {
             let mut scanner = self.scanner();
             let collector = &collector;
             move |dent: &Found<'_>, stats: &mut SkipStats| {
-                let name = || (dent.root_relative(), dent.display());
+                let name = |path: bool| {
+                    let rel = if path {
+                        dent.root_relative()
+                    } else {
+                        PathBuf::new()
+                    };
+                    (rel, dent.display())
+                };
                 let opened = dent.open().map(Source::File);
                 self.visit(&mut scanner, opened, &name, stats, collector, None);
             }
@@ -561,12 +568,13 @@ impl Grep {
     }
 
     /// Search one file the walk (or the search index) selected, counting it in `stats`; `name`
-    /// gives its root-relative path and how it is shown, asked only when needed.
+    /// gives how it is shown and, when asked (`true`), its root-relative path; it is called only
+    /// for a file with matches or an error.
     pub(crate) fn visit(
         &self,
         scanner: &mut Scanner,
         opened: io::Result<Source<'_>>,
-        name: &dyn Fn() -> (PathBuf, String),
+        name: &dyn Fn(bool) -> (PathBuf, String),
         stats: &mut SkipStats,
         collector: &Collector,
         held: Option<&mut Vec<FileHits>>,
@@ -593,7 +601,8 @@ impl Grep {
                         Some(b.saturating_sub(scan.bytes))
                     });
                 }
-                let (path, display) = name();
+                // The path is kept only to search the file again for rows not kept.
+                let (path, display) = name(scan.rows.is_none());
                 let hits = FileHits {
                     path,
                     display,
@@ -609,7 +618,7 @@ impl Grep {
             Err(err) => {
                 stats.errors += 1;
                 if stats.first_errors.len() < 5 {
-                    stats.first_errors.push(format!("{}: {err}", name().1));
+                    stats.first_errors.push(format!("{}: {err}", name(false).1));
                 }
             }
         }

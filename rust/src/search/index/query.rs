@@ -54,7 +54,7 @@ pub(crate) fn grep(
             let Some((pick, path, kept)) = todo.get(i) else {
                 break;
             };
-            let name = || shown(walker, start, path);
+            let name = |keep: bool| shown(walker, start, path, keep);
             if let Some(text) = kept {
                 grep.visit(
                     &mut scanner,
@@ -162,12 +162,18 @@ fn read_known(file: &File, ident: Ident) -> Option<Vec<u8>> {
     (got == size).then_some(text)
 }
 
-fn shown(walker: &Walker, start: &Path, path: &Path) -> (PathBuf, String) {
+/// The root-relative path (when `keep`: it is searched again) and how it is shown.
+fn shown(walker: &Walker, start: &Path, path: &Path, keep: bool) -> (PathBuf, String) {
     // Most queries start at the root, where the path is already relative to it.
     let rel = if start.as_os_str().is_empty() {
         path
     } else {
         path.strip_prefix(start).unwrap_or(path)
     };
-    (path.to_path_buf(), walker.shown(rel))
+    let kept = if keep {
+        path.to_path_buf()
+    } else {
+        PathBuf::new()
+    };
+    (kept, walker.shown(rel))
 }
