@@ -128,7 +128,8 @@ pub(crate) fn grep(
     // Picks come in the order results are shown (the replay merges each folder's names in path
     // order), so ordering the hits by pick is ordering them by path; `finish` checks it.
     let mut ordered = ordered.into_inner().unwrap_or_else(|e| e.into_inner());
-    ordered.sort_unstable_by_key(|(i, _)| *i);
+    // One sorted run per worker: the stable sort finds the runs and merges them.
+    ordered.sort_by_key(|(i, _)| *i);
     collector.add(ordered.into_iter().map(|(_, hits)| hits).collect());
     Some(grep.finish(collector, stats, root))
 }
