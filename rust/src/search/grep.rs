@@ -387,9 +387,8 @@ impl Sink for Collect<'_> {
 
 /// A worker's searcher and matcher (`Grep::scanner`).
 pub(crate) struct Scanner {
-    searcher: Searcher,
-    /// For texts known to hold no NUL: no binary detection, which would scan them for one.
-    text_searcher: Searcher,
+    /// Made when first needed, by [`Grep::searcher`]: index `binary + 2 * numbered`.
+    searchers: [Option<Searcher>; 4],
     matcher: RegexMatcher,
 }
 
@@ -472,20 +471,19 @@ impl Grep {
     /// (a copy has its own scratch pool; threads sharing one take turns at its lock).
     pub(crate) fn scanner(&self) -> Scanner {
         Scanner {
-            searcher: self.searcher(true),
-            text_searcher: self.searcher(false),
+            searchers: [None, None, None, None],
             matcher: RegexMatcher::clone(&self.matcher),
         }
     }
 
     /// `binary`: look for binary data and byte order marks (a text known to have neither is not
-    /// scanned for them).
-    fn searcher(&self, binary: bool) -> Searcher {
+    /// scanned for them). `numbered`: count lines (only rows kept show line numbers, and
+    /// counting them costs on dense matches; a file whose rows are not kept is searched again,
+    /// numbered, if a page shows it).
+    fn searcher(&self, binary: bool, numbered: bool) -> Searcher {
         let o = &self.opts;
         let mut b = SearcherBuilder::new();
-        // Line numbers are only shown in content mode; counting them costs on dense matches.
-        // A known text has no byte order mark to sniff for.
-        b.line_number(o.mode == OutputMode::Content)
+        b.line_number(numbered)
             .bom_sniffing(binary)
             .multi_line(o.multiline)
             .memory_map(MmapChoice::never())
@@ -503,12 +501,12 @@ impl Grep {
     }
 
     fn scan(&self, scanner: &mut Scanner, source: Source<'_>, store: bool) -> io::Result<Scan> {
-        let Scanner {
-            searcher,
-            text_searcher,
-            matcher,
-        } = scanner;
+        let Scanner { searchers, matcher } = scanner;
         let matcher = &*matcher;
+        let numbered = self.opts.mode == OutputMode::Content && store;
+        let binary = !matches!(source, Source::Text(_));
+        let searcher = searchers[usize::from(binary) + 2 * usize::from(numbered)]
+            .get_or_insert_with(|| self.searcher(binary, numbered));
         let mut sink = Collect {
             matcher,
             opts: &self.opts,
@@ -527,7 +525,7 @@ impl Grep {
                 searcher.search_slice(matcher, text, &mut sink)?
             }
             Source::Bytes(text) => searcher.search_reader(matcher, text, &mut sink)?,
-            Source::Text(text) => text_searcher.search_slice(matcher, text, &mut sink)?,
+            Source::Text(text) => searcher.search_slice(matcher, text, &mut sink)?,
         }
         Ok(Scan {
             rows: store.then_some(sink.rows),
