@@ -35,26 +35,26 @@ SESSION: list[tuple[str, dict[str, Any]]] = [
     (r"class \w+Error", {}),
     ("import asyncio", {"output_mode": "files_with_matches"}),
     ("TODO", {"output_mode": "count"}),
-    ("def __init__", {"globs": ["*.py"], "output_mode": "count"}),
-    ("raise ValueError", {"types": ["py"], "output_mode": "count"}),
+    ("def __init__", {"glob": ["*.py"], "output_mode": "count"}),
+    ("raise ValueError", {"file_type": ["py"], "output_mode": "count"}),
     ("deprecated", {"case_insensitive": True, "output_mode": "files_with_matches"}),
     ("HTTPConnection", {}),
     (r"socket\.create_connection", {}),
     (r"os\.environ\.get", {"output_mode": "count"}),
-    ("PyObject_GetAttr", {"types": ["c"], "output_mode": "count"}),
+    ("PyObject_GetAttr", {"file_type": ["c"], "output_mode": "count"}),
     ("lru_cache", {"output_mode": "files_with_matches"}),
-    (r"async def \w+", {"globs": ["*.py"], "output_mode": "count"}),
+    (r"async def \w+", {"glob": ["*.py"], "output_mode": "count"}),
     (r"json\.loads", {}),
     (r"subprocess\.run\(", {"output_mode": "count"}),
     ("copyright", {"case_insensitive": True, "output_mode": "count"}),
     ("assertRaisesRegex", {"output_mode": "files_with_matches"}),
     ("__version__ = ", {}),
     (r"logging\.getLogger\(__name__\)", {"output_mode": "count"}),
-    (r"class \w*Mixin\b", {"globs": ["*.py"]}),
+    (r"class \w*Mixin\b", {"glob": ["*.py"]}),
     (r"sys\.platform == .win32.", {"output_mode": "count"}),
     (r"def (get|set)_\w+", {"output_mode": "count"}),
-    ("NotImplementedError", {"output_mode": "files_with_matches", "globs": ["!**/test*/**"]}),
-    ("dataclass", {"globs": ["*.py"], "output_mode": "count"}),  # rg 13 has no .pyi in its py type
+    ("NotImplementedError", {"output_mode": "files_with_matches", "glob": ["!**/test*/**"]}),
+    ("dataclass", {"glob": ["*.py"], "output_mode": "count"}),  # rg 13 has no .pyi in its py type
     ("yield from", {}),
     (r"threading\.Lock\(\)", {}),
     (r"typing\.Optional", {"output_mode": "count"}),
@@ -89,9 +89,9 @@ def rg_query(root: Path, pattern: str, opts: dict[str, Any]) -> tuple[int, int]:
     argv += {"content": ["-n", "--no-heading"], "count": ["-c"], "files_with_matches": ["-l"]}[mode]
     if opts.get("case_insensitive"):
         argv.append("-i")
-    for g in opts.get("globs", []):
+    for g in opts.get("glob", []):
         argv += ["-g", g]
-    for t in opts.get("types", []):
+    for t in opts.get("file_type", []):
         argv += ["-t", t]
     out = subprocess.run([*argv, "-e", pattern, "./"], cwd=root, capture_output=True, stdin=subprocess.DEVNULL).stdout
     lines = [line for line in out.splitlines() if b"binary file matches" not in line]
