@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
+from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
 from toolroute.progress import ProgressSink
 from toolroute.textsafety import neutralize
@@ -310,10 +311,10 @@ class Connection:
         for attempt in (1, 2):
             session = await self.session()
             try:
-                # One asyncio deadline over the whole request (the SDK's own read timeout starts only
-                # after the write, and its anyio cancel scope costs more); cancelling the call makes
-                # the SDK send notifications/cancelled and keeps the session usable.
-                async with hard_deadline(timeout):
+                # One deadline over the whole request (the SDK's own read timeout starts only after
+                # the write, and its anyio cancel scope costs more); cancelling the call makes the
+                # SDK send notifications/cancelled and keeps the session usable.
+                with hard_deadline(timeout):
                     result = await session.call_tool(
                         name, arguments, progress_callback=None if progress is None else progress.areport
                     )
@@ -399,18 +400,12 @@ async def _probe(session: ClientSession, seconds: float) -> Era:
     return "legacy"
 
 
-def hard_deadline(seconds: float) -> contextlib.AbstractAsyncContextManager[Any]:
-    """A timeout for one request on the gateway's own (asyncio) loop. `asyncio.timeout` costs a
-    fraction of anyio's cancel scope, which matters on every call; Python 3.10 falls back."""
+def hard_deadline(seconds: float) -> contextlib.AbstractContextManager[Any]:
+    """A timeout for one request on the gateway's own (asyncio) loop: the loop's calls share one
+    timer (a timer per call, or anyio's cancel scope, costs more on every call); 3.10 falls back."""
     if sys.version_info >= (3, 11):
-        return asyncio.timeout(seconds)
-    return _anyio_deadline(seconds)  # pragma: no cover
-
-
-@contextlib.asynccontextmanager
-async def _anyio_deadline(seconds: float) -> AsyncIterator[None]:  # pragma: no cover
-    with anyio.fail_after(seconds):
-        yield
+        return deadline(seconds)
+    return anyio.fail_after(seconds)  # pragma: no cover
 
 
 def _dispatcher_closed(session: ClientSession) -> bool:
