@@ -107,6 +107,10 @@ def _bounded(content: list[Any], max_chars: int) -> tuple[str, int, int]:
 def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | None]:
     """The text and, when it was cut, a notice after it and the sizes for the trace: the notice
     is inside the cap (`max_chars` bounds what the model reads, the notice included)."""
+    if len(content) == 1 and isinstance(content[0], types.TextContent):  # most answers: one short text
+        whole = neutralize(content[0].text)
+        if len(whole) <= max_chars:
+            return whole, None
     text, shown, total = _bounded(content, max_chars)
     if shown == total:
         return text, None
