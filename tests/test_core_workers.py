@@ -89,6 +89,68 @@ def test_idle_threads_end_and_no_item_is_stranded() -> None:
     assert workers.threads == 0
 
 
+def _wait_for_threads(workers: WarmWorkers, count: int) -> int:
+    deadline = time.monotonic() + 20
+    while workers.threads != count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return workers.threads
+
+
+def test_shed_ends_every_idle_thread_at_once() -> None:
+    """Threads that would wait an hour for work end when asked: all of them, not only the one
+    that takes the last request to end (each sees the others' requests still queued)."""
+    workers = WarmWorkers(idle_seconds=3600)
+    barrier = threading.Barrier(8, timeout=20)
+
+    async def main() -> None:
+        await asyncio.gather(*(workers.run(barrier.wait) for _ in range(8)))
+
+    asyncio.run(main())
+    assert workers.threads == 8
+    assert workers.shed() == 8
+    assert _wait_for_threads(workers, 0) == 0
+    assert asyncio.run(_one(workers)) == "again"  # and the pool starts over on demand
+
+
+async def _one(workers: WarmWorkers) -> str:
+    return await workers.run(lambda: "again")
+
+
+def test_shed_while_calls_arrive_strands_no_call() -> None:
+    """Shedding from another thread while bursts of calls arrive: every call is answered, and
+    a busy thread is never asked to end (only idle ones are)."""
+    workers = WarmWorkers(idle_seconds=3600)
+    stop = threading.Event()
+
+    def shedding() -> None:
+        while not stop.is_set():
+            workers.shed()
+            time.sleep(0.0005)
+
+    shedder = threading.Thread(target=shedding, daemon=True)
+    shedder.start()
+
+    async def main() -> int:
+        answered = 0
+        for burst in range(80):
+            results = await asyncio.wait_for(
+                asyncio.gather(*(workers.run(lambda n=n: n) for n in range(burst % 6 + 1))), timeout=20
+            )
+            assert sorted(results) == list(range(burst % 6 + 1))
+            answered += len(results)
+            if burst % 4 == 0:
+                await asyncio.sleep(0.001)
+        return answered
+
+    try:
+        assert asyncio.run(main()) == sum(b % 6 + 1 for b in range(80))
+    finally:
+        stop.set()
+        shedder.join(20)
+    workers.shed()
+    assert _wait_for_threads(workers, 0) == 0
+
+
 def test_a_closed_loop_does_not_break_the_thread() -> None:
     workers = WarmWorkers(max_workers=1)
     release = threading.Event()

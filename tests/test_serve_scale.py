@@ -129,6 +129,107 @@ def test_the_idle_release_thread_runs_on_its_own_and_stops() -> None:
     assert set(released) == {0.2}
 
 
+def test_a_release_ends_the_idle_worker_threads_and_collects_what_the_users_left() -> None:
+    """After a crowd, forty warm threads would wait out their idle time (each with its stack and
+    allocator cache) and garbage cycles would wait for a full collection that slow traffic never
+    triggers: a release lets go of both at once."""
+    import asyncio
+    import gc
+    import threading
+    import weakref
+
+    from toolroute._workers import LOOKUPS, WORKERS
+    from toolroute.serve.idle import IdleRelease
+
+    class Session:  # stands for a user's objects, caught in a cycle
+        def __init__(self) -> None:
+            self.me = self
+
+    barrier = threading.Barrier(6, timeout=20)
+
+    async def crowd() -> None:
+        await asyncio.gather(*(WORKERS.run(barrier.wait) for _ in range(6)))
+
+    asyncio.run(crowd())
+    assert WORKERS.threads >= 6
+    gc.disable()  # only the release may collect
+    try:
+        left = Session()
+        gone = weakref.ref(left)
+        del left
+        assert gone() is not None
+
+        class Once:
+            released = False
+
+            def release_idle(self, idle: float) -> list[str]:
+                first, self.released = not self.released, True
+                return ["someone"] if first else []
+
+        release = IdleRelease(Once(), idle=0.2).start()  # type: ignore[arg-type]
+        deadline = time.monotonic() + 20
+        while (WORKERS.threads or LOOKUPS.threads or gone() is not None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        release.close()
+    finally:
+        gc.enable()
+    assert gone() is None
+    assert WORKERS.threads == LOOKUPS.threads == 0
+
+
+HEAP_CHILD = """
+from toolroute.serve.heap import limit_arenas, return_freed_memory
+print(limit_arenas())
+return_freed_memory()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator")
+def test_served_mode_asks_for_few_allocator_arenas_unless_told_otherwise() -> None:
+    import os
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    for extra, expected in (({}, "True"), ({"MALLOC_ARENA_MAX": "8"}, "False")):
+        child = subprocess.run(
+            [sys.executable, "-c", HEAP_CHILD], capture_output=True, text=True, env={**env, **extra}, timeout=60
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        assert child.stdout.split() == [expected]
+
+
+def test_served_sync_work_runs_on_the_warm_workers_not_anyio_threads(deployed: Path) -> None:
+    """Key lookups (and door builds) go to the threads a release can end: anyio's idle threads
+    end only when a later call prunes them, so a server kept forty of them after a crowd."""
+    import asyncio
+    import threading
+
+    from toolroute.serve.auth import ApiKeyVerifier
+    from toolroute.serve.store import UserStore
+
+    store = UserStore(f"sqlite:///{deployed / 'users.db'}")
+    try:
+        store.add_user("alice")
+        key = store.add_key("alice")
+        verifier = ApiKeyVerifier(store)
+
+        def anyio_threads() -> set[int | None]:
+            return {t.ident for t in threading.enumerate() if t.name.startswith("AnyIO")}
+
+        async def check() -> tuple[list[str | None], set[int | None]]:
+            found = await asyncio.gather(*(verifier.verify_token(k) for k in (key, "nope", key)))
+            return [None if t is None else t.subject for t in found], anyio_threads()  # before they end
+
+        before = anyio_threads()
+        subjects, during = asyncio.run(check())
+        assert subjects == ["alice", None, "alice"]
+        assert during <= before
+    finally:
+        store.close()
+
+
 def test_the_gateway_loop_never_carries_the_callers_context() -> None:
     """A call hops onto the gateway's loop without its caller's context variables (a served
     user's workspace): else every task there, and every message the SDK's streams keep as their

@@ -8,8 +8,13 @@ the caller's context, and wake the loop with the result. That costs one queue pu
 wake-up and one `call_soon_threadsafe`: about 25 microseconds.
 
 Threads start when every running one is busy (up to `MAX_WORKERS`, as anyio's default limit) and
-end after `IDLE_SECONDS` without work. Items are put on the queue under the same lock a worker
-takes before it decides to end, so no item is ever left without a thread to run it.
+end after `IDLE_SECONDS` without work, or at once when `shed()` asks (a server whose users left).
+Items are put on the queue under the same lock a worker takes before it decides to end, so no
+item is ever left without a thread to run it.
+
+`run_off_loop` is the one way toolroute runs sync work from async code: these threads on asyncio,
+anyio's pool elsewhere (trio). anyio's idle threads end only when a later call prunes them, so a
+server that used them for a crowd kept forty threads and their stacks after it left.
 """
 
 from __future__ import annotations
@@ -22,19 +27,23 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import anyio.to_thread
+import sniffio
+
 T = TypeVar("T")
 
 MAX_WORKERS = 40
 IDLE_SECONDS = 30.0
 
 _Item = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any], contextvars.Context]
+_SHED = None  # in the queue: the idle thread that takes it ends, unless work is waiting
 
 
 class WarmWorkers:
     """A pool of threads fed by one queue, answering on the caller's event loop."""
 
     def __init__(self, max_workers: int = MAX_WORKERS, idle_seconds: float = IDLE_SECONDS) -> None:
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._max = max_workers
         self._idle_seconds = idle_seconds
@@ -60,6 +69,14 @@ class WarmWorkers:
                 threading.Thread(target=self._work, name="toolroute-worker", daemon=True).start()
         return await future
 
+    def shed(self) -> int:
+        """Ask the threads waiting for work to end now; returns how many were asked."""
+        with self._lock:
+            asked = max(self._idle - self._queued, 0)
+            for _ in range(asked):
+                self._queue.put(_SHED)
+        return asked
+
     def _work(self) -> None:
         while True:
             with self._lock:
@@ -67,9 +84,11 @@ class WarmWorkers:
             try:
                 item = self._queue.get(timeout=self._idle_seconds)
             except queue.Empty:
+                item = _SHED
+            if item is _SHED:
                 with self._lock:
                     self._idle -= 1
-                    if self._queue.empty():  # nothing was put meanwhile (puts hold this lock)
+                    if self._queued == 0:  # no work was put meanwhile (puts hold this lock)
                         self._threads -= 1
                         return
                 continue
@@ -108,4 +127,16 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
-WORKERS = WarmWorkers()
+WORKERS = WarmWorkers()  # tool calls
+# A server's own lookups (keys, the user registry): apart, so forty slow tool calls of one
+# tenant never hold up another's authentication.
+LOOKUPS = WarmWorkers()
+POOLS = (WORKERS, LOOKUPS)
+
+
+async def run_off_loop(fn: Callable[[], T], pool: WarmWorkers = WORKERS) -> T:
+    """`fn()` on a worker thread of `pool` in a copy of this task's context; cancelling the
+    awaiting task abandons the wait (the thread finishes `fn` on its own)."""
+    if sniffio.current_async_library() == "asyncio":
+        return await pool.run(fn)
+    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)

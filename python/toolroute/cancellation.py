@@ -18,10 +18,8 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import anyio
-import anyio.to_thread
-import sniffio
 
-from toolroute._workers import WORKERS
+from toolroute._workers import run_off_loop
 
 T = TypeVar("T")
 
@@ -101,9 +99,7 @@ async def run_sync_cancellable(fn: Callable[[], T]) -> T:
 
     reset = _current.set(token)
     try:
-        if sniffio.current_async_library() == "asyncio":  # else trio, through anyio
-            return await WORKERS.run(work)  # a warm thread, no executor layers (see _workers.py)
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await run_off_loop(work)  # a warm thread, no executor layers (see _workers.py)
     except anyio.get_cancelled_exc_class():
         token.cancel()
         with anyio.CancelScope(shield=True):

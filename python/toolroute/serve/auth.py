@@ -12,6 +12,7 @@ refused here, so the request is answered 401 like any other bad token.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -22,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 import jwt
 from mcp.server.auth.provider import AccessToken
 
+from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.errors import ToolArgumentError
 from toolroute.naming import validate_user_id
 from toolroute.serve.store import UserStore
@@ -166,7 +167,7 @@ class JwtVerifier:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if self._jwk_client is not None:  # may fetch the key set over the network
-            return await anyio.to_thread.run_sync(self.access_token, token)
+            return await run_off_loop(functools.partial(self.access_token, token), LOOKUPS)
         return self.access_token(token)
 
 
@@ -184,7 +185,7 @@ class ApiKeyVerifier:
         return AccessToken(token=token, client_id=user, scopes=list(self.scopes), subject=user)
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        return await anyio.to_thread.run_sync(self.access_token, token)
+        return await run_off_loop(functools.partial(self.access_token, token), LOOKUPS)
 
 
 @dataclass

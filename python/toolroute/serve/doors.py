@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Protocol
 
-import anyio
 from mcp import types
 
+from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools
 from toolroute.serve.list_changes import ListWatchers, subscribe
 from toolroute.types import Tool
@@ -112,7 +112,7 @@ class FixedDoor:
     async def _current(self) -> ServedTools:
         if self._stale:
             self._stale = False
-            self.served = await anyio.to_thread.run_sync(self.served.renewed)
+            self.served = await run_off_loop(self.served.renewed, LOOKUPS)
         return self.served
 
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:

@@ -1,26 +1,31 @@
 """Users who left cost nothing after a while: a daemon thread releases every user unseen for
 `--idle-timeout` seconds (`Tenancy.release_idle`: their door, workspace context and own upstream
-server processes), then hands the freed heap back to the operating system (glibc keeps freed
-pages for reuse otherwise, so the process would stay at its peak after a crowd left)."""
+server processes), then lets go of what they leave: the worker threads idle since (each holds
+its stack and its allocator cache), the garbage cycles among their objects (a full collection:
+the young generations fill slowly once traffic stops), and the freed heap, handed back to the
+operating system (glibc keeps freed pages for reuse otherwise, so the process would stay at its
+peak after a crowd left)."""
 
 from __future__ import annotations
 
-import ctypes
+import gc
 import logging
 import threading
 
+from toolroute._workers import POOLS
+from toolroute.serve.heap import return_freed_memory
 from toolroute.serve.tenants import Tenancy
 
 log = logging.getLogger("toolroute.serve")
 
 
-def return_freed_memory() -> None:
-    """`malloc_trim(0)` where the C library has it (glibc); elsewhere nothing."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
+def let_go() -> None:
+    """After a release: end the idle worker threads, collect the cycles (the threads end
+    meanwhile), trim the heap."""
+    for pool in POOLS:
+        pool.shed()
+    gc.collect()
+    return_freed_memory()
 
 
 class IdleRelease:
@@ -48,7 +53,7 @@ class IdleRelease:
                 continue
             if gone:
                 log.info("released %d idle user(s)", len(gone))
-                return_freed_memory()
+                let_go()
 
     def close(self) -> None:
         self._stop.set()

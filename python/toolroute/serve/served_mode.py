@@ -123,12 +123,14 @@ def build_served_mode(
 ) -> ServedMode:
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
+    from toolroute.serve.heap import limit_arenas
     from toolroute.serve.idle import IdleRelease
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.tenant_doors import TenantDoors
     from toolroute.serve.tenants import IDLE_TIMEOUT, Tenancy
 
     raise_descriptor_limit()
+    limit_arenas()  # before the worker threads start: see serve/heap.py
 
     store = open_store(args.store, args.store_key_file) if (args.api_keys or args.store) else None
     verifiers = Verifiers()

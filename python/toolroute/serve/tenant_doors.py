@@ -5,15 +5,16 @@ the per-user limits, with one audit line per call."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from mcp import types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 
+from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
@@ -170,7 +171,7 @@ class TenantDoors:
     async def _door(self, user: str | None) -> ServedTools:
         # A fresh cached door is served on the loop; reading the registry goes to a thread.
         door = self.tenancy.fresh_door(user)
-        return door if door is not None else await anyio.to_thread.run_sync(self.tenancy.door, user)
+        return door if door is not None else await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
 
     def _slot(self, user: str | None) -> Any:
         if self.limits is None or user is None:
