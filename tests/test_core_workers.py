@@ -107,6 +107,9 @@ def test_shed_ends_every_idle_thread_at_once() -> None:
 
     asyncio.run(main())
     assert workers.threads == 8
+    deadline = time.monotonic() + 20  # a thread that just answered is not back waiting yet
+    while workers.idle < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert workers.shed() == 8
     assert _wait_for_threads(workers, 0) == 0
     assert asyncio.run(_one(workers)) == "again"  # and the pool starts over on demand

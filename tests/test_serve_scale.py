@@ -152,6 +152,9 @@ def test_a_release_ends_the_idle_worker_threads_and_collects_what_the_users_left
 
     asyncio.run(crowd())
     assert WORKERS.threads >= 6
+    settled = time.monotonic() + 20  # every thread back waiting, as after a crowd left
+    while WORKERS.idle < WORKERS.threads and time.monotonic() < settled:
+        time.sleep(0.01)
     gc.disable()  # only the release may collect
     try:
         left = Session()

@@ -55,6 +55,11 @@ class WarmWorkers:
     def threads(self) -> int:
         return self._threads
 
+    @property
+    def idle(self) -> int:
+        """Threads waiting for work."""
+        return self._idle
+
     async def run(self, fn: Callable[[], T]) -> T:
         """`fn()` in a warm thread, in a copy of this task's context; cancelling the awaiting
         task cancels the wait (the thread finishes `fn` on its own)."""
