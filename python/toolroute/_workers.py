@@ -12,9 +12,11 @@ end after `IDLE_SECONDS` without work, or at once when `shed()` asks (a server w
 Items are put on the queue under the same lock a worker takes before it decides to end, so no
 item is ever left without a thread to run it.
 
-`run_off_loop` is the one way toolroute runs sync work from async code: these threads on asyncio,
-anyio's pool elsewhere (trio). anyio's idle threads end only when a later call prunes them, so a
-server that used them for a crowd kept forty threads and their stacks after it left.
+`run_off_loop` runs short sync work from async code (sync tool calls, served mode's lookups) on
+these threads on asyncio, on anyio's pool elsewhere (trio). anyio's idle threads end only when a
+later call prunes them, so a server that used them for a crowd kept forty threads and their
+stacks after it left. (The agent's batch lanes and abandoned tool calls keep anyio's threads: a
+lane lives as long as its batch, so a warm pool would gain nothing.)
 """
 
 from __future__ import annotations

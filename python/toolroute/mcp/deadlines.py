@@ -15,16 +15,6 @@ import weakref
 from types import TracebackType
 
 
-class _Call:
-    __slots__ = ("at", "cancelling", "expired", "task")
-
-    def __init__(self, task: asyncio.Task[object], at: float) -> None:
-        self.task = task
-        self.at = at
-        self.cancelling = task.cancelling()
-        self.expired = False
-
-
 class _Clock:
     """The calls in flight on one loop, and its one timer."""
 
@@ -32,11 +22,11 @@ class _Clock:
     # value of a weak mapping keyed by the loop. A timer that was moved earlier is left to fire
     # and do nothing, recognised by its generation.
     def __init__(self) -> None:
-        self.calls: dict[_Call, None] = {}
+        self.calls: dict[deadline, None] = {}
         self.armed_at = math.inf
         self.generation = 0
 
-    def add(self, call: _Call, loop: asyncio.AbstractEventLoop) -> None:
+    def add(self, call: deadline, loop: asyncio.AbstractEventLoop) -> None:
         self.calls[call] = None
         if call.at < self.armed_at:
             self._arm(call.at, loop)
@@ -67,12 +57,13 @@ _CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clock] = weakref.
 
 class deadline:
     """`with deadline(seconds):` inside a task on an asyncio loop; raises TimeoutError when the
-    block runs past it. Not reentrant: one object per block."""
+    block runs past it. Not reentrant: one object per block, which is also its entry among the
+    loop's calls in flight."""
 
-    __slots__ = ("_call", "_clock", "_seconds")
+    __slots__ = ("at", "cancelling", "clock", "expired", "seconds", "task")
 
     def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
+        self.seconds = seconds
 
     def __enter__(self) -> None:
         loop = asyncio.get_running_loop()
@@ -82,14 +73,15 @@ class deadline:
         clock = _CLOCKS.get(loop)
         if clock is None:
             clock = _CLOCKS[loop] = _Clock()
-        self._clock = clock
-        self._call = _Call(task, loop.time() + self._seconds)
-        clock.add(self._call, loop)
+        self.task, self.clock = task, clock
+        self.at = loop.time() + self.seconds
+        self.cancelling = task.cancelling()
+        self.expired = False
+        clock.add(self, loop)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        call = self._call
-        self._clock.calls.pop(call, None)
+        self.clock.calls.pop(self, None)
         # Only our own cancellation becomes a timeout: if the task was also cancelled from outside,
         # its cancel count stays above what it was on entry and the cancellation goes on.
-        if call.expired and call.task.uncancel() <= call.cancelling and kind is asyncio.CancelledError:
+        if self.expired and self.task.uncancel() <= self.cancelling and kind is asyncio.CancelledError:
             raise TimeoutError from exc
