@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from toolroute._core import search_daemon_command
 from toolroute.outputcap import cap_text
+
+# How a process whose searches go to an index daemon starts one (docs/search.md).
+search_daemon_command([sys.executable, "-m", "toolroute.search_daemon"])
 
 # Text after the page: worst case length of the paging footer, kept free in the output budget.
 FOOTER_RESERVE = 240

@@ -202,6 +202,13 @@ impl Root {
         Ok(Self { fd, path })
     }
 
+    /// A root from a descriptor opened elsewhere (the index daemon's clients send theirs): its
+    /// path is the kernel's record of the descriptor, never what the sender says it is.
+    pub fn from_fd(fd: OwnedFd) -> io::Result<Self> {
+        let path = fd_path(fd.as_fd())?;
+        Ok(Self { fd, path })
+    }
+
     /// The canonical path the root had when opened (for messages and absolute link targets).
     pub fn path(&self) -> &Path {
         &self.path

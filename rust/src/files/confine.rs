@@ -66,6 +66,15 @@ impl Roots {
         })))
     }
 
+    /// One open root and nothing else (the index daemon serves one root per request).
+    pub fn of_root(root: Root) -> Self {
+        Self(Arc::new(Inner {
+            roots: vec![root],
+            read_only: Vec::new(),
+            nested_read_only: Vec::new(),
+        }))
+    }
+
     pub fn workspace(&self) -> &Path {
         self.0.roots[0].path()
     }

@@ -444,7 +444,38 @@ fn search_index_stats<'py>(
     })
 }
 
+/// Serve as the index daemon under the socket name `name` until unused for its TTL, asked to
+/// stop, or the socket is taken; false when another daemon already serves that name.
+#[pyfunction]
+fn search_daemon_serve(py: Python<'_>, name: &str) -> PyResult<bool> {
+    py.detach(|| search_index::daemon::serve(name))
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+}
+
+/// How a process starts the index daemon when queries go to one and none answers (the socket
+/// name is added as the last argument).
+#[pyfunction]
+fn search_daemon_command(argv: Vec<std::path::PathBuf>) {
+    search_index::daemon::set_command(argv.into_iter().map(|p| p.into_os_string()).collect());
+}
+
+/// Ask this environment's index daemon to end; false when none answered.
+#[pyfunction]
+fn search_daemon_stop(py: Python<'_>) -> bool {
+    py.detach(search_index::daemon::stop)
+}
+
+/// Queries of this process that an index daemon answered.
+#[pyfunction]
+fn search_daemon_answered() -> u64 {
+    search_index::daemon::answered()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(search_daemon_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(search_daemon_command, m)?)?;
+    m.add_function(wrap_pyfunction!(search_daemon_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(search_daemon_answered, m)?)?;
     m.add_function(wrap_pyfunction!(search_index_warm, m)?)?;
     m.add_function(wrap_pyfunction!(search_index_stats, m)?)?;
     m.add_class::<PyGrepResult>()?;

@@ -463,6 +463,11 @@ impl Grep {
         self
     }
 
+    /// Whether files searched are counted for a progress report.
+    pub fn counts_progress(&self) -> bool {
+        self.searched.is_some()
+    }
+
     pub fn options(&self) -> &GrepOptions {
         &self.opts
     }

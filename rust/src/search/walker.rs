@@ -60,6 +60,17 @@ pub struct WalkOptions {
     pub threads: usize,
 }
 
+/// A walker's start, already resolved beneath its root, and its options: with the root's
+/// descriptor, enough to make the same walker in another process.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WalkParts {
+    /// Canonical start relative to the root.
+    pub(crate) start_rel: PathBuf,
+    /// How the start is shown (the path as given, relative to the workspace when inside it).
+    pub(crate) shown_start: String,
+    pub(crate) opts: WalkOptions,
+}
+
 /// A confined, validated walk: the start path is open beneath its root and the filters compiled.
 pub struct Walker {
     /// The root (workspace or read-only root) the start lies in, and its canonical path.
@@ -330,11 +341,6 @@ impl Walker {
             .map_err(|_| missing())?
             .to_path_buf();
         let root = root.fd().try_clone_to_owned().map_err(|e| cannot(&e))?;
-        let start_type = FileType::from_raw_mode(
-            fstat(&start_fd)
-                .map_err(|e| SearchError::Argument(e.to_string()))?
-                .st_mode,
-        );
         let shown_start = match given {
             None => String::new(),
             Some(p) => {
@@ -345,6 +351,59 @@ impl Walker {
                 }
             }
         };
+        Self::assemble(
+            root,
+            root_path.to_path_buf(),
+            start_fd,
+            WalkParts {
+                start_rel,
+                shown_start,
+                opts,
+            },
+        )
+    }
+
+    /// What another process needs, beside the root's descriptor, to make this walker again
+    /// (the index daemon, `search::index::daemon`): the start is resolved already.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the daemon is Linux's
+    pub(crate) fn parts(&self) -> WalkParts {
+        WalkParts {
+            start_rel: self.start_rel.clone(),
+            shown_start: self.shown_start.clone(),
+            opts: self.opts.clone(),
+        }
+    }
+
+    /// The walker `parts` describe, beneath `root` (whose canonical path is `root_path`): the
+    /// start is opened again beneath the root by descriptor, never by path.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn from_parts(
+        root: OwnedFd,
+        root_path: PathBuf,
+        parts: WalkParts,
+    ) -> Result<Self, SearchError> {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW;
+        let start_fd = open_beneath(root.as_fd(), &parts.start_rel, flags)
+            .map_err(|e| SearchError::Argument(format!("cannot open the start: {e}")))?;
+        Self::assemble(root, root_path, start_fd, parts)
+    }
+
+    fn assemble(
+        root: OwnedFd,
+        root_path: PathBuf,
+        start_fd: OwnedFd,
+        parts: WalkParts,
+    ) -> Result<Self, SearchError> {
+        let WalkParts {
+            start_rel,
+            shown_start,
+            opts,
+        } = parts;
+        let start_type = FileType::from_raw_mode(
+            fstat(&start_fd)
+                .map_err(|e| SearchError::Argument(e.to_string()))?
+                .st_mode,
+        );
         let glob_prefix = if opts.globs_from_workspace {
             shown_start.clone()
         } else {
@@ -352,7 +411,7 @@ impl Walker {
         };
         let filter = build_filter(&opts.globs)?;
         let types = build_types(&opts.types)?;
-        let start_abs = absolute(root_path, &start_rel);
+        let start_abs = absolute(&root_path, &start_rel);
         let rules = if opts.no_ignore {
             Rules::empty()
         } else {
@@ -360,7 +419,7 @@ impl Walker {
         };
         Ok(Self {
             root: Arc::new(root),
-            root_path: root_path.to_path_buf(),
+            root_path,
             start_rel,
             start_abs,
             start_fd: Mutex::new(Some(start_fd)),

@@ -65,6 +65,14 @@ fn folder() -> Option<PathBuf> {
 /// The cache folder opened (made first, private, when `make`: a save, not a look-up), when it
 /// is ours, private and outside `root`.
 fn open_folder(root: &Path, make: bool) -> Option<OwnedFd> {
+    let (real, fd) = private_folder(make)?;
+    (!real.starts_with(root)).then_some(fd)
+}
+
+/// The cache folder (made first, private, when `make`) and its canonical path, when it is ours
+/// and private: the index files live here, and the index daemon's socket
+/// (`daemon::place`).
+pub(crate) fn private_folder(make: bool) -> Option<(PathBuf, OwnedFd)> {
     let dir = folder()?;
     if !dir.is_absolute() {
         return None;
@@ -75,9 +83,6 @@ fn open_folder(root: &Path, make: bool) -> Option<OwnedFd> {
         builder.recursive(true).create(&dir).ok()?;
     }
     let real = dir.canonicalize().ok()?;
-    if real.starts_with(root) {
-        return None;
-    }
     let fd = rustix::fs::open(
         &real,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -86,7 +91,7 @@ fn open_folder(root: &Path, make: bool) -> Option<OwnedFd> {
     .ok()?;
     let st = fstat(&fd).ok()?;
     let private = st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o077 == 0;
-    private.then_some(fd)
+    private.then_some((real, fd))
 }
 
 /// The file name for a key: a digest, so a root's path never shows in a name.

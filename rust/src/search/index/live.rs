@@ -37,6 +37,12 @@ impl Key {
     }
 }
 
+/// A folder's device and inode.
+#[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // st_dev is i32 on macOS
+fn ident(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
 pub(crate) struct Index {
     pub(crate) key: Key,
     roots: Roots,
@@ -57,6 +63,9 @@ pub(crate) struct Index {
     /// The next answer must check every folder and file first: a restored index, until the
     /// check has run, and again once its watch is up (changes made before the watch saw them).
     unverified: AtomicBool,
+    /// The root folder's device and inode when the index was made: a walk beneath another
+    /// folder since put at the same path is not answered from it.
+    root_ident: Option<(u64, u64)>,
     /// The change count last written to the cache, and when.
     saved: Mutex<Option<(u64, Instant)>>,
 }
@@ -135,7 +144,9 @@ impl Index {
 
     fn with_state(key: Key, roots: Roots, state: State, next_id: u32, restored: bool) -> Arc<Self> {
         let held = AtomicUsize::new(state.memory());
+        let root_ident = rustix::fs::stat(&key.root).ok().map(|st| ident(&st));
         Arc::new(Self {
+            root_ident,
             key,
             roots,
             state: Mutex::new(state),
@@ -223,6 +234,12 @@ impl Index {
     /// Folders watched (with the barrier's and `.git` rule folders).
     pub(crate) fn watched(&self) -> usize {
         lock(&self.watch).as_ref().map_or(0, |w| w.watched())
+    }
+
+    /// Whether this index is of the folder `root` is open on.
+    pub(crate) fn indexes(&self, root: std::os::fd::BorrowedFd<'_>) -> bool {
+        let st = rustix::fs::fstat(root).ok();
+        st.is_some() && st.map(|st| ident(&st)) == self.root_ident
     }
 
     pub(crate) fn phase(&self) -> Phase {

@@ -6,6 +6,7 @@
 
 mod build;
 mod cache;
+pub mod daemon;
 mod listing;
 mod live;
 mod mark;
@@ -22,6 +23,7 @@ mod validate;
 #[cfg_attr(not(native_linux), path = "no_watch.rs")]
 mod watch;
 
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,7 @@ fn setting<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok()?.parse().ok()
 }
 
-fn key_of(walker: &Walker) -> Option<live::Key> {
+pub(crate) fn key_of(walker: &Walker) -> Option<live::Key> {
     let o = walker.options();
     // Followed links can lead anywhere below the root: such walks are not indexed.
     if o.follow_symlinks {
@@ -49,9 +51,10 @@ fn key_of(walker: &Walker) -> Option<live::Key> {
     })
 }
 
-/// grep through the index when one is ready for this walk and can answer, else `scan` (the
-/// unindexed search); a scan counts towards starting the index. The walker only provides the
-/// start, the filters and the display to the index; `scan` may consume it.
+/// grep through the index when one is ready for this walk and can answer (the daemon's, when
+/// queries go to one, else this process's), else `scan` (the unindexed search); a scan counts
+/// towards starting the index. The walker only provides the start, the filters and the display
+/// to the index; `scan` may consume it.
 pub fn grep(
     roots: &Roots,
     grep: &Grep,
@@ -63,6 +66,14 @@ pub fn grep(
         roots,
         walker,
         |ix| query::grep(ix, grep, pattern, walker),
+        || {
+            // Progress is counted where the search runs: such a query stays here.
+            if grep.counts_progress() {
+                daemon::Answer::Unavailable
+            } else {
+                daemon::grep(walker, grep, pattern)
+            }
+        },
         scan,
     )
 }
@@ -74,20 +85,39 @@ pub fn glob(
     sort: GlobSort,
     scan: impl FnOnce() -> GlobOutcome,
 ) -> GlobOutcome {
-    answer(roots, walker, |ix| listing::glob(ix, walker, sort), scan)
+    answer(
+        roots,
+        walker,
+        |ix| listing::glob(ix, walker, sort),
+        || daemon::glob(walker, sort),
+        scan,
+    )
 }
 
 fn answer<T>(
     roots: &Roots,
     walker: &Walker,
     indexed: impl FnOnce(&live::Index) -> Option<T>,
+    remote: impl FnOnce() -> daemon::Answer<T>,
     scan: impl FnOnce() -> T,
 ) -> T {
     let key = registry::enabled().then(|| key_of(walker)).flatten();
     let Some(key) = key else {
         return scan();
     };
-    if let Some(out) = registry::ready(&key, roots).and_then(|ix| indexed(&ix)) {
+    if daemon::enabled() {
+        match remote() {
+            daemon::Answer::Indexed(out) => return out,
+            daemon::Answer::NotReady => {
+                let out = scan();
+                daemon::scanned(walker);
+                return out;
+            }
+            // No daemon (yet): this process's own index, as without one.
+            daemon::Answer::Unavailable => {}
+        }
+    }
+    if let Some(out) = local(&key, roots, walker, indexed) {
         return out;
     }
     let out = scan();
@@ -95,17 +125,42 @@ fn answer<T>(
     out
 }
 
+/// The answer of this process's ready index for `key`, if it has one and it indexes the very
+/// folder the walk is beneath (not another one since put at the same path).
+pub(crate) fn local<T>(
+    key: &live::Key,
+    roots: &Roots,
+    walker: &Walker,
+    indexed: impl FnOnce(&live::Index) -> Option<T>,
+) -> Option<T> {
+    let ix = registry::ready(key, roots)?;
+    if !ix.indexes(walker.root().as_fd()) {
+        return None;
+    }
+    indexed(&ix)
+}
+
 /// Start the index for this walk's settings now and wait (at most `timeout`) until it is ready
 /// and up to date with every change made before the call (a change that breaks it, such as a new
-/// `.git`, is seen here and the index rebuilt).
+/// `.git`, is seen here and the index rebuilt). With a daemon, the daemon's.
 pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     let Some(key) = key_of(walker) else {
         return false;
     };
+    if daemon::enabled() {
+        if let Some(ready) = daemon::warm(walker, timeout) {
+            return ready;
+        }
+    }
+    warm_here(&key, roots, timeout)
+}
+
+/// [`warm`] in this process's registry.
+pub(crate) fn warm_here(key: &live::Key, roots: &Roots, timeout: Duration) -> bool {
     let until = Instant::now() + timeout;
     loop {
         // A cached index, once checked, is as good as a build.
-        let index = registry::ready(&key, roots).unwrap_or_else(|| registry::ensure(&key, roots));
+        let index = registry::ready(key, roots).unwrap_or_else(|| registry::ensure(key, roots));
         match index.phase() {
             state::Phase::Ready if index.fresh().is_some() => return true,
             state::Phase::Ready | state::Phase::Building => {}
@@ -137,8 +192,25 @@ pub struct IndexStats {
     pub texts: usize,
 }
 
+/// What the index for this walk's settings holds (the daemon's, when queries go to one).
 pub fn stats(walker: &Walker) -> IndexStats {
-    let Some(index) = key_of(walker).and_then(|k| registry::get(&k)) else {
+    let Some(key) = key_of(walker) else {
+        return IndexStats {
+            state: "none".into(),
+            ..IndexStats::default()
+        };
+    };
+    if daemon::enabled() {
+        if let Some(s) = daemon::stats(walker) {
+            return s;
+        }
+    }
+    stats_here(&key)
+}
+
+/// [`stats`] of this process's registry.
+pub(crate) fn stats_here(key: &live::Key) -> IndexStats {
+    let Some(index) = registry::get(key) else {
         return IndexStats {
             state: "none".into(),
             ..IndexStats::default()

@@ -137,7 +137,7 @@ impl<'a> Dec<'a> {
         self.array().map(u64::from_le_bytes)
     }
 
-    fn i128(&mut self) -> Option<i128> {
+    pub(crate) fn i128(&mut self) -> Option<i128> {
         self.array().map(i128::from_le_bytes)
     }
 
@@ -195,7 +195,7 @@ impl<'a> Dec<'a> {
     }
 
     /// A root-relative path: plain components only (the root is empty).
-    fn rel_path(&mut self) -> Option<PathBuf> {
+    pub(crate) fn rel_path(&mut self) -> Option<PathBuf> {
         let path = Path::new(OsStr::from_bytes(self.bytes()?));
         let plain = path.components().all(|c| matches!(c, Component::Normal(_)))
             && !path.as_os_str().as_bytes().contains(&0);

@@ -1,0 +1,307 @@
+"""The index daemon (issue 25, cold start): with `TOOLROUTE_SEARCH_INDEX_DAEMON=1`, a new process's
+first query is answered by a long-lived daemon that holds the warm index, instead of a scan or a
+restore. Every child here is a new process, as a CLI call or a restarted agent is; each compares
+its answers with unindexed ones in the same process.
+
+Attacked: changes made between processes, a daemon killed with SIGKILL, a socket that answers
+garbage, oversized frames, extra descriptors or nothing at all, a socket of another user, and
+(in Rust, `daemon/tests.rs`) a client passing one folder off as another's path. Workspaces and
+cache folders live outside /tmp, as a deployment's do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_search_index import random_change, random_tree
+
+from toolroute import _platform
+
+pytestmark = pytest.mark.skipif(not _platform.LINUX_NATIVE, reason="the index daemon is Linux's (inotify, SCM_RIGHTS)")
+
+CHILD = r"""
+import json, sys
+from pathlib import Path
+from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
+from toolroute.builtins.glob import GlobRequest
+from toolroute.context import BuiltInToolContext
+
+root, mode = Path(sys.argv[1]), sys.argv[2]  # query | warm
+conf = BuiltInToolContext(root).confinement
+QUERIES = [{"pattern": "needle"}, {"pattern": "needle", "output_mode": "count", "glob": ["*.py"]},
+           {"pattern": "hay", "output_mode": "files_with_matches"}, {"pattern": "(?i)needle", "context": 1}]
+
+def answer(request, index):
+    r = _core.grep(conf, GrepRequest(**request), max_line_bytes=1000, index=index)
+    return [r.files_matched, r.match_lines, [repr(x) for x in r.rows()], sorted(r.stats.items())]
+
+def listing(index):
+    r = _core.glob(conf, GlobRequest(pattern="**/*.py", sort="path"), index=index)
+    return [r.paths(), sorted(r.stats.items())]
+
+if mode == "warm":
+    print(json.dumps({"ready": _core.search_index_warm(conf, timeout=60)}))
+    sys.exit()
+first = answer(QUERIES[0], True)
+answered = _core.search_daemon_answered()
+same = [first == answer(QUERIES[0], False)]
+same += [answer(q, True) == answer(q, False) for q in QUERIES[1:]]
+same.append(listing(True) == listing(False))
+print(json.dumps({"answered_first": answered, "answered": _core.search_daemon_answered(), "same": same,
+                  "stats": _core.search_index_stats(conf)}))
+"""
+
+
+@pytest.fixture
+def place(deployed: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A cache folder outside /tmp and the environment of processes whose queries go to a daemon;
+    whatever daemon the test started is stopped after it."""
+    cache = deployed / "cache"
+    env = {
+        **os.environ,
+        "TOOLROUTE_SEARCH_INDEX_CACHE": str(cache),
+        "TOOLROUTE_SEARCH_INDEX_DAEMON": "1",
+        "TOOLROUTE_SEARCH_INDEX_DAEMON_TTL": "120",
+    }
+    yield cache, env
+    stop(env)
+    for pid in daemons(cache):  # one that did not stop (a test's fake, or a hung one)
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop(env: dict[str, str]) -> bool:
+    code = "from toolroute import _core; print(_core.search_daemon_stop())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    return out.stdout.strip() == "True"
+
+
+def daemons(cache: Path) -> list[int]:
+    """Pids of the daemons listening in `cache` (by the socket names on their command lines)."""
+    names = {p.name for p in cache.glob("daemon-*.sock")} | {p.name[:-5] + ".sock" for p in cache.glob("*.lock")}
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"toolroute.search_daemon" in argv and any(n.encode() in argv for n in names):
+            found.append(int(proc.name))
+    return found
+
+
+def child(root: Path, env: dict[str, str], mode: str = "query") -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(root), mode], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(result.get("same", [True])), result  # whatever the daemon said, answers are the unindexed ones
+    return result
+
+
+def socket_of(cache: Path, timeout: float = 30) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = list(cache.glob("daemon-*.sock"))
+        if found:
+            return found[0]
+        time.sleep(0.02)
+    raise AssertionError("no daemon started")
+
+
+def tree(root: Path) -> Path:
+    (root / "src").mkdir(parents=True, exist_ok=True)
+    for i in range(40):
+        extra = "needle\n" if i % 7 == 0 else ""
+        (root / "src" / f"m{i}.py").write_text(f"def f{i}():\n    return 'hay {i}'\n{extra}")
+    (root / "notes.txt").write_text("needle in the notes\n")
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "skip.log").write_text("needle ignored\n")
+    return root
+
+
+def warmed(root: Path, cache: Path, env: dict[str, str]) -> Path:
+    """A daemon with a ready index of `root`: the first process starts the daemon (and scans)."""
+    first = child(root, env)
+    assert first["answered"] == 0  # no daemon yet: this one started it and scanned
+    sock = socket_of(cache)
+    deadline = time.monotonic() + 30
+    while not child(root, env, "warm").get("ready"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return sock
+
+
+def test_a_new_process_is_answered_by_the_daemon(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    cache, env = place
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    assert (cache.stat().st_mode & 0o777) == 0o700 and sock.is_socket()
+    got = child(root, env)
+    assert got["answered_first"] == 1, got  # the very first query of the process
+    assert got["answered"] == 5  # every query and the glob
+    assert got["stats"]["state"] == "ready" and got["stats"]["served"] >= 5, got["stats"]
+    assert len(daemons(cache)) == 1
+    assert stop(env)
+    assert not daemons(cache) and not sock.exists()
+
+
+def test_changes_made_between_processes_are_seen(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    """Random changes (files, folders, renames, ignore rules) each made by another process, then a
+    new process asks: its answers are always the unindexed ones."""
+    cache, env = place
+    rng = random.Random(25)
+    root = deployed / "ws"
+    random_tree(root, rng)
+    warmed(root, cache, env)
+    answered = 0
+    for _ in range(12):
+        subprocess.run([sys.executable, "-c", random_change(root, rng)], check=True, timeout=30)
+        answered += child(root, env)["answered_first"]
+    assert answered >= 6  # most first queries came from the daemon (a broken index scans until rebuilt)
+
+
+def test_a_killed_daemon_is_replaced_and_queries_scan_meanwhile(
+    deployed: Path, place: tuple[Path, dict[str, str]]
+) -> None:
+    cache, env = place
+    root = tree(deployed / "ws")
+    warmed(root, cache, env)
+    (pid,) = daemons(cache)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pid in daemons(cache):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    got = child(root, env)  # the socket is left, nobody listens: a scan, and a new daemon
+    assert got["answered_first"] == 0
+    deadline = time.monotonic() + 30
+    while not [p for p in daemons(cache) if p != pid]:
+        assert time.monotonic() < deadline, "no daemon replaced the killed one"
+        time.sleep(0.05)
+    while not child(root, env, "warm")["ready"]:
+        assert time.monotonic() < deadline
+    assert child(root, env)["answered_first"] == 1
+
+
+class Hostile:
+    """A listener of our own user at the daemon's socket, answering each connection as `how` says."""
+
+    def __init__(self, path: Path, how: str) -> None:
+        self.how = how
+        self.received = 0
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        held = []
+        while not self.done.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            held.append(conn)
+            conn.settimeout(2)
+            try:
+                data = conn.recv(1 << 16)
+            except OSError:
+                continue
+            self.received += len(data)
+            if self.how == "garbage":
+                conn.sendall(b"\x07\x00\x00\x00" + os.urandom(7))
+            elif self.how == "huge":
+                conn.sendall(b"\xff\xff\xff\xff" + b"\x01" * 64)
+            elif self.how == "short":
+                conn.sendall(b"\x40\x00\x00\x00\x01\x02")
+                conn.close()
+            elif self.how == "descriptors":
+                r, w = os.pipe()
+                socket.send_fds(conn, [b"\x01\x00\x00\x00\x03"], [r, w])
+                os.close(r)
+                os.close(w)
+            elif self.how == "close":
+                conn.close()
+            # "silent": never answers
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=5)
+        self.server.close()
+
+
+@pytest.mark.parametrize("how", ["garbage", "huge", "short", "descriptors", "close", "silent"])
+def test_a_hostile_socket_is_never_trusted(deployed: Path, place: tuple[Path, dict[str, str]], how: str) -> None:
+    """What answers at the daemon's name is parsed with every length checked; whatever it says or
+    does not say, the query scans and gives the unindexed answer, within the client's timeout."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    assert stop(env)
+    hostile = Hostile(sock, how)
+    try:
+        began = time.monotonic()
+        got = child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT": "0.5"})
+        assert got["answered"] == 0, got
+        assert time.monotonic() - began < 60
+        assert hostile.received > 0  # it was asked, and not believed
+    finally:
+        hostile.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to listen as another user")
+def test_a_socket_of_another_user_is_never_spoken_to(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    """A daemon socket bound by another user (moved into our private folder) is left before a byte
+    is sent: the peer's uid is checked first."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    assert stop(env)
+    theirs = deployed / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    listener = (
+        "import os, socket, sys, time\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); print('up', flush=True)\n"
+        "s.settimeout(20); got = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        c, _ = s.accept(); c.settimeout(1)\n"
+        "        try: got += len(c.recv(65536))\n"
+        "        except OSError: pass\n"
+        "        print('received', got, flush=True)\n"
+        "except OSError: pass\n"
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", listener, str(theirs / "s.sock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "up"
+        os.rename(theirs / "s.sock", sock)
+        got = child(root, env)
+        assert got["answered"] == 0
+    finally:
+        other.kill()
+        out, _ = other.communicate(timeout=10)
+    counts = [int(line.split()[1]) for line in out.splitlines() if line.startswith("received")]
+    assert all(n == 0 for n in counts), out  # connected, perhaps, but never sent a byte
