@@ -305,3 +305,50 @@ def test_a_socket_of_another_user_is_never_spoken_to(deployed: Path, place: tupl
         out, _ = other.communicate(timeout=10)
     counts = [int(line.split()[1]) for line in out.splitlines() if line.startswith("received")]
     assert all(n == 0 for n in counts), out  # connected, perhaps, but never sent a byte
+
+
+def test_processes_starting_at_once_leave_one_daemon(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    """Four new processes find no daemon at the same moment and each starts one: one keeps the
+    name (the lock), the others end at once."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    children = [
+        subprocess.Popen([sys.executable, "-c", CHILD, str(root), "query"], env=env, stdout=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    for c in children:
+        assert c.wait(timeout=120) == 0
+    socket_of(cache)
+    deadline = time.monotonic() + 20
+    while len(daemons(cache)) != 1:
+        assert time.monotonic() < deadline, daemons(cache)
+        time.sleep(0.05)
+    time.sleep(0.5)  # a loser still starting would show up by now
+    assert len(daemons(cache)) == 1
+
+
+@pytest.mark.parametrize("why", ["unused", "socket removed"])
+def test_the_daemon_ends_by_itself(deployed: Path, place: tuple[Path, dict[str, str]], why: str) -> None:
+    """Unused for its TTL, or once its socket is no longer its own, the daemon ends (and a removed
+    socket is not put back)."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    ttl = "3" if why == "unused" else "120"
+    env = {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TTL": ttl}
+    sock = warmed(root, cache, env)
+    (pid,) = daemons(cache)
+    if why == "socket removed":
+        sock.unlink()
+    deadline = time.monotonic() + 20
+    while pid in daemons(cache) or _alive(pid):
+        assert time.monotonic() < deadline, f"the daemon did not end ({why})"
+        time.sleep(0.05)
+    assert not sock.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
