@@ -48,7 +48,7 @@ def test_help_names_every_command_and_the_exit_codes() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0
     listed = re.findall(r"^    (\w+) +\w", proc.stdout, re.MULTILINE)  # each command with its one-line help
-    assert listed == ["tools", "call", "serve", "users", "bench"]
+    assert listed == ["tools", "call", "serve", "users", "index", "bench"]
     documented = proc.stdout.partition("exit codes:")[2]
     codes = {value for name, value in vars(cli).items() if name.startswith("EXIT_") and isinstance(value, int)}
     assert codes and all(re.search(rf"(^|\s){code} [a-z]", documented) for code in codes), (codes, documented)

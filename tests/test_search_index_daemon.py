@@ -83,9 +83,12 @@ def place(deployed: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 
 def stop(env: dict[str, str]) -> bool:
-    code = "from toolroute import _core; print(_core.search_daemon_stop())"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
-    return out.stdout.strip() == "True"
+    """`toolroute index stop`, as a user would: exit 0 when a daemon answered, 3 when none did."""
+    out = subprocess.run(
+        [sys.executable, "-m", "toolroute", "index", "stop"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode in (0, 3), out.stderr
+    return out.returncode == 0
 
 
 def daemons(cache: Path) -> list[int]:
@@ -159,6 +162,7 @@ def test_a_new_process_is_answered_by_the_daemon(deployed: Path, place: tuple[Pa
     assert len(daemons(cache)) == 1
     assert stop(env)
     assert not sock.exists()  # the stop waits until the socket is gone; the process ends next
+    assert not stop(env)  # none answers any more
     deadline = time.monotonic() + 10
     while daemons(cache):
         assert time.monotonic() < deadline, "the daemon did not end when asked"

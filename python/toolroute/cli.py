@@ -391,6 +391,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return subprocess.call(command)
 
 
+def cmd_index(args: argparse.Namespace) -> int:
+    """`index stop`: end this environment's search index daemon (docs/search.md)."""
+    from toolroute._core import search_daemon_stop
+
+    stopped = search_daemon_stop()
+    print("stopped the search index daemon" if stopped else "no search index daemon answered")
+    return EXIT_OK if stopped else EXIT_NOT_FOUND
+
+
 # ---- parser ------------------------------------------------------------------------------
 
 
@@ -464,6 +473,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=cmd_serve)
 
     add_users_command(sub)
+
+    index = sub.add_parser(
+        "index",
+        help="manage the search index daemon",
+        description="With TOOLROUTE_SEARCH_INDEX_DAEMON=1, grep and glob of every process ask one "
+        "long-lived daemon per user and environment, which holds the warm indexes. 'stop' ends the "
+        "daemon of this environment (exit 3 when none answered); the next query starts a new one.",
+    )
+    index.add_argument("action", choices=("stop",), help="stop: end the daemon")
+    index.set_defaults(handler=cmd_index)
 
     bench = sub.add_parser(
         "bench",
