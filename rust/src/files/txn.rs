@@ -322,7 +322,8 @@ fn stage(
     Ok(staged)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes` (journal entries here; cache and socket names of the search index).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

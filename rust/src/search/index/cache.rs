@@ -99,8 +99,7 @@ fn file_name(key: &Key) -> String {
     let mut h = Sha256::new();
     h.update(key_bytes(key));
     let digest = h.finalize();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{hex}.idx")
+    format!("{}.idx", crate::files::txn::hex(&digest[..16]))
 }
 
 fn key_bytes(key: &Key) -> Vec<u8> {

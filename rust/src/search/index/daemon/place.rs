@@ -87,8 +87,7 @@ pub(crate) fn name() -> String {
         h.update([0]);
     }
     let digest = h.finalize();
-    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    format!("daemon-{hex}.sock")
+    format!("daemon-{}.sock", crate::files::txn::hex(&digest[..12]))
 }
 
 /// The daemon's place under `name`, when the cache folder is ours and private (made first
