@@ -14,7 +14,8 @@ it knows, read_file of it, grep for it, and its upstream `add` with numbers only
 answer is checked to be that user's own. One client process is killed mid-run (its users
 disconnect mid-call). Reported: calls per second, p50/p99 per tool, the server's resident memory
 and open descriptors and processes (summed over the replicas) warm, while the users are
-connected, after they have all left and after the idle release, and per connected user.
+connected, after they have all left, after the idle release and a minute later (when the
+per-user rate counters are pruned), and per connected user.
 """
 
 from __future__ import annotations
@@ -321,6 +322,8 @@ def main() -> None:
         after = sample_all(pids)
         time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
         released = sample_all(pids)
+        time.sleep(62.0 + args.idle_timeout / 4)  # the rate counters' minute has passed: pruned too
+        pruned = sample_all(pids)
         times: dict[str, list[float]] = {}
         for o in outcomes:
             for label, values in o["times"].items():
@@ -344,12 +347,14 @@ def main() -> None:
         print(f"while connected:    {connected}")
         print(f"after all left:     {after}")
         print(f"after idle release: {released}")
+        print(f"a minute later:     {pruned}")
         per_connected = (connected["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
         per_idle = (after["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
         per_released = (released["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
+        per_pruned = (pruned["rss_kib"] - at_start["rss_kib"]) / max(args.connected, 1)
         print(
             f"resident memory per connected user: {per_connected:.0f} KiB; per user after leaving: {per_idle:.0f} KiB;"
-            f" after the idle release: {per_released:.0f} KiB"
+            f" after the idle release: {per_released:.0f} KiB; a minute later: {per_pruned:.0f} KiB"
         )
         if wrong:
             print("WRONG:", json.dumps(wrong[:5]))

@@ -60,6 +60,31 @@ def test_configuration_errors_are_clear() -> None:
         JwtVerifier(issuer="https://i", audience="a", public_key="-----BEGIN PUBLIC KEY-----\nnope\n")
 
 
+def test_quiet_users_counters_are_forgotten_and_busy_ones_kept() -> None:
+    """A server meets every user once; it keeps counters only for users with a call running or
+    one started within the minute, and forgetting the others never lifts a limit."""
+    now = [0.0]
+    book = LimitBook(UserLimits(max_concurrent_calls=1, calls_per_minute=2), clock=lambda: now[0])
+    for n in range(100):
+        with book.call(f"u{n}"):
+            pass
+    now[0] = 30.0
+    with book.call("late"):
+        pass
+    with book.call("late"):  # late's second call in its minute
+        assert book.prune() == 0 and book.tracked() == 101  # every start is within the minute
+    now[0] = 70.0
+    with book.call("busy"):  # running while the prune runs
+        assert book.prune() == 100  # u0..u99 started 70 s ago; late's last start was 40 s ago
+        assert book.tracked() == 2
+        with pytest.raises(LimitExceeded, match="already has 1 calls running"), book.call("busy"):
+            pass
+    with pytest.raises(LimitExceeded, match="2 calls in the last minute"), book.call("late"):
+        pass  # still limited: its counter was kept
+    now[0] = 200.0
+    assert book.prune() == 2 and book.tracked() == 0
+
+
 def test_limits_count_per_user_and_release_slots() -> None:
     now = [0.0]
     book = LimitBook(UserLimits(max_concurrent_calls=1, calls_per_minute=3), clock=lambda: now[0])

@@ -100,3 +100,33 @@ def test_a_change_is_told_only_to_the_connections_of_the_users_it_concerns() -> 
         return rounds
 
     assert asyncio.run(go()) == [["alice"], ["alice", "bob"], []]
+
+
+def test_users_whose_connections_are_all_gone_are_dropped() -> None:
+    """The map of connections keeps a set per user only while one of theirs is open."""
+    import asyncio
+    import gc
+    from types import SimpleNamespace
+
+    from toolroute.serve.list_changes import ListWatchers
+
+    class Connection:
+        async def send_tool_list_changed(self) -> None:
+            pass
+
+    watchers = ListWatchers()
+    kept = Connection()
+    gone = [Connection() for _ in range(50)]
+
+    async def list_all(seen: list[tuple[str, Connection]]) -> None:  # a tools/list each, on the serving loop
+        for user, connection in seen:
+            watchers.seen(user, SimpleNamespace(session=SimpleNamespace(_connection=connection)))
+
+    asyncio.run(list_all([(f"u{n}", c) for n, c in enumerate(gone)] + [("u0", kept)]))
+    assert watchers.prune() == 0 and watchers.users() == 50  # every user has one open
+    del gone
+    gc.collect()
+    assert watchers.prune() == 49 and watchers.users() == 1  # u0 still has `kept`
+    del kept
+    gc.collect()
+    assert watchers.prune() == 1 and watchers.users() == 0

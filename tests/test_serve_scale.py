@@ -118,7 +118,13 @@ def test_the_idle_release_thread_runs_on_its_own_and_stops() -> None:
             released.append(idle)
             return ["someone"] if len(released) == 1 else []
 
-    release = IdleRelease(Recording(), idle=0.2).start()  # type: ignore[arg-type]
+    pruned: list[float] = []
+
+    def prune() -> int:
+        pruned.append(time.monotonic())
+        return 0
+
+    release = IdleRelease(Recording(), idle=0.2, prune=prune).start()  # type: ignore[arg-type]
     deadline = time.monotonic() + 5
     while len(released) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -127,6 +133,7 @@ def test_the_idle_release_thread_runs_on_its_own_and_stops() -> None:
     time.sleep(0.2)
     assert count >= 3 and len(released) == count, released  # ran repeatedly, and not after close
     assert set(released) == {0.2}
+    assert len(pruned) == count  # the doors' bookkeeping is pruned every round, released or not
 
 
 def test_a_release_ends_the_idle_worker_threads_and_collects_what_the_users_left() -> None:

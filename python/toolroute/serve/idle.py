@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 
 from toolroute._workers import POOLS
 from toolroute.serve.heap import return_freed_memory
@@ -29,12 +30,16 @@ def let_go() -> None:
 
 
 class IdleRelease:
-    """Every `idle / 4` seconds (at most a minute), release the users idle for `idle` seconds."""
+    """Every `idle / 4` seconds (at most a minute), release the users idle for `idle` seconds,
+    and run `prune` (the doors' per-user bookkeeping: counters and connection sets of users who
+    left, which would otherwise grow with every user the server has met and, made while a crowd
+    was in, keep the allocator's arenas of that time alive)."""
 
-    def __init__(self, tenancy: Tenancy, idle: float) -> None:
+    def __init__(self, tenancy: Tenancy, idle: float, prune: Callable[[], int] | None = None) -> None:
         if idle <= 0:
             raise ValueError("the idle timeout must be positive")
         self.tenancy = tenancy
+        self.prune = prune
         self.idle = idle
         self.interval = min(idle / 4, 60.0)
         self._stop = threading.Event()
@@ -48,11 +53,13 @@ class IdleRelease:
         while not self._stop.wait(self.interval):
             try:
                 gone = self.tenancy.release_idle(self.idle)
+                pruned = 0 if self.prune is None else self.prune()
             except Exception:  # never let one failure end the releases
                 log.exception("releasing idle users failed")
                 continue
             if gone:
                 log.info("released %d idle user(s)", len(gone))
+            if gone or pruned:
                 let_go()
 
     def close(self) -> None:

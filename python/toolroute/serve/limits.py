@@ -84,3 +84,23 @@ class LimitBook:
         finally:
             with self._lock:
                 usage.running -= 1
+
+    def prune(self) -> int:
+        """Forget the users with no call running and none started within the last minute (their
+        counters say nothing any more), so a server keeps counters only for its recent users,
+        not for every user it has met. Returns how many were forgotten."""
+        now = self._clock()
+        with self._lock:
+            quiet = [
+                user
+                for user, usage in self._usage.items()
+                if usage.running == 0 and (not usage.recent or now - usage.recent[-1] >= 60.0)
+            ]
+            for user in quiet:
+                del self._usage[user]
+        return len(quiet)
+
+    def tracked(self) -> int:
+        """Users whose counters are kept."""
+        with self._lock:
+            return len(self._usage)

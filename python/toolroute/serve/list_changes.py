@@ -52,6 +52,20 @@ class ListWatchers:
             self._loop = asyncio.get_running_loop()
             self._connections.setdefault(user, weakref.WeakSet()).add(connection)
 
+    def prune(self) -> int:
+        """Drop the users none of whose connections is still open (their sets are empty once the
+        connections are collected), so the map holds only connected users. Returns how many."""
+        with self._lock:
+            gone = [user for user, group in self._connections.items() if not group]
+            for user in gone:
+                del self._connections[user]
+        return len(gone)
+
+    def users(self) -> int:
+        """Users with a set of connections kept."""
+        with self._lock:
+            return len(self._connections)
+
     def changed(self, audience: str | object | None) -> None:
         """Tell the connections of `audience` (a user, None, or EVERYONE) to list again; from any thread."""
         with self._lock:

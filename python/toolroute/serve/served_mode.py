@@ -199,7 +199,7 @@ def build_served_mode(
     # A released user's search index goes as soon (it holds its workspace and a watch open),
     # unless the index's own lifetime was set.
     os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
-    return ServedMode(auth, doors, store, IdleRelease(tenancy, idle).start())
+    return ServedMode(auth, doors, store, IdleRelease(tenancy, idle, prune=doors.prune).start())
 
 
 def raise_descriptor_limit() -> int:

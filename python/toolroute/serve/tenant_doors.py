@@ -71,6 +71,13 @@ class TenantDoors:
         self.watchers = ListWatchers()
         subscribe(tenancy.router, self._tools_changed)
 
+    def prune(self) -> int:
+        """Let go of per-user bookkeeping nobody needs any more: counters of users quiet for a
+        minute, connection sets of users with none open (run by the idle release's rounds).
+        Returns how many entries went."""
+        counters = 0 if self.limits is None else self.limits.prune()
+        return counters + self.watchers.prune()
+
     def _tools_changed(self, user_id: str | None) -> None:
         """A shared server's change reaches every user; a user's own server's, that user."""
         self.tenancy.forget_doors(user_id)
