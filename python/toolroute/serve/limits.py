@@ -35,6 +35,10 @@ class UserLimits:
                 raise ValueError(f"{name} must be at least 1")
 
 
+# The rate limit's window: calls started within the last this many seconds count.
+WINDOW = 60.0
+
+
 @dataclass
 class _Usage:
     running: int = 0
@@ -64,7 +68,7 @@ class LimitBook:
         now = self._clock()
         with self._lock:
             usage = self._usage.setdefault(user_id, _Usage())
-            while usage.recent and now - usage.recent[0] >= 60.0:
+            while usage.recent and now - usage.recent[0] >= WINDOW:
                 usage.recent.popleft()
             if usage.running >= self.limits.max_concurrent_calls:
                 raise LimitExceeded(
@@ -72,7 +76,7 @@ class LimitBook:
                     f"(limit {self.limits.max_concurrent_calls}); retry when one finishes"
                 )
             if len(usage.recent) >= self.limits.calls_per_minute:
-                wait = 60.0 - (now - usage.recent[0])
+                wait = WINDOW - (now - usage.recent[0])
                 raise LimitExceeded(
                     f"user {user_id!r} made {len(usage.recent)} calls in the last minute "
                     f"(limit {self.limits.calls_per_minute}); retry in {wait:.0f} s"
@@ -94,7 +98,7 @@ class LimitBook:
             quiet = [
                 user
                 for user, usage in self._usage.items()
-                if usage.running == 0 and (not usage.recent or now - usage.recent[-1] >= 60.0)
+                if usage.running == 0 and (not usage.recent or now - usage.recent[-1] >= WINDOW)
             ]
             for user in quiet:
                 del self._usage[user]
