@@ -360,3 +360,39 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+WRITE_THEN_GREP = r"""
+import json, sys
+from pathlib import Path
+from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context, _core
+
+root = Path(sys.argv[1])
+router = ToolRouter()
+missed = []
+with builtin_tool_context(BuiltInToolContext(root)):
+    for i in range(30):
+        token = f"tok{i}x{sys.argv[2]}"
+        router.invoke("write_file", {"path": f"src/w{i % 3}.py", "content": f"x = '{token}'\n"})
+        out = router.invoke("grep", {"pattern": token, "output_mode": "files_with_matches"})
+        if f"src/w{i % 3}.py" not in out:
+            missed.append((token, out))
+print(json.dumps({"missed": missed, "answered": _core.search_daemon_answered()}))
+"""
+
+
+def test_a_write_is_seen_by_the_next_grep_through_the_daemon(
+    deployed: Path, place: tuple[Path, dict[str, str]]
+) -> None:
+    """The tools as an agent calls them: write_file, then grep for what it wrote, 30 times in one
+    process whose greps the daemon answers (its barrier sees the write before it answers)."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    warmed(root, cache, env)
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_THEN_GREP, str(root), "a"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["missed"] == []
+    assert got["answered"] >= 25, got  # the daemon answered (a rebuild may scan a few)
