@@ -169,3 +169,40 @@ def test_same_tool_name_twice_on_one_server_after_sanitising() -> None:
     assert len(set(names.values())) == 2
     # derived from each tool's identity, so the same whichever the server lists first
     assert names == plan_names({"s": ["a_b", "a.b"]})
+
+
+def test_the_loop_threads_sync_handoff() -> None:
+    """`LoopThread.run`: the value or the exception of the coroutine, run in an empty context on
+    the loop thread; a stop during the call ends it with an error (never a hang), and a stopped
+    loop refuses."""
+    import asyncio
+    import contextvars
+    import threading
+    import time
+
+    from toolroute.mcp.loop import LoopThread
+
+    mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="none")
+    loop = LoopThread("test-loop")
+
+    async def where() -> tuple[str, str]:
+        return threading.current_thread().name, mark.get()
+
+    async def fails() -> None:
+        raise ValueError("from the loop")
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    mark.set("caller's")
+    assert loop.run(where()) == ("test-loop", "none")  # the caller's context stays behind
+    with pytest.raises(ValueError, match="from the loop"):
+        loop.run(fails())
+    threading.Timer(0.2, loop.stop).start()
+    began = time.monotonic()
+    with pytest.raises(ToolExecutionError, match="closed during the call"):
+        loop.run(forever())
+    assert time.monotonic() - began < 10
+    late = where()
+    with pytest.raises(ToolExecutionError, match="gateway is closed"):
+        loop.run(late)
