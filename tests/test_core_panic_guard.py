@@ -57,6 +57,11 @@ CALLS: dict[str, str] = {
     "GrepResult.match_lines": "found.match_lines",
     "GlobResult.paths": "listed.paths()",
     "GlobResult.modified": "listed.modified()",
+    "search_daemon_command": "_core.search_daemon_command([sys.executable, '-m', 'toolroute.search_daemon'])",
+    "search_daemon_answered": "_core.search_daemon_answered()",
+    "search_daemon_stop": "_core.search_daemon_stop()",  # none answers: False
+    # Serves for its TTL (0 here: one tick) in the child's own cache folder, then returns.
+    "search_daemon_serve": "_core.search_daemon_serve('daemon-00.sock')",
     # routing.rs
     "ToolKind": "_core.ToolKind(0)",
     "RouteTable.insert": "table.insert(_core.ToolKind(3), 'f', object())",
@@ -106,7 +111,13 @@ def run_child(tmp_path: Path, panics: str) -> dict[str, str]:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "a.txt").write_text("a needle\n")
-    env = {**os.environ, "TOOLROUTE_CORE_TEST_HOOKS": "1"}
+    cache = tmp_path / "cache"
+    env = {
+        **os.environ,
+        "TOOLROUTE_CORE_TEST_HOOKS": "1",
+        "TOOLROUTE_SEARCH_INDEX_CACHE": str(cache),
+        "TOOLROUTE_SEARCH_INDEX_DAEMON_TTL": "0",
+    }
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(ws), json.dumps(CALLS), panics],
         capture_output=True,

@@ -448,27 +448,33 @@ fn search_index_stats<'py>(
 /// stop, or the socket is taken; false when another daemon already serves that name.
 #[pyfunction]
 fn search_daemon_serve(py: Python<'_>, name: &str) -> PyResult<bool> {
-    py.detach(|| search_index::daemon::serve(name))
-        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+    guard(|| {
+        py.detach(|| search_index::daemon::serve(name))
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+    })
 }
 
 /// How a process starts the index daemon when queries go to one and none answers (the socket
 /// name is added as the last argument).
 #[pyfunction]
-fn search_daemon_command(argv: Vec<std::path::PathBuf>) {
-    search_index::daemon::set_command(argv.into_iter().map(|p| p.into_os_string()).collect());
+fn search_daemon_command(argv: Vec<std::path::PathBuf>) -> PyResult<()> {
+    guard(|| {
+        let argv = argv.into_iter().map(|p| p.into_os_string()).collect();
+        search_index::daemon::set_command(argv);
+        Ok(())
+    })
 }
 
 /// Ask this environment's index daemon to end; false when none answered.
 #[pyfunction]
-fn search_daemon_stop(py: Python<'_>) -> bool {
-    py.detach(search_index::daemon::stop)
+fn search_daemon_stop(py: Python<'_>) -> PyResult<bool> {
+    guard(|| Ok(py.detach(search_index::daemon::stop)))
 }
 
 /// Queries of this process that an index daemon answered.
 #[pyfunction]
-fn search_daemon_answered() -> u64 {
-    search_index::daemon::answered()
+fn search_daemon_answered() -> PyResult<u64> {
+    guard(|| Ok(search_index::daemon::answered()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
