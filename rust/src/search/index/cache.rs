@@ -116,10 +116,9 @@ fn key_bytes(key: &Key) -> Vec<u8> {
 /// config says it is, and what it is).
 fn surroundings(key: &Key) -> Option<Vec<u8>> {
     let mut e = Enc::default();
-    let root = rustix::fs::stat(&key.root).ok()?;
-    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // i32 on macOS
-    e.u64(root.st_dev as u64);
-    e.u64(root.st_ino);
+    let (dev, ino) = super::live::ident(&rustix::fs::stat(&key.root).ok()?);
+    e.u64(dev);
+    e.u64(ino);
     for dir in key.root.ancestors().skip(1) {
         e.bytes(dir.as_os_str().as_bytes());
         let Ok(fd) = rustix::fs::open(

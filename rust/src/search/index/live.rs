@@ -39,7 +39,7 @@ impl Key {
 
 /// A folder's device and inode.
 #[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // st_dev is i32 on macOS
-fn ident(st: &rustix::fs::Stat) -> (u64, u64) {
+pub(crate) fn ident(st: &rustix::fs::Stat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }
 
@@ -238,8 +238,8 @@ impl Index {
 
     /// Whether this index is of the folder `root` is open on.
     pub(crate) fn indexes(&self, root: std::os::fd::BorrowedFd<'_>) -> bool {
-        let st = rustix::fs::fstat(root).ok();
-        st.is_some() && st.map(|st| ident(&st)) == self.root_ident
+        let now = rustix::fs::fstat(root).map(|st| ident(&st));
+        now.is_ok_and(|now| Some(now) == self.root_ident)
     }
 
     pub(crate) fn phase(&self) -> Phase {
