@@ -124,22 +124,21 @@ fn exchange(stream: &UnixStream, body: &[u8], fd: Option<BorrowedFd<'_>>) -> io:
 
 fn call(request: &Request, fd: Option<BorrowedFd<'_>>, spawn: bool) -> Option<Reply> {
     let body = wire::encode_request(request);
-    let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let kept = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
     // A kept connection may belong to a daemon that has ended since: one try on a new one.
-    let (stream, reply) = match idle.map(|s| {
-        let r = exchange(&s, &body, fd);
-        (s, r)
-    }) {
-        Some((s, Ok(reply))) => (s, reply),
-        _ => {
-            let s = connect(spawn)?;
-            let reply = exchange(&s, &body, fd).ok()?;
-            (s, reply)
+    let mut answered = kept.and_then(|s| exchange(&s, &body, fd).ok().map(|r| (s, r)));
+    if answered.is_none() {
+        let s = connect(spawn)?;
+        answered = exchange(&s, &body, fd).ok().map(|r| (s, r));
+    }
+    let (stream, reply) = answered?;
+    // A daemon that refused (another build, a frame it could not read) is not asked again on
+    // this connection: the next query connects anew.
+    if !matches!(reply, Reply::Refused(_)) {
+        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(stream);
         }
-    };
-    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-    if idle.len() < MAX_IDLE {
-        idle.push(stream);
     }
     Some(reply)
 }

@@ -149,12 +149,13 @@ fn connection(stream: &UnixStream, shared: &Shared) {
     while let Ok((body, fd)) = wire::recv(stream, wire::MAX_REQUEST) {
         shared.busy.fetch_add(1, Ordering::AcqRel);
         let request = wire::decode_request(&body);
-        let stopping =
-            matches!(&request, Some(r) if matches!(r.op, Op::Stop) && r.build == build());
+        let asked_to_stop = matches!(&request, Some(r) if matches!(r.op, Op::Stop));
         let reply = match request {
             None => Reply::Refused("a malformed request".into()),
             Some(r) => respond(r, fd),
         };
+        // `respond` refuses a stop from another build; only the one it agreed to counts.
+        let stopping = asked_to_stop && matches!(reply, Reply::Done(true));
         *shared.last_query.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         shared.busy.fetch_sub(1, Ordering::AcqRel);
         let sent = wire::send(stream, &wire::encode_reply(&reply), None);
@@ -304,6 +305,9 @@ mod tests {
         let mut other = request(&a, grep("secret"));
         other.build = b"another build".to_vec();
         assert!(matches!(respond(other, Some(open(&a))), Reply::Refused(_)));
+        let mut stop = request(&a, Op::Stop);
+        stop.build = b"another build".to_vec();
+        assert!(matches!(respond(stop, None), Reply::Refused(_)));
         // A start that leaves the root.
         let mut escape = request(&a, grep("secret"));
         escape.walk.start_rel = "../b".into();
