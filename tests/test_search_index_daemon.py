@@ -207,12 +207,22 @@ def test_a_killed_daemon_is_replaced_and_queries_scan_meanwhile(
     assert child(root, env)["answered_first"] == 1
 
 
-class Hostile:
-    """A listener of our own user at the daemon's socket, answering each connection as `how` says."""
+def leave_key(sock: Path) -> None:
+    """A key of our own beside `sock`, as a daemon leaves one."""
+    fd = os.open(sock.with_suffix(".key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, os.urandom(32))
+    os.close(fd)
 
-    def __init__(self, path: Path, how: str) -> None:
+
+class Hostile:
+    """A listener of our own user at the daemon's socket, answering each connection as `how` says;
+    like a daemon, it leaves a key beside its socket for clients to show."""
+
+    def __init__(self, path: Path, how: str, key: bool = True) -> None:
         self.how = how
         self.received = 0
+        if key:
+            leave_key(path)
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen(8)
@@ -235,21 +245,27 @@ class Hostile:
             except OSError:
                 continue
             self.received += len(data)
-            if self.how == "garbage":
-                conn.sendall(b"\x07\x00\x00\x00" + os.urandom(7))
-            elif self.how == "huge":
-                conn.sendall(b"\xff\xff\xff\xff" + b"\x01" * 64)
-            elif self.how == "short":
-                conn.sendall(b"\x40\x00\x00\x00\x01\x02")
-                conn.close()
-            elif self.how == "descriptors":
-                r, w = os.pipe()
-                socket.send_fds(conn, [b"\x01\x00\x00\x00\x03"], [r, w])
-                os.close(r)
-                os.close(w)
-            elif self.how == "close":
-                conn.close()
-            # "silent": never answers
+            try:
+                self.answer(conn)
+            except OSError:  # the client left first
+                continue
+
+    def answer(self, conn: socket.socket) -> None:
+        if self.how == "garbage":
+            conn.sendall(b"\x07\x00\x00\x00" + os.urandom(7))
+        elif self.how == "huge":
+            conn.sendall(b"\xff\xff\xff\xff" + b"\x01" * 64)
+        elif self.how == "short":
+            conn.sendall(b"\x40\x00\x00\x00\x01\x02")
+            conn.close()
+        elif self.how == "descriptors":
+            r, w = os.pipe()
+            socket.send_fds(conn, [b"\x01\x00\x00\x00\x03"], [r, w])
+            os.close(r)
+            os.close(w)
+        elif self.how == "close":
+            conn.close()
+        # "silent": never answers
 
     def close(self) -> None:
         self.done.set()
@@ -274,6 +290,24 @@ def test_a_hostile_socket_is_never_trusted(deployed: Path, place: tuple[Path, di
         assert hostile.received > 0  # it was asked, and not believed
     finally:
         hostile.close()
+
+
+def test_a_socket_without_a_key_beside_it_is_never_spoken_to(
+    deployed: Path, place: tuple[Path, dict[str, str]]
+) -> None:
+    """A listener of our own user that could not leave a key in the private folder (a confined
+    command that reached the folder's socket name) is never sent a request."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    assert stop(env)
+    assert not sock.with_suffix(".key").exists()  # the daemon took its key with it
+    hostile = Hostile(sock, "garbage", key=False)
+    try:
+        assert child(root, env)["answered"] == 0
+    finally:
+        hostile.close()
+    assert hostile.received == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to listen as another user")
@@ -306,6 +340,7 @@ def test_a_socket_of_another_user_is_never_spoken_to(deployed: Path, place: tupl
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "up"
         os.rename(theirs / "s.sock", sock)
+        leave_key(sock)  # only the peer's uid is left to give it away
         got = child(root, env)
         assert got["answered"] == 0
     finally:
@@ -396,3 +431,110 @@ def test_a_write_is_seen_by_the_next_grep_through_the_daemon(
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["missed"] == []
     assert got["answered"] >= 25, got  # the daemon answered (a rebuild may scan a few)
+
+
+def _read_frame(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """One frame (a little-endian u32 length, then the body) and the descriptors that came with it."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 4)
+    if not data:
+        raise ConnectionError("closed")
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "little"):
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ConnectionError("closed mid-frame")
+        data += more
+    return data, fds
+
+
+class Recorder:
+    """A relay at a daemon's socket name: records each request frame a client sends and passes it,
+    with its descriptor, to the real daemon at `upstream`."""
+
+    def __init__(self, path: Path, upstream: Path) -> None:
+        self.upstream = upstream
+        self.frames: list[bytes] = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:
+                conn.settimeout(5)
+                up.settimeout(30)
+                up.connect(str(self.upstream))
+                try:
+                    while True:
+                        frame, fds = _read_frame(conn)
+                        self.frames.append(frame)
+                        socket.send_fds(up, [frame], fds)
+                        for fd in fds:
+                            os.close(fd)
+                        conn.sendall(_read_frame(up)[0])
+                except OSError:
+                    continue
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        self.server.close()
+
+
+def replay(sock: Path, frame: bytes, root_fd: int) -> bytes:
+    """`frame` sent to the daemon at `sock` with `root_fd` as its root; the reply frame."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(str(sock))
+        socket.send_fds(conn, [frame], [root_fd])
+        return _read_frame(conn)[0]
+
+
+def test_a_request_without_the_key_or_a_readable_root_is_refused(
+    deployed: Path, place: tuple[Path, dict[str, str]]
+) -> None:
+    """The confused deputy the key and the readable root close. A command confined by Landlock
+    under the server's own uid can reach the daemon's socket (Landlock does not govern connect),
+    and can open another tenant's workspace for its path alone (O_PATH), though not read it. A
+    genuine request recorded on its way to the daemon, replayed with the key changed or with such
+    a descriptor, is refused; replayed as it was, with a readable root, it is answered (so the
+    replay itself is sound)."""
+    cache, env = place
+    root = tree(deployed / "alice")
+    sock = warmed(root, cache, env)
+    key = sock.with_suffix(".key").read_bytes()
+    # A second environment's daemon name, found by starting one and stopping it; a relay takes
+    # its place, with the first daemon's key copied beside it.
+    cache2 = deployed / "cache2"
+    env2 = {**env, "TOOLROUTE_SEARCH_INDEX_CACHE": str(cache2)}
+    child(root, env2)
+    sock2 = socket_of(cache2)
+    assert stop(env2)
+    (cache2 / sock2.with_suffix(".key").name).write_bytes(key)
+    os.chmod(sock2.with_suffix(".key"), 0o600)
+    recorder = Recorder(sock2, sock)
+    try:
+        assert child(root, env2)["answered"] >= 1  # answered by the first daemon, through the relay
+    finally:
+        recorder.close()
+    secret = b"needle in the notes"
+    frame = next(f for f in recorder.frames if b"needle" in f and key in f)
+    readable = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    path_only = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        assert secret in replay(sock, frame, readable)
+        forged = frame.replace(key, bytes(32))
+        refused = replay(sock, forged, readable)
+        assert secret not in refused and b"key" in refused
+        named = replay(sock, frame, path_only)
+        assert secret not in named and b"reading" in named
+    finally:
+        os.close(readable)
+        os.close(path_only)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,13 +21,14 @@ from typing import Any
 import anyio
 import pytest
 from _mcp_helpers import demo_stdio
-from _serve_helpers import http_server_process, outside_tmp, run_cli, tool_env
+from _serve_helpers import http_server_process, outside_tmp, run_cli, tool_env, toolroute_exe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from toolroute import _platform
 from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
 from toolroute.serve.secrets import SecretBox
 from toolroute.serve.store import UserStore
@@ -55,12 +57,19 @@ class Deployment:
     key_file: Path
 
 
-@pytest.fixture(scope="module", params=MECHANISMS)
+# Each mechanism plain, and with the search index daemon on (a long-lived process of the
+# server's user that holds every tenant's index, listening on a socket in the cache folder).
+DEPLOYMENTS = [(m, daemon) for daemon in (False, True) for m in MECHANISMS]
+
+
+@pytest.fixture(scope="module", params=DEPLOYMENTS, ids=[m + "-daemon" * d for m, d in DEPLOYMENTS])
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
-    mechanism = request.param
+    mechanism, daemon = request.param
     missing = _available(mechanism)
     if missing:
         pytest.skip(f"{mechanism}: {missing}")
+    if daemon and not _platform.LINUX_NATIVE:
+        pytest.skip("the index daemon is Linux's (inotify, SCM_RIGHTS)")
     base = outside_tmp()
     try:
         registry = base / "registry" / "users.db"
@@ -71,6 +80,8 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
         env = tool_env(
             XDG_CONFIG_HOME=str(config), XDG_CACHE_HOME=str(base / "cache"), TOOLROUTE_TEST_HOST_SECRET=HOST_SECRET
         )
+        if daemon:
+            env["TOOLROUTE_SEARCH_INDEX_DAEMON"] = "1"
         store_url = f"sqlite:///{registry}"
         saved = os.environ.get("XDG_CONFIG_HOME")
         os.environ["XDG_CONFIG_HOME"] = str(config)
@@ -93,15 +104,30 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
         with http_server_process(args, env) as (proc, url):
             deployment = Deployment(url, proc.pid, base, keys, registry, key_file)
             _call(deployment, "alice", "write_file", {"path": "notes.txt", "content": ALICE_SECRET + "\n"})
-            for _ in range(2):  # the second query starts alice's index; it is saved once built
-                _call(deployment, "alice", "grep", {"pattern": ALICE_SECRET})
+            # The second query starts alice's index (in the server, or in the daemon the first
+            # one started); it is saved once built.
             deadline = time.monotonic() + 30
-            while not list((base / "cache" / "toolroute" / "index").glob("[0-9a-f]*.idx")):
+            while not _saved_indexes(deployment) or (daemon and not _daemon_sockets(deployment)):
                 assert time.monotonic() < deadline, "alice's search index was not saved"
+                assert ALICE_SECRET in _call(deployment, "alice", "grep", {"pattern": ALICE_SECRET})
                 time.sleep(0.05)
             yield deployment
     finally:
+        if daemon:
+            subprocess.run([toolroute_exe(), "index", "stop"], env=env, capture_output=True, timeout=30, check=False)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _cache_folder(d: Deployment) -> Path:
+    return d.base / "cache" / "toolroute" / "index"
+
+
+def _saved_indexes(d: Deployment) -> list[Path]:
+    return list(_cache_folder(d).glob("[0-9a-f]*.idx"))
+
+
+def _daemon_sockets(d: Deployment) -> list[Path]:
+    return list(_cache_folder(d).glob("daemon-*.sock"))
 
 
 async def _session_call(url: str, bearer: str, name: str, arguments: dict[str, Any]) -> Any:
@@ -185,6 +211,39 @@ def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Depl
     skip = "--exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
     out = bash(d, "bob", f"grep -rIl {skip} {ALICE_SECRET} / 2>/dev/null")
     assert out["stdout"] == "" and _leaks(d, out) == []
+
+
+def test_the_index_daemons_socket_is_beyond_every_tenants_reach(deployment: Deployment) -> None:
+    d = deployment
+    sockets = _daemon_sockets(d)
+    if not sockets:
+        pytest.skip("this deployment runs no index daemon")
+    sock = sockets[0]
+    daemon_pids = [
+        p.name
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and sock.name.encode() in _cmdline(p)
+    ]
+    assert daemon_pids, "no daemon process serves the socket"
+    # The daemon serves alice's index, yet neither tenant can find its socket or speak to it:
+    # not by its path, nor through the server's or the daemon's /proc entries.
+    paths = [str(sock), *(f"/proc/{pid}/root{sock}" for pid in [d.server_pid, *daemon_pids])]
+    connect = "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('connected')"
+    for user in ("alice", "bob"):
+        for path in paths:
+            out = bash(d, user, f"stat -c %F {path}; ls -a {sock.parent}; python3 -c \"{connect}\" {path}")
+            assert "connected" not in out["stdout"] and "socket" not in out["stdout"], (user, path, out)
+            assert sock.name not in out["stdout"], (user, path, out)
+    # And the daemon still answers alice's queries with alice's bytes alone.
+    assert "notes.txt" in _call(d, "alice", "grep", {"pattern": ALICE_SECRET})
+    assert _call(d, "bob", "grep", {"pattern": ALICE_SECRET}).startswith("No matches")
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return proc.joinpath("cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _mechanism(d: Deployment) -> str:

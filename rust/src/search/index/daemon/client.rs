@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::place::{build, name, place};
+use rustix::fs::{openat, Mode, OFlags};
+
+use super::place::{build, name, place, read_key, Key};
 pub use super::server::serve;
 use super::wire::{self, Op, Reply, Request};
 use crate::search::glob::{GlobOutcome, GlobSort};
@@ -29,8 +31,14 @@ pub(crate) enum Answer<T> {
 /// How to start a daemon (`python -m toolroute.search_daemon`, set by the Python package);
 /// the socket's name is added as the last argument.
 static COMMAND: Mutex<Option<Vec<OsString>>> = Mutex::new(None);
+/// A connection to the daemon, with the key it was made with.
+struct Connection {
+    stream: UnixStream,
+    key: Key,
+}
+
 /// Connections kept open between queries (a query takes one, or opens one).
-static IDLE: Mutex<Vec<UnixStream>> = Mutex::new(Vec::new());
+static IDLE: Mutex<Vec<Connection>> = Mutex::new(Vec::new());
 const MAX_IDLE: usize = 4;
 static LAST_START: Mutex<Option<Instant>> = Mutex::new(None);
 /// A process starts a daemon at most this often (it needs a moment to listen).
@@ -80,9 +88,10 @@ fn start(name: &str) {
     }
 }
 
-/// A connection to this environment's daemon, checked to be of our own user; with `spawn`,
-/// a missing daemon is started (this query goes on without it).
-fn connect(spawn: bool) -> Option<UnixStream> {
+/// A connection to this environment's daemon, checked to be of our own user, with the key
+/// read beside its socket; with `spawn`, a missing daemon is started (this query goes on
+/// without it).
+fn connect(spawn: bool) -> Option<Connection> {
     let name = name();
     let Some(place) = place(name.clone(), false) else {
         if spawn {
@@ -107,14 +116,22 @@ fn connect(spawn: bool) -> Option<UnixStream> {
     if peer.uid != rustix::process::geteuid() {
         return None;
     }
+    // Read after connecting: a daemon writes its key before it listens.
+    let key = read_key(&place)?;
     let limit = Some(timeout());
     stream.set_read_timeout(limit).ok()?;
     stream.set_write_timeout(limit).ok()?;
-    Some(stream)
+    Some(Connection { stream, key })
 }
 
-fn exchange(stream: &UnixStream, body: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<Reply> {
-    wire::send(stream, body, fd)?;
+fn exchange(
+    connection: &Connection,
+    request: &mut Request,
+    fd: Option<BorrowedFd<'_>>,
+) -> io::Result<Reply> {
+    request.key = connection.key.to_vec();
+    let stream = &connection.stream;
+    wire::send(stream, &wire::encode_request(request), fd)?;
     let (reply, extra) = wire::recv(stream, wire::MAX_REPLY)?;
     if extra.is_some() {
         return Err(io::ErrorKind::InvalidData.into());
@@ -122,22 +139,21 @@ fn exchange(stream: &UnixStream, body: &[u8], fd: Option<BorrowedFd<'_>>) -> io:
     wire::decode_reply(&reply).ok_or_else(|| io::ErrorKind::InvalidData.into())
 }
 
-fn call(request: &Request, fd: Option<BorrowedFd<'_>>, spawn: bool) -> Option<Reply> {
-    let body = wire::encode_request(request);
+fn call(mut request: Request, fd: Option<BorrowedFd<'_>>, spawn: bool) -> Option<Reply> {
     let kept = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
     // A kept connection may belong to a daemon that has ended since: one try on a new one.
-    let mut answered = kept.and_then(|s| exchange(&s, &body, fd).ok().map(|r| (s, r)));
+    let mut answered = kept.and_then(|c| exchange(&c, &mut request, fd).ok().map(|r| (c, r)));
     if answered.is_none() {
-        let s = connect(spawn)?;
-        answered = exchange(&s, &body, fd).ok().map(|r| (s, r));
+        let c = connect(spawn)?;
+        answered = exchange(&c, &mut request, fd).ok().map(|r| (c, r));
     }
-    let (stream, reply) = answered?;
-    // A daemon that refused (another build, a frame it could not read) is not asked again on
-    // this connection: the next query connects anew.
+    let (connection, reply) = answered?;
+    // A daemon that refused (another build, a stale key, a frame it could not read) is not
+    // asked again on this connection: the next query connects anew.
     if !matches!(reply, Reply::Refused(_)) {
         let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push(stream);
+            idle.push(connection);
         }
     }
     Some(reply)
@@ -146,6 +162,7 @@ fn call(request: &Request, fd: Option<BorrowedFd<'_>>, spawn: bool) -> Option<Re
 fn request(walker: &Walker, op: Op) -> Request {
     Request {
         build: build().to_vec(),
+        key: Vec::new(),
         root_path: walker.root_path().to_path_buf(),
         walk: walker.parts(),
         op,
@@ -153,8 +170,12 @@ fn request(walker: &Walker, op: Op) -> Request {
 }
 
 fn ask(walker: &Walker, op: Op, spawn: bool) -> Option<Reply> {
-    let root = walker.root();
-    call(&request(walker, op), Some(root.as_fd()), spawn)
+    // The root goes as a descriptor opened for reading, which the daemon requires: proof that
+    // this process may read the tree, not only name it (a path-only descriptor can be had for
+    // a folder Landlock forbids reading).
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = openat(walker.root().as_fd(), ".", flags, Mode::empty()).ok()?;
+    call(request(walker, op), Some(root.as_fd()), spawn)
 }
 
 pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutcome> {
@@ -209,17 +230,20 @@ pub(crate) fn stats(walker: &Walker) -> Option<IndexStats> {
 /// false when none answered.
 pub fn stop() -> bool {
     IDLE.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    let request = Request {
+    let mut request = Request {
         build: build().to_vec(),
+        key: Vec::new(),
         root_path: Default::default(),
         walk: Default::default(),
         op: Op::Stop,
     };
-    let Some(stream) = connect(false) else {
+    let Some(connection) = connect(false) else {
         return false;
     };
-    let body = wire::encode_request(&request);
-    if !matches!(exchange(&stream, &body, None), Ok(Reply::Done(true))) {
+    if !matches!(
+        exchange(&connection, &mut request, None),
+        Ok(Reply::Done(true))
+    ) {
         return false;
     }
     let until = Instant::now() + Duration::from_secs(5);

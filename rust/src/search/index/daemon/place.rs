@@ -56,8 +56,79 @@ impl Place {
     }
 
     pub(crate) fn lock_name(&self) -> String {
-        format!("{}.lock", self.name.trim_end_matches(".sock"))
+        format!("{}.lock", self.stem())
     }
+
+    /// The daemon's key: a secret a client reads from the private folder and shows with every
+    /// request (see `Key`).
+    pub(crate) fn key_name(&self) -> String {
+        format!("{}.key", self.stem())
+    }
+
+    fn stem(&self) -> &str {
+        self.name.trim_end_matches(".sock")
+    }
+}
+
+/// What a client must show: proof that it can read the private cache folder, not merely reach
+/// the socket. A command confined by Landlock under the server's own uid can still connect to
+/// a socket it may not list or read beside (Landlock does not govern `connect`), and the
+/// peer's uid is then ours; the key, in a file only our unconfined processes can read, is what
+/// tells the two apart.
+pub(crate) type Key = [u8; 32];
+
+/// Equal keys, compared in time independent of where they differ.
+pub(crate) fn same_key(shown: &[u8], key: &Key) -> bool {
+    shown.len() == key.len() && shown.iter().zip(key).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// The key of the daemon at `place`: read beneath the folder's descriptor, only from a plain
+/// file of our own that nobody else may read.
+pub(crate) fn read_key(place: &Place) -> Option<Key> {
+    use rustix::fs::{fstat, openat, FileType, Mode, OFlags};
+    use std::io::Read;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = openat(&place.dir, place.key_name().as_str(), flags, Mode::empty()).ok()?;
+    let st = fstat(&fd).ok()?;
+    let plain = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    let ours = st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o077 == 0;
+    if !plain || !ours || st.st_size != 32 {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    std::fs::File::from(fd).read_exact(&mut key).ok()?;
+    Some(key)
+}
+
+/// A fresh key, written beside the socket before the socket exists (0600, made under a
+/// temporary name and renamed into place, so a client never reads half a key).
+pub(crate) fn write_key(place: &Place) -> std::io::Result<Key> {
+    use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
+    use std::io::Write;
+    let mut key = [0u8; 32];
+    let mut filled = 0;
+    while filled < key.len() {
+        filled +=
+            rustix::rand::getrandom(&mut key[filled..], rustix::rand::GetRandomFlags::empty())?;
+    }
+    let temp = format!("{}.{}.new", place.key_name(), std::process::id());
+    let _ = unlinkat(&place.dir, temp.as_str(), AtFlags::empty());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = openat(&place.dir, temp.as_str(), flags, Mode::from_raw_mode(0o600))?;
+    let written = std::fs::File::from(fd).write_all(&key);
+    let placed = written.and_then(|()| {
+        renameat(
+            &place.dir,
+            temp.as_str(),
+            &place.dir,
+            place.key_name().as_str(),
+        )
+        .map_err(Into::into)
+    });
+    if placed.is_err() {
+        let _ = unlinkat(&place.dir, temp.as_str(), AtFlags::empty());
+    }
+    placed.map(|()| key)
 }
 
 /// The name of the daemon for this process's user, build and environment.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{flock, openat, statat, unlinkat, AtFlags, FlockOperation, Mode, OFlags};
 
-use super::place::{build, place, Place};
+use super::place::{build, place, same_key, write_key, Key, Place};
 use super::wire::{self, Op, Reply, Request};
 use super::IN_DAEMON;
 use crate::files::beneath::Root;
@@ -32,6 +32,7 @@ fn ttl() -> Duration {
 }
 
 struct Shared {
+    key: Key,
     last_query: Mutex<Instant>,
     busy: AtomicUsize,
     connections: AtomicUsize,
@@ -73,10 +74,12 @@ pub fn serve(name: &str) -> io::Result<bool> {
     }
     // A socket left by a daemon that died: nobody listens there any more.
     let _ = unlinkat(&place.dir, place.name.as_str(), AtFlags::empty());
+    let key = write_key(&place)?;
     let listener = UnixListener::bind(place.path())?;
     let ours = inode(&place);
     listener.set_nonblocking(true)?;
     let shared = Arc::new(Shared {
+        key,
         last_query: Mutex::new(Instant::now()),
         busy: AtomicUsize::new(0),
         connections: AtomicUsize::new(0),
@@ -114,6 +117,7 @@ pub fn serve(name: &str) -> io::Result<bool> {
     }
     if inode(&place) == ours {
         let _ = unlinkat(&place.dir, place.name.as_str(), AtFlags::empty());
+        let _ = unlinkat(&place.dir, place.key_name().as_str(), AtFlags::empty());
     }
     drop(lock);
     Ok(true)
@@ -152,7 +156,7 @@ fn connection(stream: &UnixStream, shared: &Shared) {
         let asked_to_stop = matches!(&request, Some(r) if matches!(r.op, Op::Stop));
         let reply = match request {
             None => Reply::Refused("a malformed request".into()),
-            Some(r) => respond(r, fd),
+            Some(r) => respond(&shared.key, r, fd),
         };
         // `respond` refuses a stop from another build; only the one it agreed to counts.
         let stopping = asked_to_stop && matches!(reply, Reply::Done(true));
@@ -168,9 +172,12 @@ fn connection(stream: &UnixStream, shared: &Shared) {
     }
 }
 
-fn respond(request: Request, fd: Option<OwnedFd>) -> Reply {
+fn respond(key: &Key, request: Request, fd: Option<OwnedFd>) -> Reply {
     if request.build != build() {
         return Reply::Refused("a client of another build".into());
+    }
+    if !same_key(&request.key, key) {
+        return Reply::Refused("a client without the daemon's key".into());
     }
     if matches!(request.op, Op::Stop) {
         return Reply::Done(true);
@@ -178,6 +185,12 @@ fn respond(request: Request, fd: Option<OwnedFd>) -> Reply {
     let Some(fd) = fd else {
         return Reply::Refused("no root descriptor came with the request".into());
     };
+    // Opened for reading, not for its path alone: the client could read the tree itself.
+    let readable = rustix::fs::fcntl_getfl(&fd)
+        .is_ok_and(|f| !f.contains(OFlags::PATH) && f & OFlags::ACCMODE != OFlags::WRONLY);
+    if !readable {
+        return Reply::Refused("the root descriptor was not opened for reading".into());
+    }
     // The root is what the descriptor is, where the kernel says it is: a client cannot name
     // a tree it did not open, nor pass one off as another's path.
     let Ok(root) = Root::from_fd(fd) else {
@@ -234,9 +247,15 @@ mod tests {
     use crate::search::grep::GrepOptions;
     use crate::search::walker::{WalkOptions, WalkParts};
 
+    const KEY: Key = [7; 32];
+
     fn open(p: &Path) -> OwnedFd {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         rustix::fs::open(p, flags, Mode::empty()).unwrap()
+    }
+
+    fn respond(request: Request, fd: Option<OwnedFd>) -> Reply {
+        super::respond(&KEY, request, fd)
     }
 
     fn request(root: &Path, op: Op) -> Request {
@@ -246,6 +265,7 @@ mod tests {
         };
         Request {
             build: build().to_vec(),
+            key: KEY.to_vec(),
             root_path: root.to_path_buf(),
             walk: WalkParts {
                 opts,
@@ -305,6 +325,23 @@ mod tests {
         let mut other = request(&a, grep("secret"));
         other.build = b"another build".to_vec();
         assert!(matches!(respond(other, Some(open(&a))), Reply::Refused(_)));
+        // A client without the key (one that reached the socket but cannot read the folder
+        // it lies in), or with a descriptor opened for its path alone (which Landlock grants
+        // for folders it forbids reading).
+        for shown in [Vec::new(), vec![0; 32], [KEY.as_slice(), &[7]].concat()] {
+            let mut keyless = request(&a, grep("secret"));
+            keyless.key = shown;
+            assert!(matches!(
+                respond(keyless, Some(open(&a))),
+                Reply::Refused(_)
+            ));
+        }
+        let mut keyless_stop = request(&a, Op::Stop);
+        keyless_stop.key = vec![0; 32];
+        assert!(matches!(respond(keyless_stop, None), Reply::Refused(_)));
+        let path_only = rustix::fs::open(&a, OFlags::PATH | OFlags::DIRECTORY, Mode::empty());
+        let named = respond(request(&a, grep("secret")), Some(path_only.unwrap()));
+        assert!(matches!(named, Reply::Refused(_)));
         let mut stop = request(&a, Op::Stop);
         stop.build = b"another build".to_vec();
         assert!(matches!(respond(stop, None), Reply::Refused(_)));

@@ -26,7 +26,7 @@ use crate::search::walker::{WalkOptions, WalkParts};
 use crate::search::SkipStats;
 
 /// Bumped whenever a frame's layout changes.
-const PROTOCOL: u32 = 1;
+const PROTOCOL: u32 = 2;
 /// A request holds a pattern, globs and types: far below this.
 pub(crate) const MAX_REQUEST: usize = 1 << 20;
 /// A reply holds at most the rows a search keeps (1 MiB) and every file with a match.
@@ -52,6 +52,8 @@ pub(crate) enum Op {
 pub(crate) struct Request {
     /// The client's build: a daemon of another build refuses rather than misread a frame.
     pub(crate) build: Vec<u8>,
+    /// The daemon's key, as the client read it (`place::Key`).
+    pub(crate) key: Vec<u8>,
     /// Where the client says the root is: the daemon checks it against the descriptor.
     pub(crate) root_path: PathBuf,
     pub(crate) walk: WalkParts,
@@ -192,6 +194,7 @@ pub(crate) fn encode_request(r: &Request) -> Vec<u8> {
     let mut e = Enc::default();
     e.u32(PROTOCOL);
     e.bytes(&r.build);
+    e.bytes(&r.key);
     let tag = match &r.op {
         Op::Grep { .. } => 1,
         Op::Glob { .. } => 2,
@@ -221,6 +224,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Option<Request> {
         return None;
     }
     let build = d.bytes()?.to_vec();
+    let key = d.bytes()?.to_vec();
     let tag = d.u8()?;
     let root_path = PathBuf::from(OsStr::from_bytes(d.bytes()?));
     let walk = read_walk(&mut d)?;
@@ -246,6 +250,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Option<Request> {
     };
     d.done().then_some(Request {
         build,
+        key,
         root_path,
         walk,
         op,
