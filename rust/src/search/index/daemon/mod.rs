@@ -7,10 +7,12 @@
 //! Opt-in (`TOOLROUTE_SEARCH_INDEX_DAEMON=1`), Linux only. The first process that finds no
 //! daemon starts one (`python -m toolroute.search_daemon`) and scans; later processes' queries
 //! go to it over a Unix socket in the private cache folder. A query carries the walk's root as
-//! a descriptor: the daemon searches beneath that descriptor only, and takes the root's path
-//! from the kernel, never from the client, so no client reads a tree it could not open.
-//! Either side speaks only to a peer of its own user (`SO_PEERCRED`). Whatever goes wrong
-//! (no daemon, a refusal, a damaged reply, a timeout), the client scans, as without one.
+//! a descriptor opened for reading: the daemon searches beneath that descriptor only, and takes
+//! the root's path from the kernel, never from the client, so no client reads a tree it could
+//! not read itself. Either side speaks only to a peer of its own user (`SO_PEERCRED`), and a
+//! client must show the key the daemon left in the private folder (`place::Key`), which a
+//! confined command of the same user cannot read. Whatever goes wrong (no daemon, a refusal,
+//! a damaged reply, a timeout), the client scans, as without one.
 
 #[cfg(target_os = "linux")]
 mod client;
