@@ -115,11 +115,12 @@ def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Itera
 
 @contextmanager
 def http_server_process(
-    args: Sequence[str], env: dict[str, str] | None = None
+    args: Sequence[str], env: dict[str, str] | None = None, prefix: Sequence[str] = ()
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`http_server`, also yielding the process (to kill it mid-test)."""
+    """`http_server`, also yielding the process (to kill it mid-test); `prefix` runs it through
+    another command (one that execs it, keeping its pid)."""
     proc = subprocess.Popen(
-        [toolroute_exe(), "serve", "--transport", "http", "--port", "0", *args],
+        [*prefix, toolroute_exe(), "serve", "--transport", "http", "--port", "0", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

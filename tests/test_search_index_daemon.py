@@ -448,9 +448,9 @@ def _read_frame(conn: socket.socket) -> tuple[bytes, list[int]]:
 
 class Recorder:
     """A relay at a daemon's socket name: records each request frame a client sends and passes it,
-    with its descriptor, to the real daemon at `upstream`."""
+    with its descriptor, to the real daemon at `upstream` (or closes the connection, without)."""
 
-    def __init__(self, path: Path, upstream: Path) -> None:
+    def __init__(self, path: Path, upstream: Path | None) -> None:
         self.upstream = upstream
         self.frames: list[bytes] = []
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -470,11 +470,14 @@ class Recorder:
             with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as up:
                 conn.settimeout(5)
                 up.settimeout(30)
-                up.connect(str(self.upstream))
                 try:
+                    if self.upstream is not None:
+                        up.connect(str(self.upstream))
                     while True:
                         frame, fds = _read_frame(conn)
                         self.frames.append(frame)
+                        if self.upstream is None:
+                            break
                         socket.send_fds(up, [frame], fds)
                         for fd in fds:
                             os.close(fd)

@@ -55,22 +55,51 @@ class Deployment:
     keys: dict[str, str]
     registry: Path
     key_file: Path
+    # Each tenant's commands run as a uid of its own (a root server); else as the server's uid.
+    tenant_uids: bool
 
 
 # Each mechanism plain, and with the search index daemon on (a long-lived process of the
-# server's user that holds every tenant's index, listening on a socket in the cache folder).
-DEPLOYMENTS = [(m, daemon) for daemon in (False, True) for m in MECHANISMS]
+# server's user that holds every tenant's index, listening on a socket in the cache folder);
+# and Landlock with the daemon under a server that is not root, so that tenants' commands run as
+# the server's own uid (no per-tenant uids): the deployment where only Landlock and the daemon's
+# key stand between a tenant and the rest. (Run as a user, the suite's server is unprivileged
+# in every deployment.)
+DEPLOYMENTS = [(m, daemon, False) for daemon in (False, True) for m in MECHANISMS] + [("landlock", True, True)]
+# A server that is not root, run by a root test: in a user namespace of its own, as uid 1000
+# there (the same uid outside, without its capabilities), so it still reaches the interpreter
+# wherever that was installed; it gives no tenant a uid of its own, as an unprivileged one would.
+UNPRIVILEGED = ("unshare", "--user", "--map-user=1000", "--map-group=1000")
 
 
-@pytest.fixture(scope="module", params=DEPLOYMENTS, ids=[m + "-daemon" * d for m, d in DEPLOYMENTS])
+def _unprivileged_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "the other deployments already run their server unprivileged"
+    try:
+        probe = subprocess.run([*UNPRIVILEGED, "true"], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        return f"unshare: {exc}"
+    return None if probe.returncode == 0 else f"no user namespace: {probe.stderr.strip()}"
+
+
+def _deployment_id(case: tuple[str, bool, bool]) -> str:
+    mechanism, daemon, unprivileged = case
+    return mechanism + "-daemon" * daemon + "-unprivileged" * unprivileged
+
+
+@pytest.fixture(scope="module", params=DEPLOYMENTS, ids=[_deployment_id(c) for c in DEPLOYMENTS])
 def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
-    mechanism, daemon = request.param
+    mechanism, daemon, unprivileged = request.param
     missing = _available(mechanism)
     if missing:
         pytest.skip(f"{mechanism}: {missing}")
     if daemon and not _platform.LINUX_NATIVE:
         pytest.skip("the index daemon is Linux's (inotify, SCM_RIGHTS)")
+    if unprivileged and (why := _unprivileged_unavailable()):
+        pytest.skip(why)
+    prefix = UNPRIVILEGED if unprivileged else ()
     base = outside_tmp()
+    env: dict[str, str] = {}
     try:
         registry = base / "registry" / "users.db"
         registry.parent.mkdir()
@@ -101,8 +130,9 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
             *("--functions", "bash,read_file,write_file,grep", "--api-keys", "--store", store_url),
             *("--workspace-template", str(base / "ws" / "{user}"), "--sandbox", mechanism),
         ]
-        with http_server_process(args, env) as (proc, url):
-            deployment = Deployment(url, proc.pid, base, keys, registry, key_file)
+        tenant_uids = os.geteuid() == 0 and not unprivileged
+        with http_server_process(args, env, prefix) as (proc, url):
+            deployment = Deployment(url, proc.pid, base, keys, registry, key_file, tenant_uids)
             _call(deployment, "alice", "write_file", {"path": "notes.txt", "content": ALICE_SECRET + "\n"})
             # The second query starts alice's index (in the server, or in the daemon the first
             # one started); it is saved once built.
@@ -113,8 +143,9 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
                 time.sleep(0.05)
             yield deployment
     finally:
-        if daemon:
-            subprocess.run([toolroute_exe(), "index", "stop"], env=env, capture_output=True, timeout=30, check=False)
+        if daemon and env:  # as the server's user: the daemon's name is that user's
+            stop = [*prefix, toolroute_exe(), "index", "stop"]
+            subprocess.run(stop, env=env, capture_output=True, timeout=30, check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -202,7 +233,7 @@ def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Depl
             assert out["stdout"] == "", (target, out)
     # Landlock has no right for stat: there, what a tenant's uid cannot search stays unseen.
     unseen = foreign if _mechanism(d) == "bubblewrap" else [alice / "notes.txt", d.key_file]
-    if _mechanism(d) == "landlock" and os.geteuid() != 0:
+    if _mechanism(d) == "landlock" and not d.tenant_uids:
         unseen = []  # without per-tenant uids, Landlock lets any path be stat'ed (docs/deploy.md)
     for target in unseen:
         out = bash(d, "bob", f"stat -c %s:%i {target}")
@@ -213,30 +244,89 @@ def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Depl
     assert out["stdout"] == "" and _leaks(d, out) == []
 
 
-def test_the_index_daemons_socket_is_beyond_every_tenants_reach(deployment: Deployment) -> None:
+CONNECT = """
+import os, socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
+except OSError as exc:
+    print("unreachable:", exc)
+    sys.exit()
+print("connected")
+if len(sys.argv) > 2:  # a request frame (hex) sent with a path-only descriptor of a folder
+    fd = os.open(sys.argv[3], os.O_PATH | os.O_DIRECTORY)
+    socket.send_fds(s, [bytes.fromhex(sys.argv[2])], [fd])
+    print("reply:", s.recv(1 << 20).hex())
+"""
+
+
+def test_the_index_daemons_socket_and_key_are_beyond_every_tenants_reach(deployment: Deployment) -> None:
     d = deployment
     sockets = _daemon_sockets(d)
     if not sockets:
         pytest.skip("this deployment runs no index daemon")
     sock = sockets[0]
-    daemon_pids = [
-        p.name
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit() and sock.name.encode() in _cmdline(p)
-    ]
+    key_file = sock.with_suffix(".key")
+    key = key_file.read_bytes()
+    assert len(key) == 32 and key_file.stat().st_mode & 0o777 == 0o600
+    daemon_pids = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and sock.name.encode() in _cmdline(p)]
     assert daemon_pids, "no daemon process serves the socket"
-    # The daemon serves alice's index, yet neither tenant can find its socket or speak to it:
-    # not by its path, nor through the server's or the daemon's /proc entries.
+    same_uid = not d.tenant_uids and _mechanism(d) == "landlock"  # (bob's workspace is made here)
+    (script := d.base / "ws" / "bob" / "connect.py").write_text(CONNECT)
+    script.chmod(0o644)
+    # The daemon holds alice's index. Neither tenant can list the folder its socket lies in, nor
+    # read its key; nor reach the socket by its path, or through the server's or the daemon's
+    # /proc entries, unless its commands run as the server's own uid under Landlock (which
+    # does not govern connect): there, the key is what refuses them (below).
     paths = [str(sock), *(f"/proc/{pid}/root{sock}" for pid in [d.server_pid, *daemon_pids])]
-    connect = "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('connected')"
     for user in ("alice", "bob"):
+        out = bash(d, user, f"ls -a {sock.parent}; base64 -w0 {key_file}")
+        assert out["stdout"] == "" and sock.name not in out["stderr"], (user, out)
         for path in paths:
-            out = bash(d, user, f"stat -c %F {path}; ls -a {sock.parent}; python3 -c \"{connect}\" {path}")
-            assert "connected" not in out["stdout"] and "socket" not in out["stdout"], (user, path, out)
-            assert sock.name not in out["stdout"], (user, path, out)
+            out = bash(d, user, f"python3 {d.base}/ws/bob/connect.py {path}" if user == "bob" else f"stat {path}")
+            if user == "bob":
+                assert out["stdout"].startswith(("unreachable", "connected")), out  # python3 ran
+            if not same_uid or path != str(sock):
+                assert "connected" not in out["stdout"] and "socket" not in out["stdout"], (user, path, out)
+    if same_uid:
+        # bob holds a genuine request for alice's workspace, recorded on its way to a daemon,
+        # and sends it with a path-only descriptor of alice's folder (which Landlock lets him
+        # open): refused without the key, and refused with it too (the root is not readable).
+        frame = _recorded_request(d.base / "ws" / "alice", d.base / "recording")
+        for shown, refusal in ((bytes(32), b"key"), (key, b"reading")):
+            # (the recorded pattern, "needle", becomes one of the same length that finds alice's)
+            forged = frame.replace(_KEY_SEEN, shown).replace(b"needle", ALICE_SECRET[:6].encode())
+            command = f"python3 {d.base}/ws/bob/connect.py {sock} {forged.hex()} {d.base}/ws/alice"
+            out = bash(d, "bob", command)
+            assert "reply:" in out["stdout"], out
+            reply = bytes.fromhex(out["stdout"].split("reply:")[1].strip())
+            assert ALICE_SECRET.encode() not in reply, (shown == key, reply)
+            assert refusal in reply, (shown == key, reply)
     # And the daemon still answers alice's queries with alice's bytes alone.
     assert "notes.txt" in _call(d, "alice", "grep", {"pattern": ALICE_SECRET})
     assert _call(d, "bob", "grep", {"pattern": ALICE_SECRET}).startswith("No matches")
+
+
+_KEY_SEEN = bytes(range(100, 132))  # the key a recording's fake daemon leaves
+
+
+def _recorded_request(root: Path, cache: Path) -> bytes:
+    """A genuine grep request for `root`, as a client of this build sends it: a daemon is started
+    in a cache folder of its own (to learn its socket's name) and stopped, and a listener that
+    leaves `_KEY_SEEN` beside that name records what the next client sends."""
+    from test_search_index_daemon import Recorder, child, socket_of, stop
+
+    env = {**os.environ, "TOOLROUTE_SEARCH_INDEX_CACHE": str(cache), "TOOLROUTE_SEARCH_INDEX_DAEMON": "1"}
+    child(root, env)
+    sock = socket_of(cache)
+    assert stop(env)
+    sock.with_suffix(".key").write_bytes(_KEY_SEEN)
+    os.chmod(sock.with_suffix(".key"), 0o600)
+    recorder = Recorder(sock, None)
+    try:
+        child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT": "1"})
+    finally:
+        recorder.close()
+    return next(f for f in recorder.frames if _KEY_SEEN in f and f.count(b"needle") == 1)
 
 
 def _cmdline(proc: Path) -> bytes:
@@ -251,9 +341,9 @@ def _mechanism(d: Deployment) -> str:
 
 
 def test_each_tenants_commands_run_as_a_uid_of_its_own_that_owns_its_workspace(deployment: Deployment) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("per-tenant uids need the server to run as root")
     d = deployment
+    if not d.tenant_uids:
+        pytest.skip("per-tenant uids need the server to run as root")
     uids = {user: bash(d, user, "id -u")["stdout"].strip() for user in ("alice", "bob")}
     assert uids["alice"] != uids["bob"] and "0" not in uids.values()
     for user, uid in uids.items():
