@@ -110,6 +110,23 @@ def test_user_tools_use_the_user_form_and_list_only_their_own(gateway: McpGatewa
     assert _names(router.get_all_tools(mcp_server_ids=["user_alice_service_notes"])) <= alice
 
 
+def test_a_removed_user_leaves_nothing_in_the_gateway() -> None:
+    """A served gateway meets thousands of users: one removed is forgotten, its collisions too,
+    while another user's stay."""
+    with McpGateway({}) as gw:
+        for user in ("carol", "dave"):
+            gw.add_user_server(user, "notes", demo_stdio(f"{user}-notes", "secret"))
+            gw.add_user_server(user, "mail", demo_stdio(f"{user}-mail", "secret"))
+            gw.get_user_mcp_tools(["notes", "mail"], user)
+            assert gw.user_collisions(user)["secret"] == ["mail", "notes"]
+        gw.remove_user("carol")
+        assert gw.user_ids() == ["dave"]
+        assert gw.user_collisions("carol") == {}
+        assert "carol" not in gw._publisher.user_collisions  # not even an empty entry
+        assert not [t for t in gw._publisher.live.values() if t.user_id == "carol"]
+        assert gw.user_collisions("dave")["secret"] == ["mail", "notes"]
+
+
 def test_user_a_can_neither_list_nor_call_user_bs_tools(gateway: McpGateway, router: ToolRouter) -> None:
     router.get_user_mcp_tools(["notes", "mail"], "alice")
     with pytest.raises(ToolArgumentError, match="another user"):

@@ -229,7 +229,12 @@ class McpPublisher:
                 owners.setdefault(sanitize_tool_name(tool), []).append(lst.service_id)
         collisions = {name: sorted(set(ids)) for name, ids in owners.items() if len(set(ids)) > 1}
         if user_id is not None:
-            self.user_collisions[user_id] = collisions
+            # Only users with a collision are kept: a served gateway meets thousands of users,
+            # and one removed (listings empty) must leave nothing behind.
+            if collisions:
+                self.user_collisions[user_id] = collisions
+            else:
+                self.user_collisions.pop(user_id, None)
             return
         for plain, services in collisions.items():
             if self.collisions.get(plain) != services:
