@@ -15,7 +15,9 @@ answer is checked to be that user's own. One client process is killed mid-run (i
 disconnect mid-call). Reported: calls per second, p50/p99 per tool, the server's resident memory
 and open descriptors and processes (summed over the replicas) warm, while the users are
 connected, after they have all left, after the idle release and a minute later (when the
-per-user rate counters are pruned), and per connected user.
+per-user rate counters are pruned), and per connected user. With `--crowds N`, N crowds come one
+after another, each of other users: what stays after each shows whether the server's memory
+grows with the users it has met or only with the largest crowd.
 """
 
 from __future__ import annotations
@@ -231,6 +233,52 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
+def users_of(users: list[tuple[str, int, str]], k: int, connected: int) -> list[tuple[str, int, str]]:
+    """The `k`th crowd: the next `connected` registered users (wrapping around)."""
+    return [users[(k * connected + i) % len(users)] for i in range(connected)]
+
+
+def crowd(
+    url: str, pids: list[int], users: list[tuple[str, int, str]], k: int, args: argparse.Namespace
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """One crowd: connect, call for `args.seconds` (one client killed mid-run), leave; samples
+    while connected, after leaving, after the idle release and a minute later."""
+    chosen = users_of(users, k, args.connected)
+    groups = [chosen[i :: args.clients] for i in range(args.clients)]
+    clients = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLIENT, url, str(args.seconds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in groups
+    ]
+    for proc, group in zip(clients, groups, strict=True):
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(group))
+        proc.stdin.close()
+    time.sleep(args.seconds * 0.6)
+    connected = sample_all(pids)
+    os.kill(clients[-1].pid, signal.SIGKILL)  # its users disconnect mid-call
+    outcomes = []
+    for proc in clients[:-1]:
+        assert proc.stdout is not None and proc.stderr is not None
+        out = proc.stdout.read()
+        if proc.wait(timeout=args.seconds * 4 + 120) != 0:
+            raise SystemExit(f"a client failed: {proc.stderr.read()[-2000:]}")
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    clients[-1].wait(30)
+    time.sleep(5.0)  # sessions closed, per-call state released
+    after = sample_all(pids)
+    time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
+    released = sample_all(pids)
+    time.sleep(62.0 + args.idle_timeout / 4)  # the rate counters' minute has passed: pruned too
+    pruned = sample_all(pids)
+    return connected, outcomes, groups, after, released, pruned
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=1000)
@@ -239,6 +287,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
         "--replicas", type=int, default=1, help="servers behind HAProxy, with a PostgreSQL registry (1: one server)"
+    )
+    parser.add_argument(
+        "--crowds",
+        type=int,
+        default=1,
+        help="crowds one after another, each of other users: is what stays a high-water mark or growth?",
     )
     parser.add_argument(
         "--idle-timeout", type=float, default=8.0, help="the server's: users are released this long after they left"
@@ -291,39 +345,8 @@ def main() -> None:
             raise SystemExit(f"the warm-up client failed: {warm.stderr[-2000:]}")
         time.sleep(args.idle_timeout * 1.25 + 2.0)  # and released again
         at_start = sample_all(pids)
-        chosen = users[: args.connected]
-        groups = [chosen[i :: args.clients] for i in range(args.clients)]
-        clients = [
-            subprocess.Popen(
-                [sys.executable, "-c", CLIENT, url, str(args.seconds)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in groups
-        ]
-        for proc, group in zip(clients, groups, strict=True):
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(group))
-            proc.stdin.close()
-        time.sleep(args.seconds * 0.6)
-        connected = sample_all(pids)
-        os.kill(clients[-1].pid, signal.SIGKILL)  # its users disconnect mid-call
-        outcomes = []
-        for proc in clients[:-1]:
-            assert proc.stdout is not None and proc.stderr is not None
-            out = proc.stdout.read()
-            if proc.wait(timeout=args.seconds * 4 + 120) != 0:
-                raise SystemExit(f"a client failed: {proc.stderr.read()[-2000:]}")
-            outcomes.append(json.loads(out.strip().splitlines()[-1]))
-        clients[-1].wait(30)
-        time.sleep(5.0)  # sessions closed, per-call state released
-        after = sample_all(pids)
-        time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
-        released = sample_all(pids)
-        time.sleep(62.0 + args.idle_timeout / 4)  # the rate counters' minute has passed: pruned too
-        pruned = sample_all(pids)
+        crowds = [crowd(url, pids, users, k, args) for k in range(args.crowds)]
+        connected, outcomes, groups, after, released, pruned = crowds[0]
         times: dict[str, list[float]] = {}
         for o in outcomes:
             for label, values in o["times"].items():
@@ -361,6 +384,13 @@ def main() -> None:
         if errors:
             print("ERRORS:", json.dumps(errors[:5]))
         print(f"median call {statistics.median([v for vs in times.values() for v in vs]) * 1000:.1f} ms")
+        for k, (_, later, _, _, _, minute) in enumerate(crowds[1:], start=2):
+            wrong_later = sum(len(o["wrong"]) for o in later)
+            print(
+                f"crowd {k} (users {users_of(users, k - 1, args.connected)[0][0]}...): a minute after it left"
+                f" {minute['rss_kib']} KiB ({minute['rss_kib'] - pruned['rss_kib']:+d} KiB against crowd 1's),"
+                f" {minute['fds']} descriptors; wrong answers: {wrong_later}"
+            )
     finally:
         logs = sorted(base.glob("serve-*.log"))
         errors_logged = sum(log.read_text().count("Traceback") for log in logs)

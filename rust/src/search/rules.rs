@@ -166,11 +166,7 @@ impl Rules {
     pub(super) fn with_parents(mut self, start: &Path) -> Rules {
         let ancestors: Vec<&Path> = start.ancestors().skip(1).collect();
         for dir in ancestors.into_iter().rev() {
-            let Ok(fd) = rustix::fs::open(
-                dir,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            ) else {
+            let Ok(fd) = open_ancestor(dir) else {
                 continue;
             };
             let present = Present::probe(fd.as_fd());
@@ -178,6 +174,14 @@ impl Rules {
         }
         self
     }
+}
+
+/// A folder above a walk's root, opened by path to read its rule files (they only ever hide
+/// entries), not following a final symlink. The walk's rules and the index cache's record of
+/// the root's surroundings open them alike.
+pub(crate) fn open_ancestor(dir: &Path) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::open(dir, flags, Mode::empty())
 }
 
 /// A folder's rule sources by name: `.ignore`, `.gitignore`, and `.git` (a repository boundary,

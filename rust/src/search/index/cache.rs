@@ -121,11 +121,7 @@ fn surroundings(key: &Key) -> Option<Vec<u8>> {
     e.u64(ino);
     for dir in key.root.ancestors().skip(1) {
         e.bytes(dir.as_os_str().as_bytes());
-        let Ok(fd) = rustix::fs::open(
-            dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
+        let Ok(fd) = crate::search::rules::open_ancestor(dir) else {
             e.bool(false);
             continue;
         };
