@@ -111,7 +111,8 @@ pub(crate) fn write_key(place: &Place) -> std::io::Result<Key> {
         filled +=
             rustix::rand::getrandom(&mut key[filled..], rustix::rand::GetRandomFlags::empty())?;
     }
-    let temp = format!("{}.{}.new", place.key_name(), std::process::id());
+    // Named as the cache's own temporary files are, so its sweep clears one a crash left.
+    let temp = format!(".tmp-{}-{}", std::process::id(), place.key_name());
     let _ = unlinkat(&place.dir, temp.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = openat(&place.dir, temp.as_str(), flags, Mode::from_raw_mode(0o600))?;
