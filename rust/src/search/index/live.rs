@@ -95,7 +95,7 @@ fn adopt(state: &mut State, built: &mut build::Built, old: &FxHashMap<PathBuf, u
     }
     // Files of the old listing that are not in the new one left the tree.
     let kept: rustc_hash::FxHashSet<u32> = built.listing.files.iter().map(|(_, id)| *id).collect();
-    state.forget_files(old.values().copied().filter(|id| !kept.contains(id)));
+    state.files_left(old.values().copied().filter(|id| !kept.contains(id)));
     // A new name for a file already indexed elsewhere in the tree (`ln`): a change through
     // either name reaches only that name's folder, so both are searched from disk from now on.
     if !fresh_inodes.is_empty() {
@@ -461,7 +461,7 @@ impl Index {
         let after = built.listing.subdirs.clone();
         for gone in before.iter().filter(|d| !after.contains(d)) {
             let files = state.tree.remove(gone);
-            state.forget_files(files.into_values());
+            state.files_left(files.into_values());
         }
         state.tree.replace_entries(dir, built.listing);
         for new in after.iter().filter(|d| !before.contains(d)) {
@@ -601,5 +601,45 @@ mod tests {
         let now = lock(&index.state).seq;
         index.keep_texts(now, vec![(id, b"new words\n".to_vec())]);
         assert_eq!(lock(&index.state).texts.text(id), Some(&b"new words\n"[..]));
+    }
+
+    /// Files made and removed again (an agent's scratch files, a build's outputs) leave nothing
+    /// behind in a long-lived index, and never hold up the folding of files still there.
+    #[test]
+    fn files_that_come_and_go_leave_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("a.txt"), "kept\n").unwrap();
+        let ws = ws.canonicalize().unwrap();
+        let roots = Roots::new(&ws, &[]).unwrap();
+        let key = Key {
+            root: ws.clone(),
+            hidden: false,
+            no_ignore: false,
+            require_git: false,
+        };
+        let index = Index::new(key, roots);
+        index.build();
+        for round in 0..5 {
+            let names: Vec<String> = (0..20).map(|i| format!("tmp-{round}-{i}.txt")).collect();
+            for name in &names {
+                std::fs::write(ws.join(name), "scratch\n").unwrap();
+                index.touched(&ws.join(name));
+            }
+            assert!(index.fresh().expect("ready").over.len() >= 20);
+            for name in &names {
+                std::fs::remove_file(ws.join(name)).unwrap();
+                index.touched(&ws.join(name));
+            }
+            drop(index.fresh().expect("ready"));
+            assert_eq!(lock(&index.state).over.len(), 0, "round {round}");
+        }
+        // A change to a file still there is folded at once, none of the gone ones in its way.
+        std::fs::write(ws.join("a.txt"), "changed\n").unwrap();
+        index.touched(&ws.join("a.txt"));
+        drop(index.fresh().expect("ready"));
+        assert_eq!(index.fold(1), 1);
+        assert_eq!(lock(&index.state).dirty(), 0);
     }
 }

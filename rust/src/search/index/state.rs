@@ -125,10 +125,13 @@ impl State {
         self.texts.forget(id);
     }
 
-    /// These files left the tree.
-    pub(crate) fn forget_files(&mut self, ids: impl IntoIterator<Item = u32>) {
+    /// These files left the tree: their kept texts and their changes go too (an id is never
+    /// given again, and a dirty entry of a file that is gone could never be re-read: it would
+    /// stay, and be tried first on every fold, for the index's life).
+    pub(crate) fn files_left(&mut self, ids: impl IntoIterator<Item = u32>) {
         for id in ids {
             self.texts.forget(id);
+            self.over.remove(&id);
         }
     }
 
@@ -217,7 +220,9 @@ impl State {
                 }
             }
         }
-        self.forget_files(untrusted);
+        for id in untrusted {
+            self.texts.forget(id);
+        }
     }
 
     pub(crate) fn files(&self) -> usize {
