@@ -380,6 +380,7 @@ mod tests {
         tree.dirs.insert(PathBuf::new(), root);
         let mut src = DirNode::default();
         src.files.push((b"b.rs".to_vec().into(), 1));
+        src.files.push((b"new.rs".to_vec().into(), 2));
         tree.dirs.insert(PathBuf::from("src"), src);
         let mut shard = ShardBuilder::default();
         shard.add(0, &[10, 20]);
@@ -447,6 +448,16 @@ mod tests {
         assert!(
             matches!(back.over.get(&2), Some(Over::Dirty { path, .. }) if path == Path::new("src/new.rs"))
         );
+    }
+
+    #[test]
+    fn changes_of_files_no_longer_listed_are_not_restored() {
+        let mut c = sample();
+        let src = c.tree.dirs.get_mut(Path::new("src")).unwrap();
+        src.files.retain(|(name, _)| &name[..] != b"new.rs");
+        let state = State::restored(c);
+        assert!(state.over.contains_key(&1) && !state.over.contains_key(&2));
+        assert_eq!(state.dirty(), 0);
     }
 
     #[test]

@@ -103,7 +103,13 @@ impl Picks {
 impl State {
     /// An index read back from the cache: ready, but to be checked against the tree before it
     /// answers (`Index::restore`).
-    pub(crate) fn restored(c: super::snapshot::Contents) -> Self {
+    pub(crate) fn restored(mut c: super::snapshot::Contents) -> Self {
+        // Changes of files no longer listed (kept by a build before `files_left` let them go)
+        // could never be folded: they go now.
+        let listed: rustc_hash::FxHashSet<u32> = (c.tree.dirs.values())
+            .flat_map(|node| node.files.iter().map(|(_, id)| *id))
+            .collect();
+        c.over.retain(|id, _| listed.contains(id));
         Self {
             phase: Phase::Ready,
             tree: c.tree,
