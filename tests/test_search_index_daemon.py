@@ -541,3 +541,42 @@ def test_a_request_without_the_key_or_a_readable_root_is_refused(
     finally:
         os.close(readable)
         os.close(path_only)
+
+
+def test_a_peer_that_says_nothing_or_is_refused_is_let_go(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    """A peer that reaches the socket without the key (a confined command of the same user) can
+    neither hold connections nor keep the daemon alive: silence is cut off after a few seconds, a
+    refused request gets its refusal and then the end of the connection, and refusals do not count
+    as use, so the daemon still ends after its TTL while one is refused every half second."""
+    cache, env = place
+    env = {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TTL": "8"}
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    (pid,) = daemons(cache)
+    assert child(root, env)["answered"] >= 1  # used just now: 8 s to live
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.settimeout(20)
+    silent.connect(str(sock))
+    began = time.monotonic()
+    assert silent.recv(1) == b""  # closed by the daemon, not by our timeout
+    assert time.monotonic() - began < 7.5 and _alive(pid)  # the silence was cut off, the daemon lives
+    silent.close()
+    assert child(root, env)["answered"] >= 1  # used again: refusals from now on must not extend it
+    keyless = b"\x02\x00\x00\x00" + bytes(64)  # protocol 2, then nothing the daemon can read
+    deadline = time.monotonic() + 30
+    refusals = 0
+    while _alive(pid):
+        assert time.monotonic() < deadline, "refused peers kept the daemon alive"
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+                peer.settimeout(10)
+                peer.connect(str(sock))
+                peer.sendall(len(keyless).to_bytes(4, "little") + keyless)
+                reply, _ = _read_frame(peer)
+                assert b"malformed" in reply
+                assert peer.recv(1) == b""  # and let go
+                refusals += 1
+        except OSError:
+            pass  # the daemon ended meanwhile
+        time.sleep(0.5)
+    assert refusals >= 8

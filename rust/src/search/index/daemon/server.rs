@@ -148,8 +148,17 @@ fn accept(stream: UnixStream, shared: &Arc<Shared>) {
     }
 }
 
-/// Requests and replies in turn, until the client goes (or asks the daemon to stop).
+/// How soon a connection's first request must come: a peer that connects and says nothing
+/// does not hold one of the connections (and its thread) for long.
+const FIRST_REQUEST: Duration = Duration::from_secs(5);
+
+/// Requests and replies in turn, until the client goes (or asks the daemon to stop). A peer
+/// refused (without the key, of another build, a frame that could not be read) gets its reply
+/// and is let go, and keeps the daemon alive no longer: only answered queries count as use.
 fn connection(stream: &UnixStream, shared: &Shared) {
+    if stream.set_read_timeout(Some(FIRST_REQUEST)).is_err() {
+        return;
+    }
     while let Ok((body, fd)) = wire::recv(stream, wire::MAX_REQUEST) {
         shared.busy.fetch_add(1, Ordering::AcqRel);
         let request = wire::decode_request(&body);
@@ -160,13 +169,20 @@ fn connection(stream: &UnixStream, shared: &Shared) {
         };
         // `respond` refuses a stop from another build; only the one it agreed to counts.
         let stopping = asked_to_stop && matches!(reply, Reply::Done(true));
-        *shared.last_query.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        let refused = matches!(reply, Reply::Refused(_));
+        if !refused {
+            *shared.last_query.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
         shared.busy.fetch_sub(1, Ordering::AcqRel);
         let sent = wire::send(stream, &wire::encode_reply(&reply), None);
         if stopping {
             shared.stop.store(true, Ordering::Relaxed);
         }
-        if sent.is_err() || stopping {
+        if sent.is_err() || stopping || refused {
+            return;
+        }
+        // Answered: the client may keep the connection idle between its queries.
+        if stream.set_read_timeout(None).is_err() {
             return;
         }
     }
