@@ -2,7 +2,9 @@
 keys, workspaces, registry and key file outside /tmp (a sandbox replaces /tmp, which would hide a
 leak), under bubblewrap and under the Landlock fallback. bob's commands must not reach alice's
 workspace, the registry, its key, the server's environment or the server user's home, by any
-path: absolute, relative, through /proc, or through symlinks bob makes himself.
+path: absolute, relative, through /proc, or through symlinks bob makes himself. Every attack runs
+again with the search index daemon on, and under a server that is not root (tenants' commands
+then share its uid), where bob replays a genuine index request for alice's workspace to the daemon.
 """
 
 from __future__ import annotations
