@@ -16,16 +16,17 @@
 //! kept, the least recently used go first.
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustix::fs::{fstat, openat, renameat, unlinkat, AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{fstat, openat, unlinkat, AtFlags, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::live::Key;
+use super::private;
 use super::setting;
 use super::snapshot::{self, Contents, Enc};
 use super::validate::dir_stamp;
@@ -90,8 +91,7 @@ pub(crate) fn private_folder(make: bool) -> Option<(PathBuf, OwnedFd)> {
     )
     .ok()?;
     let st = fstat(&fd).ok()?;
-    let private = st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o077 == 0;
-    private.then_some((real, fd))
+    private::ours_alone(&st).then_some((real, fd))
 }
 
 /// The file name for a key: a digest, so a root's path never shows in a name.
@@ -176,24 +176,7 @@ pub(crate) fn save(key: &Key, body: Enc) {
         return;
     };
     let name = file_name(key);
-    let tmp = format!(".tmp-{}-{name}", std::process::id());
-    let written = (|| -> std::io::Result<()> {
-        let fd = openat(
-            &dir,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?;
-        let mut file = std::io::BufWriter::new(std::fs::File::from(fd));
-        for part in [&head.0[..], &body.0, &crc] {
-            file.write_all(part)?;
-        }
-        file.into_inner().map_err(|e| e.into_error())?;
-        renameat(&dir, tmp.as_str(), &dir, name.as_str())?;
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = unlinkat(&dir, tmp.as_str(), AtFlags::empty());
+    if private::write_whole(&dir, &name, &[&head.0, &body.0, &crc]).is_err() {
         return;
     }
     trim(&dir, &name);
@@ -204,13 +187,7 @@ pub(crate) fn save(key: &Key, body: Enc) {
 pub(crate) fn load(key: &Key) -> Option<Contents> {
     let dir = open_folder(&key.root, false)?;
     let name = file_name(key);
-    let fd = openat(
-        &dir,
-        name.as_str(),
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+    let fd = openat(&dir, name.as_str(), private::READ, Mode::empty()).ok()?;
     let contents = read_checked(fd, key);
     if contents.is_none() {
         let _ = unlinkat(&dir, name.as_str(), AtFlags::empty());
@@ -220,9 +197,7 @@ pub(crate) fn load(key: &Key) -> Option<Contents> {
 
 fn read_checked(fd: OwnedFd, key: &Key) -> Option<Contents> {
     let st = fstat(&fd).ok()?;
-    let ours = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
-        && st.st_uid == rustix::process::geteuid().as_raw()
-        && st.st_mode & 0o077 == 0;
+    let ours = private::private_file(&st);
     let size = u64::try_from(st.st_size).ok()?;
     if !ours || size > MAX_FILE || size < (MAGIC.len() + 4) as u64 {
         return None;
@@ -264,7 +239,7 @@ fn read_checked(fd: OwnedFd, key: &Key) -> Option<Contents> {
 /// was killed mid-save. A pid used again since keeps the file until it is old.
 fn writer_gone(name: &[u8]) -> bool {
     let pid = name
-        .strip_prefix(b".tmp-")
+        .strip_prefix(private::TEMP_PREFIX)
         .and_then(|rest| rest.split(|&b| b == b'-').next())
         .and_then(|digits| std::str::from_utf8(digits).ok()?.parse::<i32>().ok())
         .and_then(rustix::process::Pid::from_raw);
@@ -285,7 +260,7 @@ fn trim(dir: &OwnedFd, keep: &str) {
     let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let name = entry.file_name().to_bytes().to_vec();
-        if name.starts_with(b".") && !name.starts_with(b".tmp-") {
+        if name.starts_with(b".") && !name.starts_with(private::TEMP_PREFIX) {
             continue;
         }
         let Ok(st) = rustix::fs::statat(dir, OsStr::from_bytes(&name), AtFlags::SYMLINK_NOFOLLOW)
@@ -295,7 +270,7 @@ fn trim(dir: &OwnedFd, keep: &str) {
         let modified = std::time::UNIX_EPOCH
             + std::time::Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec as u32);
         let size = u64::try_from(st.st_size).unwrap_or(0);
-        if name.starts_with(b".tmp-") {
+        if name.starts_with(private::TEMP_PREFIX) {
             if writer_gone(&name) || now.duration_since(modified).unwrap_or_default() > STALE_TMP {
                 let _ = unlinkat(dir, OsStr::from_bytes(&name), AtFlags::empty());
             }

@@ -12,6 +12,7 @@ mod live;
 mod mark;
 mod plan;
 mod postings;
+mod private;
 mod query;
 mod registry;
 mod snapshot;

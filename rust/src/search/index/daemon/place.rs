@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use crate::search::index::cache;
+use crate::search::index::{cache, private};
 
 /// This build of the extension: the loaded library's identity. A client and a daemon of two
 /// builds never share a socket name, and a frame from another build is refused.
@@ -83,16 +83,19 @@ pub(crate) fn same_key(shown: &[u8], key: &Key) -> bool {
 }
 
 /// The key of the daemon at `place`: read beneath the folder's descriptor, only from a plain
-/// file of our own that nobody else may read.
+/// file of ours alone.
 pub(crate) fn read_key(place: &Place) -> Option<Key> {
-    use rustix::fs::{fstat, openat, FileType, Mode, OFlags};
     use std::io::Read;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = openat(&place.dir, place.key_name().as_str(), flags, Mode::empty()).ok()?;
-    let st = fstat(&fd).ok()?;
-    let plain = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
-    let ours = st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o077 == 0;
-    if !plain || !ours || st.st_size != 32 {
+    let name = place.key_name();
+    let fd = rustix::fs::openat(
+        &place.dir,
+        name.as_str(),
+        private::READ,
+        rustix::fs::Mode::empty(),
+    );
+    let fd = fd.ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if !private::private_file(&st) || st.st_size != 32 {
         return None;
     }
     let mut key = [0u8; 32];
@@ -100,36 +103,17 @@ pub(crate) fn read_key(place: &Place) -> Option<Key> {
     Some(key)
 }
 
-/// A fresh key, written beside the socket before the socket exists (0600, made under a
-/// temporary name and renamed into place, so a client never reads half a key).
+/// A fresh key, written beside the socket before the socket exists (0600, whole: a client
+/// never reads half a key).
 pub(crate) fn write_key(place: &Place) -> std::io::Result<Key> {
-    use rustix::fs::{openat, renameat, unlinkat, AtFlags, Mode, OFlags};
-    use std::io::Write;
     let mut key = [0u8; 32];
     let mut filled = 0;
     while filled < key.len() {
         filled +=
             rustix::rand::getrandom(&mut key[filled..], rustix::rand::GetRandomFlags::empty())?;
     }
-    // Named as the cache's own temporary files are, so its sweep clears one a crash left.
-    let temp = format!(".tmp-{}-{}", std::process::id(), place.key_name());
-    let _ = unlinkat(&place.dir, temp.as_str(), AtFlags::empty());
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = openat(&place.dir, temp.as_str(), flags, Mode::from_raw_mode(0o600))?;
-    let written = std::fs::File::from(fd).write_all(&key);
-    let placed = written.and_then(|()| {
-        renameat(
-            &place.dir,
-            temp.as_str(),
-            &place.dir,
-            place.key_name().as_str(),
-        )
-        .map_err(Into::into)
-    });
-    if placed.is_err() {
-        let _ = unlinkat(&place.dir, temp.as_str(), AtFlags::empty());
-    }
-    placed.map(|()| key)
+    private::write_whole(&place.dir, &place.key_name(), &[&key])?;
+    Ok(key)
 }
 
 /// The name of the daemon for this process's user, build and environment.
