@@ -377,7 +377,7 @@ def instant_gateway() -> Iterator[McpGateway]:
         assert session is not None
         answer = types.CallToolResult(content=[types.TextContent(text="5")], structured_content={"result": 5})
 
-        async def instant(name: str, arguments: Any, read_timeout_seconds: float | None = None) -> Any:
+        async def instant(name: str, arguments: Any, **_: Any) -> Any:
             return answer
 
         session.call_tool = instant  # type: ignore[method-assign]
