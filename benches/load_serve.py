@@ -144,7 +144,7 @@ def free_port() -> int:
 
 
 def start_server(
-    base: Path, store_url: str, idle_timeout: float, name: str = "serve"
+    base: Path, store_url: str, idle_timeout: float, name: str = "serve", extra_env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
     exe = shutil.which("toolroute") or str(Path(sys.executable).with_name("toolroute"))
     args = [
@@ -153,7 +153,7 @@ def start_server(
         "--workspace-template", str(base / "ws" / "{user}"),
         "--calls-per-minute", "100000", "--idle-timeout", str(idle_timeout),
     ]  # fmt: skip
-    env = {**os.environ, "XDG_CONFIG_HOME": str(base / "config")}
+    env = {**os.environ, **(extra_env or {}), "XDG_CONFIG_HOME": str(base / "config")}
     log = base / f"{name}.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging
     with log.open("w") as sink:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, text=True, env=env)
@@ -297,7 +297,15 @@ def main() -> None:
     parser.add_argument(
         "--idle-timeout", type=float, default=8.0, help="the server's: users are released this long after they left"
     )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in the servers' environment only (an allocator to try, say: LD_PRELOAD=..., PYTHONMALLOC=malloc)",
+    )
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env)
     from toolroute.serve.store import UserStore
 
     base = Path(tempfile.mkdtemp(prefix="toolroute-load-", dir="/var/tmp"))  # a sandbox replaces /tmp
@@ -322,7 +330,7 @@ def main() -> None:
                 users.append((user, n, store.add_key(user)))
         urls = []
         for i in range(args.replicas):
-            server, replica_url = start_server(base, store_url, args.idle_timeout, f"serve-{i}")
+            server, replica_url = start_server(base, store_url, args.idle_timeout, f"serve-{i}", server_env)
             servers.append(server)
             urls.append(replica_url)
         url = urls[0]

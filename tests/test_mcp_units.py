@@ -173,8 +173,8 @@ def test_same_tool_name_twice_on_one_server_after_sanitising() -> None:
 
 def test_the_loop_threads_sync_handoff() -> None:
     """`LoopThread.run`: the value or the exception of the coroutine, run in an empty context on
-    the loop thread; a stop during the call ends it with an error (never a hang), and a stopped
-    loop refuses."""
+    the gateway's loop (run by the caller itself when the loop is free); a stop during the call
+    ends it with an error (never a hang), and a stopped loop refuses."""
     import asyncio
     import contextvars
     import threading
@@ -185,8 +185,8 @@ def test_the_loop_threads_sync_handoff() -> None:
     mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="none")
     loop = LoopThread("test-loop")
 
-    async def where() -> tuple[str, str]:
-        return threading.current_thread().name, mark.get()
+    async def where() -> tuple[bool, str]:
+        return asyncio.get_running_loop() is loop.loop, mark.get()
 
     async def fails() -> None:
         raise ValueError("from the loop")
@@ -195,7 +195,7 @@ def test_the_loop_threads_sync_handoff() -> None:
         await asyncio.sleep(3600)
 
     mark.set("caller's")
-    assert loop.run(where()) == ("test-loop", "none")  # the caller's context stays behind
+    assert loop.run(where()) == (True, "none")  # the caller's context stays behind
     with pytest.raises(ValueError, match="from the loop"):
         loop.run(fails())
     threading.Timer(0.2, loop.stop).start()

@@ -1,0 +1,260 @@
+"""The gateway's loop, run by whoever needs it (`toolroute.mcp.loop`): a synchronous caller runs
+it itself when it is free, and the background thread when async work waits or it has been free
+a while. These tests attack the handoffs: parallel callers, work between calls, mixed sync and
+async callers, and a stop under all of them. Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from toolroute.errors import ToolExecutionError
+from toolroute.mcp.loop import LoopThread
+
+CALLERS = 8
+
+
+@pytest.fixture
+def loop() -> LoopThread:
+    loop = LoopThread("test-loop")
+    yield loop  # type: ignore[misc]
+    loop.stop()
+
+
+def test_parallel_synchronous_callers_run_at_once_not_one_after_another(loop: LoopThread) -> None:
+    """Each call waits on the loop until every caller's call has arrived: callers handed to a
+    busy loop must run beside the leader's call, or none would ever end (bounded by a timeout
+    that fails the test)."""
+    arrived = 0
+    everyone: asyncio.Event | None = None
+
+    async def meet(n: int) -> int:
+        nonlocal arrived, everyone
+        if everyone is None:
+            everyone = asyncio.Event()
+        arrived += 1
+        if arrived == CALLERS:
+            everyone.set()
+        await asyncio.wait_for(everyone.wait(), 20)
+        return n * n
+
+    results: dict[int, int | BaseException] = {}
+
+    def caller(n: int) -> None:
+        try:
+            results[n] = loop.run(meet(n))
+        except BaseException as exc:
+            results[n] = exc
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(CALLERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == {n: n * n for n in range(CALLERS)}
+
+
+def test_many_quick_calls_from_many_threads_and_loops_each_get_their_own_answer(loop: LoopThread) -> None:
+    """Sync callers in threads, sync callers inside a running loop of their own, and async
+    callers from other loops, all at once: every answer is the caller's own."""
+
+    async def echo(tag: str, i: int) -> str:
+        if i % 3 == 0:
+            await asyncio.sleep(0)
+        if i % 7 == 0:
+            await asyncio.sleep(0.001)
+        return f"{tag}:{i}"
+
+    wrong: list[str] = []
+
+    def sync_caller(tag: str) -> None:
+        for i in range(200):
+            got = loop.run(echo(tag, i))
+            if got != f"{tag}:{i}":
+                wrong.append(got)
+
+    def caller_in_a_loop(tag: str) -> None:
+        async def main() -> None:
+            for i in range(100):
+                got = loop.run(echo(tag, i))  # blocks this loop: it may only wait
+                if got != f"{tag}:{i}":
+                    wrong.append(got)
+            for i in range(100):
+                got = await loop.arun(echo(tag + "-async", i))
+                if got != f"{tag}-async:{i}":
+                    wrong.append(got)
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=sync_caller, args=(f"s{n}",)) for n in range(4)]
+    threads += [threading.Thread(target=caller_in_a_loop, args=(f"l{n}",)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert wrong == []
+
+
+def test_work_left_on_the_loop_goes_on_after_the_call_returns(loop: LoopThread) -> None:
+    """A call that leaves work behind (a server's message arriving after the reply, say) and a
+    caller that then makes no further call: the background thread takes the loop over, and the
+    work is done. If the loop were only run during calls, it would never be."""
+    done = threading.Event()
+
+    async def leave_work() -> None:
+        async def later() -> None:
+            await asyncio.sleep(0.05)
+            done.set()
+
+        asyncio.get_running_loop().create_task(later())
+
+    loop.run(leave_work())
+    assert done.wait(20)
+
+
+def test_async_work_submitted_while_a_caller_runs_the_loop_is_not_left_waiting(loop: LoopThread) -> None:
+    """An async caller's call handed over while a synchronous caller runs the loop: when that
+    caller lets go, the call is served at once (not after the caller's next call)."""
+    started = threading.Event()
+    release = threading.Event()
+
+    async def hold() -> None:
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+
+    async def slow_echo() -> str:
+        await asyncio.sleep(0.2)
+        return "async answer"
+
+    holder = threading.Thread(target=loop.run, args=(hold(),))
+    holder.start()
+    assert started.wait(20)
+    future = loop.submit(slow_echo())
+    release.set()
+    holder.join(20)
+    assert future.result(timeout=20) == "async answer"
+
+
+def test_a_stop_ends_every_waiting_caller_with_an_error_never_a_hang(loop: LoopThread) -> None:
+    """Callers leading and following, each in a call that never ends, and a stop from another
+    thread: each ends with an error, and the loop refuses later calls."""
+
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    errors: list[str] = []
+
+    def caller() -> None:
+        try:
+            loop.run(forever())
+        except ToolExecutionError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=caller) for _ in range(CALLERS)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    stopper = threading.Thread(target=loop.stop)
+    stopper.start()
+    for t in [*threads, stopper]:
+        t.join(30)
+    assert not any(t.is_alive() for t in [*threads, stopper])
+    assert len(errors) == CALLERS
+    assert all("closed during the call" in e for e in errors)
+    assert loop.loop.is_closed()
+
+    async def late() -> None:
+        return None
+
+    with pytest.raises(ToolExecutionError, match="gateway is closed"):
+        loop.run(late())
+
+
+def test_a_call_from_inside_a_call_on_the_loop_is_refused_not_deadlocked(loop: LoopThread) -> None:
+    """Code running on the loop (in a caller's own run of it, too) that makes a synchronous call
+    would wait for itself: it is refused."""
+
+    async def inner() -> int:
+        return 1
+
+    async def outer() -> str:
+        try:
+            loop.run(inner())
+        except ToolExecutionError as exc:
+            return str(exc)
+        return "not refused"
+
+    assert "gateway's own loop" in loop.run(outer())
+
+
+def test_ctrl_c_while_the_main_thread_runs_the_loop_ends_its_call_and_nothing_else(loop: LoopThread) -> None:
+    """SIGINT lands wherever the main thread is, and while it runs the loop that is as likely a
+    session's own task as the call: it must cancel the call and raise KeyboardInterrupt from it,
+    and every other task on the loop must live on."""
+    assert threading.current_thread() is threading.main_thread()
+    ticks = 0
+    stop_ticking = threading.Event()
+
+    async def start_ticker() -> asyncio.Task[None]:
+        async def tick() -> None:
+            nonlocal ticks
+            while not stop_ticking.is_set():
+                ticks += 1
+                sum(range(2000))  # Python code for the signal to land in
+                await asyncio.sleep(0)
+
+        return asyncio.get_running_loop().create_task(tick())
+
+    cancelled = threading.Event()
+
+    async def long_call() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    ticker = loop.run(start_ticker())
+    for _ in range(5):
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            loop.run(long_call())
+        assert cancelled.wait(10)
+        cancelled.clear()
+        assert not ticker.done()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    before = ticks
+
+    async def later() -> int:
+        await asyncio.sleep(0.05)
+        return ticks
+
+    assert loop.run(later()) > before  # the ticker still runs
+    stop_ticking.set()
+
+
+def test_ctrl_c_during_a_stdio_call_cancels_it_and_keeps_the_session() -> None:
+    """The same through a real server over stdio: a Ctrl-C during a slow call raises
+    KeyboardInterrupt at once, and the next calls go to the same server process (the session's
+    own tasks were not hit)."""
+    from _mcp_helpers import demo_stdio
+
+    from toolroute.mcp import McpGateway
+
+    with McpGateway({"demo": demo_stdio("demo")}, eager=True) as gateway:
+        pid = gateway.call_tool("pid", {}).text
+        for _ in range(3):
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            began = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                gateway.call_tool("slow", {"seconds": 60})
+            assert time.monotonic() - began < 30
+            assert gateway.call_tool("add", {"a": 2, "b": 3}).text == "5"
+            assert gateway.call_tool("pid", {}).text == pid
