@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,9 +21,9 @@ CALLERS = 8
 
 
 @pytest.fixture
-def loop() -> LoopThread:
+def loop() -> Iterator[LoopThread]:
     loop = LoopThread("test-loop")
-    yield loop  # type: ignore[misc]
+    yield loop
     loop.stop()
 
 
