@@ -259,3 +259,19 @@ def test_ctrl_c_during_a_stdio_call_cancels_it_and_keeps_the_session() -> None:
             assert time.monotonic() - began < 30
             assert gateway.call_tool("add", {"a": 2, "b": 3}).text == "5"
             assert gateway.call_tool("pid", {}).text == pid
+
+
+def test_a_servers_notification_after_a_sync_call_is_heard_without_another_call() -> None:
+    """A real stdio server announces a new tool just after answering (`enable_extra`), and the
+    caller makes no further call: the gateway still hears it and publishes the tool (the
+    background thread took the loop over once the caller let it go)."""
+    from _mcp_helpers import demo_stdio
+
+    from toolroute.mcp import McpGateway
+
+    with McpGateway({"demo": demo_stdio("demo")}, eager=True) as gateway:
+        heard = threading.Event()
+        gateway.on_tools_changed(lambda user_id: heard.set())
+        assert gateway.call_tool("enable_extra", {"tool": "late_tool"}).text == "ok"
+        assert heard.wait(30)  # no call in between: only the background thread can hear it
+        assert gateway.call_tool("late_tool", {}).text == "late_tool ok"
