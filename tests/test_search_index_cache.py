@@ -300,7 +300,10 @@ def test_the_cache_stays_within_its_byte_budget(tmp_path: Path, cache: Path) -> 
     roots = [tree(tmp_path / f"ws{i}") for i in range(3)]
     run_child(roots[0], cache, warm=True)
     (one,) = cached_files(cache)
-    budget = one.stat().st_size * 2 + 10  # room for two indexes of this size
+    # Room for two indexes of about this size, not three. Not "two exactly": the walk's threads
+    # shard the postings as they are scheduled, so the same tree's file differs by some bytes
+    # from one build to the next under load (6,976 or 7,000 bytes here: a margin of 10 failed).
+    budget = one.stat().st_size * 5 // 2
     env = {"TOOLROUTE_SEARCH_INDEX_CACHE_BYTES": str(budget)}
     for root in roots[1:]:
         time.sleep(0.02)
