@@ -275,3 +275,52 @@ def test_a_servers_notification_after_a_sync_call_is_heard_without_another_call(
         assert gateway.call_tool("enable_extra", {"tool": "late_tool"}).text == "ok"
         assert heard.wait(30)  # no call in between: only the background thread can hear it
         assert gateway.call_tool("late_tool", {}).text == "late_tool ok"
+
+
+class _Patient(LoopThread):
+    LINGER = 3600.0  # the background thread never takes a free loop: callers hold it alone
+
+
+def test_ctrl_c_after_taking_the_loop_over_before_the_call_has_started_still_cancels_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follower that takes the loop over runs it with its call only handed over, not yet
+    started. A Ctrl-C in that window must still cancel the call once it starts, not let it run
+    to its end. The window is made certain: the state of a take-over is set up as `_follow`
+    sets it, and the signal lands just before the loop first runs."""
+    from toolroute.mcp.loop import _Call
+
+    assert threading.current_thread() is threading.main_thread()
+    loop = _Patient("test-loop")
+    call: _Call[str] = _Call()
+
+    async def long_call() -> str:
+        await asyncio.sleep(30)
+        return "ran to its end"
+
+    real_run_forever = loop.loop.run_forever
+    signalled: list[bool] = []
+
+    def run_forever() -> None:
+        if not signalled:
+            signalled.append(True)
+            assert call.task is None  # the window: the call is not started yet
+            os.kill(os.getpid(), signal.SIGINT)
+        real_run_forever()
+
+    monkeypatch.setattr(loop.loop, "run_forever", run_forever)
+    with loop._lock:  # taken over, as `_follow` takes it
+        assert loop._driver is None
+        loop._driver = threading.get_ident()
+        loop._drives += 1
+    loop._hand_over(call, long_call())
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop._lead(call)
+    finally:
+        loop.stop()
+    assert signalled
+    assert call.task is not None and call.task.cancelled()
+    assert time.monotonic() - started < 20
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -311,8 +311,9 @@ class LoopThread:
                 if interrupted:  # a second Ctrl-C: at once
                     raise KeyboardInterrupt
                 interrupted.append(True)
-                if call.task is not None:
-                    self._loop.call_soon_threadsafe(call.task.cancel)
+                # Looked up on the loop, not here: a caller that took the loop over from
+                # another may land here before its handed-over call has been started.
+                self._loop.call_soon_threadsafe(self._cancel, call)
 
             _signal.signal(_SIGINT, cancel)
         call.led = True
@@ -328,6 +329,11 @@ class LoopThread:
             raise KeyboardInterrupt
         if not call.ended:
             self._follow(call, threading.get_ident())
+
+    @staticmethod
+    def _cancel(call: _Call[Any]) -> None:
+        if call.task is not None:
+            call.task.cancel()
 
     # ---- stopping ----------------------------------------------------------------------------
 
