@@ -91,10 +91,20 @@ asyncio.run(main())
 """
 
 
+SMAPS: list[Path] = []  # --smaps: a folder the memory maps of every sample are copied into
+_samples = 0
+
+
 def sample(pid: int) -> dict[str, Any]:
-    """Resident memory (KiB), open descriptors and descendant processes of `pid`."""
+    """Resident memory (KiB; with its anonymous and file-backed parts), open descriptors and
+    descendant processes of `pid`."""
+    global _samples
     status = Path(f"/proc/{pid}/status").read_text()
+    fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Rss")}
     rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    if SMAPS:
+        _samples += 1
+        (SMAPS[0] / f"{_samples:02d}-{pid}").write_text(Path(f"/proc/{pid}/smaps").read_text())
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     kinds: dict[str, int] = {}
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -113,7 +123,8 @@ def sample(pid: int) -> dict[str, Any]:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children += 1
-    return {"rss_kib": rss, "fds": fds, "fd_kinds": kinds, "children": children}
+    anon, file = int(fields.get("RssAnon", 0)), int(fields.get("RssFile", 0))
+    return {"rss_kib": rss, "anon_kib": anon, "file_kib": file, "fds": fds, "fd_kinds": kinds, "children": children}
 
 
 def start_upstream(port: int) -> subprocess.Popen[bytes]:
@@ -217,10 +228,11 @@ def start_haproxy(base: Path, backends: list[str]) -> tuple[subprocess.Popen[byt
 
 def sample_all(pids: list[int]) -> dict[str, Any]:
     """`sample` summed over the replicas."""
-    total: dict[str, Any] = {"rss_kib": 0, "fds": 0, "fd_kinds": {}, "children": 0}
+    total: dict[str, Any] = {"rss_kib": 0, "anon_kib": 0, "file_kib": 0, "fds": 0, "fd_kinds": {}, "children": 0}
     for pid in pids:
         one = sample(pid)
-        total["rss_kib"] += one["rss_kib"]
+        for part in ("rss_kib", "anon_kib", "file_kib"):
+            total[part] += one[part]
         total["fds"] += one["fds"]
         total["children"] += one["children"]
         for kind, n in one["fd_kinds"].items():
@@ -274,7 +286,7 @@ def crowd(
     after = sample_all(pids)
     time.sleep(args.idle_timeout * 1.25 + 2.0)  # past the idle timeout and one release round
     released = sample_all(pids)
-    time.sleep(62.0 + args.idle_timeout / 4)  # the rate counters' minute has passed: pruned too
+    time.sleep(72.0 + args.idle_timeout / 4)  # the rate counters' minute has passed: pruned too
     pruned = sample_all(pids)
     return connected, outcomes, groups, after, released, pruned
 
@@ -304,7 +316,11 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="set in the servers' environment only (an allocator to try, say: LD_PRELOAD=..., PYTHONMALLOC=malloc)",
     )
+    parser.add_argument("--smaps", type=Path, help="copy the servers' memory maps at every sample into this folder")
     args = parser.parse_args()
+    if args.smaps is not None:
+        args.smaps.mkdir(parents=True, exist_ok=True)
+        SMAPS.append(args.smaps)
     server_env = dict(item.split("=", 1) for item in args.server_env)
     from toolroute.serve.store import UserStore
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -345,8 +346,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
                 anyio.run(serve_stdio, served)
             return EXIT_OK
+        from toolroute.serve.recycle import inherited_socket
+
         try:
-            sock = bind_socket(args.host, args.port)
+            sock = inherited_socket()
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot take the socket handed over: {exc}") from None
+        try:
+            sock = sock or bind_socket(args.host, args.port)
         except OSError as exc:
             raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
         from toolroute.serve.served_mode import build_served_mode
@@ -361,11 +368,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         try:
             with _until_interrupted():
-                anyio.run(
-                    lambda: serve_http(mode.doors, args.host, args.port, args.path, ready, sock=sock, auth=mode.auth)
-                )
+                serving = functools.partial(serve_http, sock=sock, auth=mode.auth, recycle=mode.recycle)
+                anyio.run(lambda: serving(mode.doors, args.host, args.port, args.path, ready))
         finally:
             mode.close()
+    if mode.recycle is not None and mode.recycle.requested.is_set():
+        # Everything is closed (the router's upstream sessions and processes too); the socket
+        # still listens, and the fresh process takes it over.
+        mode.recycle.exec_fresh()
     return EXIT_OK
 
 

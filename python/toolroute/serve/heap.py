@@ -9,12 +9,14 @@ as well (the GIL serialises most allocation) and its memory returns to where it 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 ARENAS = 4
 _M_ARENA_MAX = -8  # glibc's malloc.h
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(None)

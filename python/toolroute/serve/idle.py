@@ -9,12 +9,14 @@ peak after a crowd left)."""
 from __future__ import annotations
 
 import gc
+import linecache
 import logging
 import threading
 from collections.abc import Callable
 
 from toolroute._workers import POOLS
 from toolroute.serve.heap import return_freed_memory
+from toolroute.serve.recycle import Recycle
 from toolroute.serve.tenants import Tenancy
 
 log = logging.getLogger("toolroute.serve")
@@ -25,6 +27,10 @@ def let_go() -> None:
     meanwhile), trim the heap."""
     for pool in POOLS:
         pool.shed()
+    # A traceback logged meanwhile (a client gone mid-call) left the source of every file it
+    # passed through in `linecache`, for the process's life: thousands of small strings made
+    # during the crowd, each keeping the allocator's page or arena it landed in.
+    linecache.clearcache()
     gc.collect()
     return_freed_memory()
 
@@ -33,13 +39,26 @@ class IdleRelease:
     """Every `idle / 4` seconds (at most a minute), release the users idle for `idle` seconds,
     and run `prune` (the doors' per-user bookkeeping: counters and connection sets of users who
     left, which would otherwise grow with every user the server has met and, made while a crowd
-    was in, keep the allocator's arenas of that time alive)."""
+    was in, keep the allocator's arenas of that time alive). With `recycle`, a round that finds
+    nobody (`quiet`) and the process far over its size at start has it replaced (serve/recycle.py)."""
 
-    def __init__(self, tenancy: Tenancy, idle: float, prune: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        tenancy: Tenancy,
+        idle: float,
+        prune: Callable[[], int] | None = None,
+        *,
+        quiet: Callable[[], bool] | None = None,
+        recycle: Recycle | None = None,
+    ) -> None:
         if idle <= 0:
             raise ValueError("the idle timeout must be positive")
+        if (quiet is None) != (recycle is None):
+            raise ValueError("a recycle needs to know when nobody is served (quiet), and only then")
         self.tenancy = tenancy
         self.prune = prune
+        self.quiet = quiet
+        self.recycle = recycle
         self.idle = idle
         self.interval = min(idle / 4, 60.0)
         self._stop = threading.Event()
@@ -61,6 +80,12 @@ class IdleRelease:
                 log.info("released %d idle user(s)", len(gone))
             if gone or pruned:
                 let_go()
+            if self.recycle is not None and self.quiet is not None and self.quiet():
+                over = self.recycle.over()
+                if over is not None:
+                    log.warning("nobody served, and %.0f MiB over the size at start: recycling", over / 2**20)
+                    self.recycle.request()
+                    return
 
     def close(self) -> None:
         self._stop.set()

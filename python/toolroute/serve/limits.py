@@ -104,6 +104,11 @@ class LimitBook:
                 del self._usage[user]
         return len(quiet)
 
+    def running(self) -> int:
+        """Calls running now, over every user."""
+        with self._lock:
+            return sum(usage.running for usage in self._usage.values())
+
     def tracked(self) -> int:
         """Users whose counters are kept."""
         with self._lock:

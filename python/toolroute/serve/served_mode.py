@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from toolroute.context import BuiltInToolContext
     from toolroute.router import ToolRouter
     from toolroute.serve.idle import IdleRelease
+    from toolroute.serve.recycle import Recycle
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.store import UserStore
     from toolroute.serve.tenant_doors import TenantDoors
@@ -77,6 +78,13 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="release a user unseen this long: cached door, workspace, own upstream servers (default 600)",
     )
+    g.add_argument(
+        "--recycle-above",
+        type=float,
+        metavar="MIB",
+        help="with nobody left, replace the process (same pid and socket) once it holds this much "
+        "more memory than at start: CPython keeps what a crowd fragmented (default 32; 0: never)",
+    )
 
 
 @dataclass
@@ -87,6 +95,7 @@ class ServedMode:
     doors: TenantDoors
     store: UserStore | None
     idle: IdleRelease | None = None
+    recycle: Recycle | None = None  # set when the process may replace itself (authenticated only)
 
     def close(self) -> None:
         if self.idle is not None:
@@ -199,7 +208,19 @@ def build_served_mode(
     # A released user's search index goes as soon (it holds its workspace and a watch open),
     # unless the index's own lifetime was set.
     os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
-    return ServedMode(auth, doors, store, IdleRelease(tenancy, idle, prune=doors.prune).start())
+    recycle = _recycle(args) if auth is not None else None  # without auth, sessions live in the process
+    release = IdleRelease(tenancy, idle, prune=doors.prune, quiet=doors.quiet if recycle else None, recycle=recycle)
+    return ServedMode(auth, doors, store, release.start(), recycle)
+
+
+def _recycle(args: argparse.Namespace) -> Recycle | None:
+    from toolroute.serve.recycle import RECYCLE_ABOVE_MIB, Recycle
+
+    above = getattr(args, "recycle_above", None)
+    above = RECYCLE_ABOVE_MIB if above is None else above
+    if above < 0:
+        raise ToolArgumentError("--recycle-above must be a number of MiB (0: never)")
+    return Recycle(above) if above > 0 else None
 
 
 def raise_descriptor_limit() -> int:

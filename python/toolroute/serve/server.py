@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
     from mcp.server.auth.settings import AuthSettings
 
+    from toolroute.serve.recycle import Recycle
+
 
 def progress_sink(ctx: ServerContext) -> ProgressSink | None:
     """A sink for the call's progress when the client sent a `progressToken` (else None)."""
@@ -178,10 +180,12 @@ async def serve_http(
     *,
     sock: socket.socket | None = None,
     auth: HttpAuth | None = None,
+    recycle: Recycle | None = None,
 ) -> None:
     """Serve streamable HTTP on `sock` (or a new socket bound to host:port); `on_ready(url)` is
     called once the socket listens. With `auth`, every request needs a valid bearer token and
-    the server is stateless (any replica can answer any request)."""
+    the server is stateless (any replica can answer any request). `recycle` is told when the
+    server is up and may then stop it (see serve/recycle.py)."""
     import uvicorn  # an `mcp` dependency, only needed here
 
     # A stateless server (with auth) keeps no connection to tell of a change.
@@ -200,11 +204,17 @@ async def serve_http(
         uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS))
     )
     previous: dict[int, Any] = {}
+
+    def stop(*_: object) -> None:
+        http.should_exit = True
+        if recycle is not None:  # a signal during a recycle ends the process instead
+            recycle.withdraw()
+
     if threading.current_thread() is threading.main_thread():
         # uvicorn handles SIGINT/SIGTERM while it serves, then re-raises the signal; these
         # handlers make that re-raise (and a signal during startup) a graceful stop instead.
         for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: setattr(http, "should_exit", True))
+            previous[signum] = signal.signal(signum, stop)
 
     async def announce() -> None:
         # Only once uvicorn has started (and installed its signal handlers) is the server up.
@@ -212,6 +222,8 @@ async def serve_http(
             await anyio.sleep(0.01)
         if on_ready is not None:
             on_ready(http_url(sock, path))
+        if recycle is not None:
+            recycle.serving(sock, lambda: setattr(http, "should_exit", True))
 
     try:
         async with anyio.create_task_group() as tg:

@@ -78,6 +78,12 @@ class TenantDoors:
         counters = 0 if self.limits is None else self.limits.prune()
         return counters + self.watchers.prune()
 
+    def quiet(self) -> bool:
+        """Nobody here: every user released (unseen for the idle timeout) and no call running
+        (a call longer than the timeout outlives its user's release)."""
+        # Without the limits' counters, calls running are not known: never quiet.
+        return self.limits is not None and self.tenancy.present() == 0 and self.limits.running() == 0
+
     def _tools_changed(self, user_id: str | None) -> None:
         """A shared server's change reaches every user; a user's own server's, that user."""
         self.tenancy.forget_doors(user_id)

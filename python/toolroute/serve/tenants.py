@@ -132,6 +132,11 @@ class Tenancy:
         if user_id is not None:
             self._last_seen[user_id] = time.monotonic()
 
+    def present(self) -> int:
+        """Users seen within the idle timeout (not released yet)."""
+        with self._lock:
+            return len(self._last_seen)
+
     def release_idle(self, idle: float = IDLE_TIMEOUT) -> list[str]:
         """Release every user unseen for `idle` seconds: their door and workspace context go (a
         context holds its workspace root open) and the gateway forgets their own upstream servers

@@ -1,0 +1,268 @@
+"""A served process nobody uses any more, far over its size at start, replaces itself
+(serve/recycle.py): same pid, same listening socket, a fresh heap. These tests run the real
+`toolroute serve` with API keys from a registry outside /tmp and a user's own stdio server, and
+attack the handover: a call running across the idle timeout must hold the recycle off, a
+client arriving during the restart must be served, and after it every user's tools still answer
+as that user's own. A handed-over socket is only taken when it was handed to this very process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _mcp_helpers import demo_stdio
+from _serve_helpers import outside_tmp, stop_process, tool_env, toolroute_exe
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from toolroute.serve import recycle
+from toolroute.serve.store import UserStore
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="resident size is read from /proc")
+
+WAIT = 60.0  # bound on every wait for the server; only a hang reaches it
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], url: str, lines: queue.Queue[str | None]) -> None:
+        self.proc, self.url, self._lines = proc, url, lines
+        self.seen: list[str] = []
+        self.descriptors_at_start: list[str] = []
+
+    def drain(self) -> str:
+        """The server's stderr so far (without waiting)."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return "".join(self.seen)
+            if line is not None:
+                self.seen.append(line)
+
+    def wait_for(self, text: str, count: int = 1) -> None:
+        deadline = time.monotonic() + WAIT
+        while "".join(self.seen).count(text) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no {text!r} (x{count}) from the server: {''.join(self.seen)[-3000:]}")
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"the server exited ({self.proc.wait()}): {''.join(self.seen)[-3000:]}")
+            self.seen.append(line)
+
+
+@pytest.fixture
+def deployed() -> Iterator[tuple[Path, dict[str, str]]]:
+    base = outside_tmp()
+    store_url = f"sqlite:///{base / 'users.db'}"
+    keys = {}
+    with UserStore(store_url) as store:
+        for user in ("alice", "bob"):
+            store.add_user(user)
+            store.add_server(user, "notes", demo_stdio(f"{user}-notes"))
+            keys[user] = store.add_key(user)
+    yield base, keys
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def server(deployed: tuple[Path, dict[str, str]]) -> Iterator[Server]:
+    base, _ = deployed
+    args = [
+        toolroute_exe(), "serve", "--transport", "http", "--port", "0",
+        "--functions", "read_file,write_file,bash", "--api-keys", "--store", f"sqlite:///{base / 'users.db'}",
+        "--workspace-template", str(base / "ws" / "{user}"),
+        # Released a second after their last call; any growth at all is over the threshold.
+        "--idle-timeout", "1", "--recycle-above", "0.001",
+    ]  # fmt: skip
+    env = tool_env(XDG_CONFIG_HOME=str(base / "config"))
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        started = Server(proc, "", lines)
+        started.wait_for(" on http://")
+        started.url = next(line for line in started.seen if " on http://" in line).rsplit(" on ", 1)[1].strip()
+        started.descriptors_at_start = descriptors(proc.pid)
+        yield started
+    finally:
+        stop_process(proc)
+
+
+def descriptors(pid: int) -> list[str]:
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            found.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return found
+
+
+def children(pid: int) -> list[str]:
+    """`pid`'s child processes, with their states (Z: a zombie nobody reaps)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    found.append(f"{entry.name} {stat.split(' (', 1)[1].split(')')[0]} {fields[0]}")
+    return found
+
+
+def calls(url: str, key: str, *steps: tuple[str, dict[str, Any]]) -> list[tuple[bool, str]]:
+    async def go() -> list[tuple[bool, str]]:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            out = []
+            for name, arguments in steps:
+                result = await client.call_tool(name, arguments)
+                out.append((bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)))
+            return out
+
+    return anyio.run(go)
+
+
+def own_work(url: str, user: str, key: str, n: int) -> None:
+    secret = f"{user}-secret-{n}"
+    answers = calls(
+        url,
+        key,
+        ("write_file", {"path": "note.txt", "content": secret}),
+        ("read_file", {"path": "note.txt"}),
+        (f"user_{user}_tool_add", {"a": n, "b": 1000}),
+    )
+    assert [error for error, _ in answers] == [False, False, False], answers
+    assert secret in answers[1][1] and str(n + 1000) in answers[2][1], answers
+
+
+def test_nobody_left_and_over_the_threshold_the_process_replaces_itself_and_serves_on(
+    server: Server, deployed: tuple[Path, dict[str, str]]
+) -> None:
+    _, keys = deployed
+    for n, user in enumerate(("alice", "bob")):
+        own_work(server.url, user, keys[user], n)
+    server.wait_for("recycling")
+    # Asked at once, this request most likely reaches the socket while no process accepts: it
+    # waits in the socket's queue for the fresh process.
+    own_work(server.url, "bob", keys["bob"], 7)
+    server.wait_for(" on http://", count=2)
+    assert server.proc.poll() is None  # the same process (pid), not an exit
+    again = [line for line in server.seen if " on http://" in line][-1].rsplit(" on ", 1)[1].strip()
+    assert again == server.url  # the same socket
+    own_work(server.url, "alice", keys["alice"], 3)
+    # Released again, and over again (the threshold is that low): a second recycle. Nothing
+    # of the old process was carried over but the listening socket: the fresh one holds no
+    # more descriptors than the first held when it started.
+    server.wait_for(" on http://", count=3)
+    now = descriptors(server.proc.pid)
+    assert len(now) <= len(server.descriptors_at_start), (now, server.descriptors_at_start)
+    # The old process's children (the users' upstream servers) were ended and reaped before
+    # the exec: none is left to the fresh one, not even as a zombie.
+    assert children(server.proc.pid) == [], children(server.proc.pid)
+    assert "Traceback" not in server.drain()
+
+
+def test_a_call_running_past_the_idle_timeout_holds_the_recycle_off(
+    server: Server, deployed: tuple[Path, dict[str, str]]
+) -> None:
+    _, keys = deployed
+    # Work first, in the same session, so the process is well over its size at start (the
+    # user's upstream connection, the modules a first call loads); then a call that outlives
+    # the user's release (a second after it began): it must end before any recycle.
+    answers = calls(
+        server.url,
+        keys["alice"],
+        ("write_file", {"path": "note.txt", "content": "alice-secret"}),
+        ("read_file", {"path": "note.txt"}),
+        ("user_alice_tool_add", {"a": 1, "b": 2}),
+        ("bash", {"command": "sleep 4; echo finished"}),
+    )
+    assert [error for error, _ in answers] == [False] * 4 and "finished" in answers[3][1], answers
+    assert "recycling" not in server.drain()
+    server.wait_for("recycling")  # and then it does (the threshold is that low)
+    server.wait_for(" on http://", count=2)
+    own_work(server.url, "alice", keys["alice"], 1)
+
+
+def test_a_stop_asked_for_during_a_recycle_is_not_lost(server: Server, deployed: tuple[Path, dict[str, str]]) -> None:
+    """SIGTERM as the recycle begins: the process ends (the old one instead of its exec, or the
+    new one as it starts), and never serves on as if the signal had not come."""
+    _, keys = deployed
+    own_work(server.url, "alice", keys["alice"], 1)
+    server.wait_for("recycling")
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        server.proc.wait(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"SIGTERM during a recycle was lost: {server.drain()[-3000:]}")
+
+
+def test_a_socket_is_taken_over_only_when_handed_to_this_very_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    saved = os.dup(recycle.LISTEN_FD) if _open(recycle.LISTEN_FD) else None
+    os.dup2(listener.fileno(), recycle.LISTEN_FD)
+    try:
+        monkeypatch.setenv("LISTEN_FDS", "1")
+        monkeypatch.setenv("LISTEN_PID", str(os.getpid() + 1))  # another process's
+        assert recycle.inherited_socket() is None
+        assert os.environ["LISTEN_FDS"] == "1"  # not ours: left alone
+        monkeypatch.setenv("LISTEN_PID", str(os.getpid()))
+        monkeypatch.setenv("LISTEN_FDS", "2")
+        with pytest.raises(ValueError, match="exactly one socket"):
+            recycle.inherited_socket()
+        assert "LISTEN_PID" not in os.environ  # consumed either way: no child takes it
+        os.dup2(listener.fileno(), recycle.LISTEN_FD)
+        monkeypatch.setenv("LISTEN_FDS", "1")
+        monkeypatch.setenv("LISTEN_PID", str(os.getpid()))
+        taken = recycle.inherited_socket()
+        assert taken is not None and taken.getsockname() == listener.getsockname()
+        assert not os.get_inheritable(recycle.LISTEN_FD)
+        taken.detach()
+    finally:
+        if saved is not None:
+            os.dup2(saved, recycle.LISTEN_FD, inheritable=False)
+            os.close(saved)
+        else:
+            os.close(recycle.LISTEN_FD)
+        listener.close()
+
+
+def _open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def test_the_threshold_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        recycle.Recycle(0)
