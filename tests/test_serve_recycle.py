@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -253,6 +254,70 @@ def test_a_socket_is_taken_over_only_when_handed_to_this_very_process(monkeypatc
         else:
             os.close(recycle.LISTEN_FD)
         listener.close()
+
+
+# As systemd hands a socket over: on descriptor 3, LISTEN_PID naming the process that runs.
+ACTIVATE = """
+import os, sys
+os.dup2(int(os.environ.pop("HANDED")), 3)
+os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _activated(host: str, *args: str) -> tuple[subprocess.Popen[str], socket.socket]:
+    """`toolroute serve` given a listening socket bound to `host` (descriptor 3, LISTEN_PID its
+    own), without authentication."""
+    listener = socket.socket()
+    listener.bind((host, 0))
+    listener.listen()
+    command = [toolroute_exe(), "serve", "--transport", "http", "--functions", "read_file", "--port", "1", *args]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ACTIVATE, *command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=tool_env(HANDED=str(listener.fileno())),
+        pass_fds=[listener.fileno()],
+    )
+    return proc, listener
+
+
+def test_socket_activation_serves_on_the_socket_handed_over() -> None:
+    proc, listener = _activated("127.0.0.1")
+    port = listener.getsockname()[1]
+    try:
+        assert proc.stderr is not None
+        line = ""
+        deadline = time.monotonic() + WAIT
+        while " on http://" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stderr.readline()
+        assert f" on http://127.0.0.1:{port}/mcp" in line, line  # not the --port given
+
+        async def names() -> list[str]:
+            async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp")) as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+        assert anyio.run(names) == ["read_file"]
+    finally:
+        stop_process(proc)
+        listener.close()
+
+
+def test_a_socket_handed_over_on_every_interface_is_refused_without_authentication() -> None:
+    """The loopback-only rule for a server without authentication holds for the address the
+    socket handed over is bound to, whatever --host says."""
+    proc, listener = _activated("0.0.0.0")
+    try:
+        _, err = proc.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        stop_process(proc)
+        pytest.fail("it served without authentication on every interface")
+    finally:
+        listener.close()
+    assert proc.returncode != 0
+    assert "refusing to serve on 0.0.0.0 without authentication" in err, err
 
 
 def _open(fd: int) -> bool:

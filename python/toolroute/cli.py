@@ -307,6 +307,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     functions = _function_list(args.functions, default=list)
     from toolroute.serve.served_mode import auth_requested
 
+    inherited = None
+    if args.transport == "http":
+        from toolroute.serve.recycle import inherited_socket
+
+        try:
+            inherited = inherited_socket()
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot take the socket handed over: {exc}") from None
+        if inherited is not None:  # what it is bound to decides, not --host
+            args.host = inherited.getsockname()[0]
     if args.transport == "http" and not auth_requested(args):
         from toolroute.serve.server import is_loopback
 
@@ -346,14 +356,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
                 anyio.run(serve_stdio, served)
             return EXIT_OK
-        from toolroute.serve.recycle import inherited_socket
-
         try:
-            sock = inherited_socket()
-        except (OSError, ValueError) as exc:
-            raise CliError(f"cannot take the socket handed over: {exc}") from None
-        try:
-            sock = sock or bind_socket(args.host, args.port)
+            sock = inherited or bind_socket(args.host, args.port)
         except OSError as exc:
             raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
         from toolroute.serve.served_mode import build_served_mode

@@ -44,9 +44,9 @@ def inherited_socket() -> socket.socket | None:
     if fds != "1":
         raise ValueError(f"LISTEN_FDS={fds}: toolroute serve listens on exactly one socket")
     sock = socket.socket(fileno=LISTEN_FD)
-    if sock.type != socket.SOCK_STREAM:
+    if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
         sock.detach()
-        raise ValueError(f"descriptor {LISTEN_FD} handed over by LISTEN_FDS is not a stream socket")
+        raise ValueError(f"descriptor {LISTEN_FD} handed over by LISTEN_FDS is not a TCP socket")
     sock.set_inheritable(False)
     return sock
 
