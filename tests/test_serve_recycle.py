@@ -331,3 +331,29 @@ def _open(fd: int) -> bool:
 def test_the_threshold_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         recycle.Recycle(0)
+
+
+def test_a_stop_asked_for_before_or_after_the_request_always_wins() -> None:
+    """The idle thread's request and a signal's withdraw may come in either order: the stop
+    wins both ways, and the kept descriptor of the socket is closed, never leaked."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        stops: list[bool] = []
+
+        before = recycle.Recycle(1)
+        before.serving(listener, lambda: stops.append(True))
+        before.withdraw()
+        assert before.request() is False and stops == []  # refused from now on
+        before.exec_fresh()  # returns: nothing to hand over
+
+        after = recycle.Recycle(1)
+        after.serving(listener, lambda: stops.append(True))
+        assert after.request() is True and stops == [True]
+        kept = after._kept_fd
+        assert kept is not None and _open(kept)
+        assert after.request() is False  # once
+        after.withdraw()
+        assert not after.requested.is_set() and not _open(kept)
+        after.exec_fresh()  # returns: withdrawn
+        assert _open(listener.fileno())  # the server's own descriptor is untouched

@@ -82,9 +82,8 @@ class IdleRelease:
                 let_go()
             if self.recycle is not None and self.quiet is not None and self.quiet():
                 over = self.recycle.over()
-                if over is not None:
+                if over is not None and self.recycle.request():
                     log.warning("nobody served, and %.0f MiB over the size at start: recycling", over / 2**20)
-                    self.recycle.request()
                     return
 
     def close(self) -> None:

@@ -72,6 +72,8 @@ class Recycle:
         self._stop_serving: Callable[[], None] | None = None
         self._socket: socket.socket | None = None
         self._kept_fd: int | None = None
+        self._lock = threading.Lock()  # between the idle thread's request and a signal's withdraw
+        self._refused = False  # a stop was asked for: no recycle from now on
 
     def serving(self, sock: socket.socket, stop_serving: Callable[[], None]) -> None:
         """The server is up on `sock`: its resident size now is the base; `stop_serving` ends it."""
@@ -85,19 +87,23 @@ class Recycle:
             return None
         return now - self.base
 
-    def request(self) -> None:
-        """Stop serving, keeping the listening socket open for the process that follows."""
-        if self.requested.is_set() or self._socket is None or self._stop_serving is None:
-            return
-        # A second descriptor of the socket: the server closes its own as it stops, and the
-        # socket must go on listening (queueing new clients) until the fresh process accepts.
-        self._kept_fd = os.dup(self._socket.fileno())
-        self.requested.set()
+    def request(self) -> bool:
+        """Stop serving, keeping the listening socket open for the process that follows. False
+        when it will not be (a stop was asked for, or the server is not up)."""
+        with self._lock:
+            if self._refused or self.requested.is_set() or self._socket is None or self._stop_serving is None:
+                return False
+            # A second descriptor of the socket: the server closes its own as it stops, and the
+            # socket must go on listening (queueing new clients) until the fresh process accepts.
+            self._kept_fd = os.dup(self._socket.fileno())
+            self.requested.set()
         self._stop_serving()
+        return True
 
     def withdraw(self) -> None:
-        """A stop was asked for (a signal) while recycling: the process ends instead."""
-        if self.requested.is_set():
+        """A stop was asked for (a signal): no recycle now or later; the process ends."""
+        with self._lock:
+            self._refused = True
             self.requested.clear()
             if self._kept_fd is not None:
                 os.close(self._kept_fd)
@@ -106,9 +112,13 @@ class Recycle:
     def exec_fresh(self) -> None:
         """Replace this process with a fresh run of the same command line, handing it the
         listening socket. Returns only if the exec failed (then the socket is closed)."""
-        if self._kept_fd is None:
+        with self._lock:
+            fd, self._kept_fd = self._kept_fd, None
+        if fd is None:
             return
-        fd = self._kept_fd
+        if not self.requested.is_set():
+            os.close(fd)
+            return
         if fd != LISTEN_FD:
             os.dup2(fd, LISTEN_FD, inheritable=True)
             os.close(fd)
