@@ -125,6 +125,14 @@ def test_a_removed_user_leaves_nothing_in_the_gateway() -> None:
         assert "carol" not in gw._publisher.user_collisions  # not even an empty entry
         assert not [t for t in gw._publisher.live.values() if t.user_id == "carol"]
         assert gw.user_collisions("dave")["secret"] == ["mail", "notes"]
+        # Nor the names the route table gave carol's tools: back with one server, her tool
+        # is planned afresh and takes the plain name (kept claims would have kept the suffix).
+        before = _names(gw.get_user_mcp_tools(["notes", "mail"], "dave"))
+        gw.add_user_server("carol", "notes", demo_stdio("carol-notes", "secret"))
+        names = _names(gw.get_user_mcp_tools(["notes"], "carol"))
+        assert "user_carol_tool_secret" in names, names
+        assert _names(gw.get_user_mcp_tools(["notes", "mail"], "dave")) == before
+        assert "user_dave_tool_secret" not in before  # dave's collision still suffixes both
 
 
 def test_user_a_can_neither_list_nor_call_user_bs_tools(gateway: McpGateway, router: ToolRouter) -> None:

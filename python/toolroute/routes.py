@@ -20,7 +20,7 @@ PlanItem = tuple[str, Sequence[str]]  # (identity, candidate names, most readabl
 class GatewayRoutes:
     """What a gateway may do to routing: plan names for its tools, publish and withdraw them.
     Names of host tools (built-ins, local MCP, functions) are never handed out, and a name once
-    given to an identity stays with it for the table's life."""
+    given to an identity stays with it for the table's life (a user's, until the user is removed)."""
 
     def __init__(self, table: RouteTable) -> None:
         self._table = table
@@ -42,6 +42,11 @@ class GatewayRoutes:
 
     def withdraw_user(self, user_id: str, key: str) -> None:
         self._table.remove_user(user_id, key)
+
+    def forget_user(self, user_id: str) -> None:
+        """Let a removed user's key names go (none of its tools may be published any more)."""
+        if not self._table.forget_user(user_id):
+            raise RuntimeError(f"user {user_id!r} still has tools published")
 
 
 @runtime_checkable

@@ -6,7 +6,10 @@
 //! its kind, so an upstream server can never take a name a host tool holds. Per-user tools live
 //! in one key namespace per user, exposed through the one-to-one `user_{id}_tool_{key}` encoding.
 //! Every claim of a name by an identity is permanent for the table's life: a name once exposed
-//! never moves to another tool (a newcomer that wants it is renamed, never the incumbent).
+//! never moves to another tool (a newcomer that wants it is renamed, never the incumbent). A
+//! user's key claims go with the user ([`RoutingTable::forget_user`], once none of its tools is
+//! routed): a server that meets thousands of users keeps nothing of those who left, and a user
+//! who comes back has its keys planned afresh, as after a restart.
 //!
 //! Generic over the target so the logic is tested here without Python.
 
@@ -336,6 +339,21 @@ impl<T> RoutingTable<T> {
         }
     }
 
+    /// Forget `user_id`'s key claims, once none of its tools is routed (a removed user). False,
+    /// keeping them, while any is.
+    pub fn forget_user(&mut self, user_id: &str) -> bool {
+        let Some(claims) = self.user_keys.get(user_id) else {
+            return true;
+        };
+        let routed = claims.holder.keys().any(|key| {
+            encode_user_tool(user_id, key).is_ok_and(|name| self.user.contains_key(&name))
+        });
+        if !routed {
+            self.user_keys.remove(user_id);
+        }
+        !routed
+    }
+
     /// The (user id, key) a user-form name stands for, if registered.
     pub fn user_entry(&self, name: &str) -> Option<(&str, &str)> {
         self.user
@@ -565,6 +583,42 @@ mod tests {
         // nobody else's call reaches them
         assert_eq!(at("weather", None), Some((Kind::LocalMcp, 3)));
         assert_eq!(at("calc", Some("8")), Some((Kind::Function, 6)));
+    }
+
+    #[test]
+    fn a_users_key_claims_go_with_the_user_and_only_then() {
+        let mut t = table();
+        // Two tools of one user want the same key: the plan suffixes both, for good.
+        let batch = [("a\0x", &["x", "a_x"][..]), ("b\0x", &["x", "b_x"][..])];
+        let keys: Vec<String> = t
+            .plan_user("7", &items(&batch))
+            .unwrap()
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(keys, ["a_x", "b_x"]);
+        t.insert_user("7", "a_x", 1).unwrap();
+        t.insert_user("8", "a_x", 2).unwrap(); // another user's route of the same key
+                                               // While one of its tools is routed, the user's claims stay.
+        assert!(!t.forget_user("7"));
+        let again = t
+            .plan_user("7", &items(&[("a\0x", &["x", "a_x"][..])]))
+            .unwrap();
+        assert_eq!(again, [Some("a_x".to_string())]);
+        // Once none is, they go: alone now, the tool gets the plain key.
+        assert_eq!(t.remove_user("7", "a_x"), Some(1));
+        assert!(t.forget_user("7"));
+        assert!(!t.user_keys.contains_key("7"));
+        let fresh = t
+            .plan_user("7", &items(&[("a\0x", &["x", "a_x"][..])]))
+            .unwrap();
+        assert_eq!(fresh, [Some("x".to_string())]);
+        // The other user's route is untouched; an unknown user has nothing to forget.
+        assert_eq!(
+            found(t.resolve("user_8_tool_a_x", None).unwrap()),
+            Some((Kind::UserMcp, 2))
+        );
+        assert!(t.forget_user("nobody"));
     }
 
     #[test]

@@ -463,6 +463,7 @@ class McpGateway:
                 for tool in service.tools or ():
                     self._skipped.pop(f"{service.key}/{tool.name}", None)
             self._publisher.sync(user_id, [])  # withdraws every target of the user and its routes
+            self._publisher.routes.forget_user(user_id)  # and the names it held: nothing stays
         # The servers end in the background: the caller (a release under the tenancy's lock)
         # never waits for a process to exit.
         for service in services:

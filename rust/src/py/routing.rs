@@ -152,6 +152,11 @@ impl PyRouteTable {
         guard(|| Ok(self.write().remove_user(user_id, key).is_some()))
     }
 
+    /// Forget `user_id`'s key claims once none of its tools is routed; False while any is.
+    fn forget_user(&self, user_id: &str) -> PyResult<bool> {
+        guard(|| Ok(self.write().forget_user(user_id)))
+    }
+
     /// `(user_id, key)` of a registered user-form name, else None.
     fn user_entry(&self, name: &str) -> PyResult<Option<(String, String)>> {
         guard(|| {
