@@ -324,3 +324,31 @@ def test_ctrl_c_after_taking_the_loop_over_before_the_call_has_started_still_can
     assert call.task is not None and call.task.cancelled()
     assert time.monotonic() - started < 20
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_while_waiting_for_the_thread_that_runs_the_loop_ends_the_call_too(loop: LoopThread) -> None:
+    """The main thread may be a follower: the background thread runs the loop (async work is
+    on it) and the call was handed to it. A Ctrl-C there raises at once; the call must not
+    run on, orphaned."""
+    assert threading.current_thread() is threading.main_thread()
+    blocker = loop.submit(asyncio.sleep(30))  # async work: the background thread runs the loop
+    cancelled = threading.Event()
+
+    async def long_call() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    try:
+        deadline = time.monotonic() + 10
+        while loop._driver is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert loop._driver is not None and loop._driver != threading.get_ident()
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            loop.run(long_call())
+        assert cancelled.wait(10)
+    finally:
+        blocker.cancel()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import signal
 import threading
@@ -282,7 +283,16 @@ class LoopThread:
             raise ToolExecutionError(CLOSED) from None
 
     def _follow(self, call: _Call[Any], me: int) -> None:
-        """Wait for `call` to end; run the loop whenever it comes free before then."""
+        """Wait for `call` to end; run the loop whenever it comes free before then. A Ctrl-C
+        while waiting ends the call too (once started), as a leader's Ctrl-C does."""
+        try:
+            self._wait_or_lead(call, me)
+        except KeyboardInterrupt:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing runs
+                self._loop.call_soon_threadsafe(self._cancel, call)
+            raise
+
+    def _wait_or_lead(self, call: _Call[Any], me: int) -> None:
         while True:
             with self._lock:
                 self._followers += 1
