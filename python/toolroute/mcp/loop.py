@@ -18,7 +18,8 @@ Who runs it (leader and followers):
 
 A Ctrl-C while the main thread runs the loop cancels that thread's call and then raises
 KeyboardInterrupt from it, as `asyncio.run` does: raised where the signal happened to land, it
-could end a session's own task instead.
+could end a session's own task instead. A Ctrl-C while it waits for another thread's run raises
+at once and cancels its call there.
 """
 
 from __future__ import annotations
