@@ -330,7 +330,7 @@ def _open(fd: int) -> bool:
 
 def test_the_threshold_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
-        recycle.Recycle(0)
+        recycle.Recycle(lambda: True, 0)
 
 
 def test_a_stop_asked_for_before_or_after_the_request_always_wins() -> None:
@@ -341,19 +341,19 @@ def test_a_stop_asked_for_before_or_after_the_request_always_wins() -> None:
         listener.listen()
         stops: list[bool] = []
 
-        before = recycle.Recycle(1)
+        before = recycle.Recycle(lambda: True, 1)
         before.serving(listener, lambda: stops.append(True))
         before.withdraw()
         assert before.request() is False and stops == []  # refused from now on
         before.exec_fresh()  # returns: nothing to hand over
 
-        after = recycle.Recycle(1)
+        after = recycle.Recycle(lambda: True, 1)
         after.serving(listener, lambda: stops.append(True))
         assert after.request() is True and stops == [True]
         kept = after._kept_fd
         assert kept is not None and _open(kept)
         assert after.request() is False  # once
         after.withdraw()
-        assert not after.requested.is_set() and not _open(kept)
+        assert not after.requested and not _open(kept)
         after.exec_fresh()  # returns: withdrawn
         assert _open(listener.fileno())  # the server's own descriptor is untouched

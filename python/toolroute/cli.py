@@ -373,10 +373,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             with _until_interrupted():
                 serving = functools.partial(serve_http, sock=sock, auth=mode.auth, recycle=mode.recycle)
-                anyio.run(lambda: serving(mode.doors, args.host, args.port, args.path, ready))
+                anyio.run(serving, mode.doors, args.host, args.port, args.path, ready)
         finally:
             mode.close()
-    if mode.recycle is not None and mode.recycle.requested.is_set():
+    if mode.recycle is not None and mode.recycle.requested:
         # Everything is closed (the router's upstream sessions and processes too); the socket
         # still listens, and the fresh process takes it over.
         mode.recycle.exec_fresh()

@@ -40,7 +40,8 @@ class IdleRelease:
     and run `prune` (the doors' per-user bookkeeping: counters and connection sets of users who
     left, which would otherwise grow with every user the server has met and, made while a crowd
     was in, keep the allocator's arenas of that time alive). With `recycle`, a round that finds
-    nobody (`quiet`) and the process far over its size at start has it replaced (serve/recycle.py)."""
+    it due (nobody served, the process far over its size at start) has the process replaced
+    (serve/recycle.py)."""
 
     def __init__(
         self,
@@ -48,16 +49,12 @@ class IdleRelease:
         idle: float,
         prune: Callable[[], int] | None = None,
         *,
-        quiet: Callable[[], bool] | None = None,
         recycle: Recycle | None = None,
     ) -> None:
         if idle <= 0:
             raise ValueError("the idle timeout must be positive")
-        if (quiet is None) != (recycle is None):
-            raise ValueError("a recycle needs to know when nobody is served (quiet), and only then")
         self.tenancy = tenancy
         self.prune = prune
-        self.quiet = quiet
         self.recycle = recycle
         self.idle = idle
         self.interval = min(idle / 4, 60.0)
@@ -80,11 +77,8 @@ class IdleRelease:
                 log.info("released %d idle user(s)", len(gone))
             if gone or pruned:
                 let_go()
-            if self.recycle is not None and self.quiet is not None and self.quiet():
-                over = self.recycle.over()
-                if over is not None and self.recycle.request():
-                    log.warning("nobody served, and %.0f MiB over the size at start: recycling", over / 2**20)
-                    return
+            if self.recycle is not None and self.recycle.request_if_due():
+                return
 
     def close(self) -> None:
         self._stop.set()

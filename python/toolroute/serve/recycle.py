@@ -8,8 +8,8 @@ over the pages and arenas the crowd used, and each keeps its page or its 1 MiB a
 After 100 users the process stayed 33 MB over its base with pymalloc and glibc, 21 MB with
 glibc alone, 22 MB with jemalloc, for good.
 
-So when the idle release finds nobody left (no user, no call running, none in the last minute)
-and the process more than `--recycle-above` MiB over its resident size at start, the server
+So when the idle release finds nobody left (every user released, no call running) and the
+process more than `--recycle-above` MiB over its resident size at start, the server
 stops accepting, finishes, closes everything, and `exec`s itself with the same command line.
 The listening socket stays open throughout and is handed over (as systemd hands one over:
 `LISTEN_FDS=1`, `LISTEN_PID`, descriptor 3), so a client arriving meanwhile waits in the
@@ -61,29 +61,38 @@ def resident_bytes() -> int | None:
 
 
 class Recycle:
-    """The decision to replace the process, and the handover of its listening socket."""
+    """The decision to replace the process (nobody is served, as `quiet` says, and it is far
+    over its size at start), and the handover of its listening socket."""
 
-    def __init__(self, above_mib: float = RECYCLE_ABOVE_MIB) -> None:
+    def __init__(self, quiet: Callable[[], bool], above_mib: float = RECYCLE_ABOVE_MIB) -> None:
         if above_mib <= 0:
             raise ValueError("the recycle threshold must be positive (MiB over the resident size at start)")
+        self.quiet = quiet
         self.above = int(above_mib * 1024 * 1024)
         self.base: int | None = None
-        self.requested = threading.Event()
         self._stop_serving: Callable[[], None] | None = None
         self._socket: socket.socket | None = None
+        # The second descriptor of the listening socket, kept while a recycle is requested.
         self._kept_fd: int | None = None
         self._lock = threading.Lock()  # between the idle thread's request and a signal's withdraw
         self._refused = False  # a stop was asked for: no recycle from now on
+
+    @property
+    def requested(self) -> bool:
+        return self._kept_fd is not None
 
     def serving(self, sock: socket.socket, stop_serving: Callable[[], None]) -> None:
         """The server is up on `sock`: its resident size now is the base; `stop_serving` ends it."""
         self.base = resident_bytes()
         self._socket, self._stop_serving = sock, stop_serving
 
-    def over(self) -> int | None:
-        """Bytes over the base if past the threshold, else None."""
+    def due(self) -> int | None:
+        """Bytes over the base when nobody is served and the process is past the threshold,
+        else None."""
+        if self.base is None or not self.quiet():
+            return None
         now = resident_bytes()
-        if self.base is None or now is None or now - self.base <= self.above:
+        if now is None or now - self.base <= self.above:
             return None
         return now - self.base
 
@@ -91,20 +100,26 @@ class Recycle:
         """Stop serving, keeping the listening socket open for the process that follows. False
         when it will not be (a stop was asked for, or the server is not up)."""
         with self._lock:
-            if self._refused or self.requested.is_set() or self._socket is None or self._stop_serving is None:
+            if self._refused or self.requested or self._socket is None or self._stop_serving is None:
                 return False
             # A second descriptor of the socket: the server closes its own as it stops, and the
             # socket must go on listening (queueing new clients) until the fresh process accepts.
             self._kept_fd = os.dup(self._socket.fileno())
-            self.requested.set()
         self._stop_serving()
+        return True
+
+    def request_if_due(self) -> bool:
+        """`request` when `due`; True if the recycle has begun."""
+        over = self.due()
+        if over is None or not self.request():
+            return False
+        log.warning("nobody served, and %.0f MiB over the size at start: recycling", over / 2**20)
         return True
 
     def withdraw(self) -> None:
         """A stop was asked for (a signal): no recycle now or later; the process ends."""
         with self._lock:
             self._refused = True
-            self.requested.clear()
             if self._kept_fd is not None:
                 os.close(self._kept_fd)
                 self._kept_fd = None
@@ -114,10 +129,7 @@ class Recycle:
         listening socket. Returns only if the exec failed (then the socket is closed)."""
         with self._lock:
             fd, self._kept_fd = self._kept_fd, None
-        if fd is None:
-            return
-        if not self.requested.is_set():
-            os.close(fd)
+        if fd is None:  # never requested, or withdrawn
             return
         if fd != LISTEN_FD:
             os.dup2(fd, LISTEN_FD, inheritable=True)

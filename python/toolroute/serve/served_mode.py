@@ -208,19 +208,19 @@ def build_served_mode(
     # A released user's search index goes as soon (it holds its workspace and a watch open),
     # unless the index's own lifetime was set.
     os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
-    recycle = _recycle(args) if auth is not None else None  # without auth, sessions live in the process
-    release = IdleRelease(tenancy, idle, prune=doors.prune, quiet=doors.quiet if recycle else None, recycle=recycle)
+    recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
+    release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)
     return ServedMode(auth, doors, store, release.start(), recycle)
 
 
-def _recycle(args: argparse.Namespace) -> Recycle | None:
+def _recycle(args: argparse.Namespace, doors: TenantDoors) -> Recycle | None:
     from toolroute.serve.recycle import RECYCLE_ABOVE_MIB, Recycle
 
     above = getattr(args, "recycle_above", None)
     above = RECYCLE_ABOVE_MIB if above is None else above
     if above < 0:
         raise ToolArgumentError("--recycle-above must be a number of MiB (0: never)")
-    return Recycle(above) if above > 0 else None
+    return Recycle(doors.quiet, above) if above > 0 else None
 
 
 def raise_descriptor_limit() -> int:

@@ -205,8 +205,11 @@ async def serve_http(
     )
     previous: dict[int, Any] = {}
 
-    def stop(*_: object) -> None:
+    def finish() -> None:
         http.should_exit = True
+
+    def stop(*_: object) -> None:
+        finish()
         if recycle is not None:  # a signal during a recycle ends the process instead
             recycle.withdraw()
 
@@ -223,7 +226,7 @@ async def serve_http(
         if on_ready is not None:
             on_ready(http_url(sock, path))
         if recycle is not None:
-            recycle.serving(sock, lambda: setattr(http, "should_exit", True))
+            recycle.serving(sock, finish)
 
     try:
         async with anyio.create_task_group() as tg:
