@@ -91,7 +91,7 @@ asyncio.run(main())
 """
 
 
-SMAPS: list[Path] = []  # --smaps: a folder the memory maps of every sample are copied into
+SMAPS_DIR: Path | None = None  # --smaps: a folder the memory maps of every sample are copied into
 _samples = 0
 
 
@@ -100,11 +100,11 @@ def sample(pid: int) -> dict[str, Any]:
     descendant processes of `pid`."""
     global _samples
     status = Path(f"/proc/{pid}/status").read_text()
-    fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Rss")}
-    rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
-    if SMAPS:
+    sizes = [line.split() for line in status.splitlines() if line.startswith(("VmRSS:", "Rss"))]
+    kib = {fields[0].rstrip(":"): int(fields[1]) for fields in sizes}
+    if SMAPS_DIR is not None:
         _samples += 1
-        (SMAPS[0] / f"{_samples:02d}-{pid}").write_text(Path(f"/proc/{pid}/smaps").read_text())
+        (SMAPS_DIR / f"{_samples:02d}-{pid}").write_text(Path(f"/proc/{pid}/smaps").read_text())
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     kinds: dict[str, int] = {}
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -123,8 +123,14 @@ def sample(pid: int) -> dict[str, Any]:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children += 1
-    anon, file = int(fields.get("RssAnon", 0)), int(fields.get("RssFile", 0))
-    return {"rss_kib": rss, "anon_kib": anon, "file_kib": file, "fds": fds, "fd_kinds": kinds, "children": children}
+    return {
+        "rss_kib": kib["VmRSS"],
+        "anon_kib": kib.get("RssAnon", 0),
+        "file_kib": kib.get("RssFile", 0),
+        "fds": fds,
+        "fd_kinds": kinds,
+        "children": children,
+    }
 
 
 def start_upstream(port: int) -> subprocess.Popen[bytes]:
@@ -319,8 +325,9 @@ def main() -> None:
     parser.add_argument("--smaps", type=Path, help="copy the servers' memory maps at every sample into this folder")
     args = parser.parse_args()
     if args.smaps is not None:
+        global SMAPS_DIR
         args.smaps.mkdir(parents=True, exist_ok=True)
-        SMAPS.append(args.smaps)
+        SMAPS_DIR = args.smaps
     server_env = dict(item.split("=", 1) for item in args.server_env)
     from toolroute.serve.store import UserStore
 
