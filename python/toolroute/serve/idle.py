@@ -56,6 +56,9 @@ class IdleRelease:
         self.tenancy = tenancy
         self.prune = prune
         self.recycle = recycle
+        # A recycle follows users who left: a fresh process, not yet seen by anyone, is not
+        # "nobody left" while its first requests are still being authenticated.
+        self._released_any = False
         self.idle = idle
         self.interval = min(idle / 4, 60.0)
         self._stop = threading.Event()
@@ -77,7 +80,8 @@ class IdleRelease:
                 log.info("released %d idle user(s)", len(gone))
             if gone or pruned:
                 let_go()
-            if self.recycle is not None and self.recycle.request_if_due():
+            self._released_any = self._released_any or bool(gone)
+            if self._released_any and self.recycle is not None and self.recycle.request_if_due():
                 return
 
     def close(self) -> None:
