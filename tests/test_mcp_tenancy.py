@@ -161,6 +161,25 @@ def test_user_calls_by_encoded_name_or_explicit_user_id(gateway: McpGateway, rou
     assert router.invoke("echo", {"text": "x"}, user_id="bob") == "bob-notes:x"  # user before global
 
 
+def test_a_user_tool_is_found_by_the_route_table_and_an_ambiguous_server_name_is_refused(
+    gateway: McpGateway, router: ToolRouter
+) -> None:
+    """`call_user_tool` asks the route table: an exposed name or its key reaches the tool it
+    names; the server's own tool name only when one of the user's tools has it. Both of alice's
+    servers call a tool `secret`: that name picks neither (it once picked whichever came first)."""
+    router.get_user_mcp_tools(["notes", "mail"], "alice")
+    assert gateway.call_user_tool("alice", "mail_secret").text == "alice-mail:secret"
+    assert gateway.call_user_tool("alice", "user_alice_tool_notes_secret").text == "alice-notes:secret"
+    assert gateway.call_user_tool("alice", "send").text == "alice-mail:send"
+    with pytest.raises(ToolNotFoundError, match="several") as info:
+        gateway.call_user_tool("alice", "secret")
+    assert set(info.value.suggestions) == {"user_alice_tool_mail_secret", "user_alice_tool_notes_secret"}
+    assert gateway.target("user_alice_tool_send", "alice") is gateway.target("user_alice_tool_send", "alice")
+    assert gateway.target("user_alice_tool_send") is None  # a user's tool is not a global one
+    assert gateway.target("user_alice_tool_send", "bob") is None
+    assert gateway.target("create_issue", "alice") is None and gateway.target("create_issue") is not None
+
+
 def test_each_user_gets_their_own_server_process(gateway: McpGateway) -> None:
     alice = gateway.call_user_tool("alice", "user_alice_tool_notes_pid").text
     bob = gateway.call_user_tool("bob", "pid").text

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from toolroute._core import RouteTable, ToolKind
+from toolroute.errors import ToolError
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 PlanItem = tuple[str, Sequence[str]]  # (identity, candidate names, most readable first)
@@ -42,6 +43,15 @@ class GatewayRoutes:
 
     def withdraw_user(self, user_id: str, key: str) -> None:
         self._table.remove_user(user_id, key)
+
+    def resolve(self, name: str, user_id: str | None = None) -> Any | None:
+        """What `name` routes to now (for `user_id`, with the router's precedence); None when
+        nothing does, or when `name` cannot be one."""
+        try:
+            found = self._table.resolve(name, user_id)
+        except ToolError:
+            return None
+        return None if found is None else found[1]
 
     def forget_user(self, user_id: str) -> None:
         """Let a removed user's key names go (none of its tools may be published any more)."""

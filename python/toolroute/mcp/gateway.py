@@ -550,6 +550,10 @@ class McpGateway:
         if target is None and await self._refresh(user_id, shared=False):
             target = self._user_target(user_id, tool)
         if target is None:
+            with self._lock:
+                offering = sorted(t.exposed_name for t in self._publisher.offering(user_id, tool))
+            if offering:  # several: the name the model was given says which
+                raise ToolNotFoundError(tool, offering, f"several of user {user_id!r}'s MCP servers offer {tool!r}")
             raise ToolNotFoundError(tool, [], f"user {user_id!r} has no MCP tool of that name")
         return await self._call(target, arguments)
 

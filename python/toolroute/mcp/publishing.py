@@ -9,6 +9,7 @@ gateway hands this module what its servers listed; this module publishes and wit
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,8 +70,8 @@ class McpTarget:
     def name(self) -> str:
         return self.exposed_name
 
-    @property
-    def identity(self) -> str:
+    @functools.cached_property
+    def identity(self) -> str:  # asked at every call routed by name: made once
         return identity(self.service_key, self.tool)
 
     @property
@@ -140,16 +141,28 @@ class McpPublisher:
         return [t for t in self.live.values() if t.service_key == service_key]
 
     def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
-        for t in self.live.values():
-            if t.exposed_name == exposed_name and t.user_id == user_id:
-                return t
-        return None
+        """The tool published as `exposed_name` (one of `user_id`'s, or a global one): asked of
+        the route table, which maps every exposed name."""
+        target = self._ours(self.routes.resolve(exposed_name, user_id), user_id)
+        return target if target is not None and target.exposed_name == exposed_name else None
 
     def by_key(self, user_id: str, key: str) -> McpTarget | None:
-        """A user's target by the key its exposed name encodes (or by the server's tool name)."""
-        for t in self.live.values():
-            if t.user_id == user_id and key in (t.key, t.tool, t.exposed_name):
-                return t
+        """One of `user_id`'s tools by its exposed name, the key the name encodes, or else the
+        server's own tool name when exactly one of the user's tools has it."""
+        target = self._ours(self.routes.resolve(key, user_id), user_id)
+        if target is not None:
+            return target
+        offering = self.offering(user_id, key)
+        return offering[0] if len(offering) == 1 else None
+
+    def offering(self, user_id: str, tool: str) -> list[McpTarget]:
+        """`user_id`'s tools whose server calls them `tool`."""
+        return [t for t in self.live.values() if t.user_id == user_id and t.tool == tool]
+
+    def _ours(self, found: Any, user_id: str | None) -> McpTarget | None:
+        """`found` when it is a tool this publisher has published, in `user_id`'s scope."""
+        if isinstance(found, McpTarget) and found.user_id == user_id and self.live.get(found.identity) is found:
+            return found
         return None
 
     # ---- synchronisation -------------------------------------------------------------------
