@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,6 +120,70 @@ def http_server_process(
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`http_server`, also yielding the process (to kill it mid-test); `prefix` runs it through
     another command (one that execs it, keeping its pid)."""
+    with served_http(args, env, prefix) as served:
+        yield served.proc, served.url
+
+
+class ServedProcess:
+    """A running `toolroute serve --transport http`: its process, the URL it reported, and its
+    stderr as it comes (a thread pumps it, so the server never blocks on a full pipe)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc, self.url = proc, ""
+        self.seen: list[str] = []
+        self._arrived: list[float] = []  # when the pump read each line of `seen`
+        self._lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._lines.put((time.monotonic(), line))
+        self._lines.put(None)
+
+    def drain(self) -> str:
+        """The server's stderr so far (without waiting)."""
+        while True:
+            try:
+                item = self._lines.get_nowait()
+            except queue.Empty:
+                return "".join(self.seen)
+            if item is not None:
+                self._add(item)
+
+    def wait_for(self, text: str, count: int = 1, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Until `text` has appeared `count` times on stderr; fails the test on exit or timeout."""
+        deadline = time.monotonic() + timeout
+        while "".join(self.seen).count(text) < count:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no {text!r} (x{count}) from the server: {''.join(self.seen)[-3000:]}")
+            try:
+                item = self._lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if item is None:
+                pytest.fail(f"the server exited ({self.proc.wait()}): {''.join(self.seen)[-3000:]}")
+            self._add(item)
+
+    def _add(self, item: tuple[float, str]) -> None:
+        self._arrived.append(item[0])
+        self.seen.append(item[1])
+
+    def timed(self) -> list[tuple[float, str]]:
+        """The lines seen so far, each with the `time.monotonic()` it was read at."""
+        return list(zip(self._arrived, self.seen, strict=True))
+
+    def urls(self) -> list[str]:
+        """Every URL the server reported serving on, in order (one per start)."""
+        return [line.rsplit(" on ", 1)[1].strip() for line in self.seen if " on http://" in line]
+
+
+@contextmanager
+def served_http(
+    args: Sequence[str], env: dict[str, str] | None = None, prefix: Sequence[str] = ()
+) -> Iterator[ServedProcess]:
+    """`toolroute serve --transport http --port 0 ...` started and serving; stopped after."""
     proc = subprocess.Popen(
         [*prefix, toolroute_exe(), "serve", "--transport", "http", "--port", "0", *args],
         stdin=subprocess.DEVNULL,
@@ -127,24 +192,10 @@ def http_server_process(
         text=True,
         env=env or tool_env(),
     )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
     try:
-        seen = []
-        while True:
-            line = lines.get(timeout=STARTUP_TIMEOUT)
-            if line is None:
-                pytest.fail(f"toolroute serve exited early ({proc.wait()}): {''.join(seen)}")
-            seen.append(line)
-            if " on http://" in line:
-                yield proc, line.rsplit(" on ", 1)[1].strip()
-                break
+        served = ServedProcess(proc)
+        served.wait_for(" on http://")
+        served.url = served.urls()[0]
+        yield served
     finally:
         stop_process(proc)
