@@ -299,6 +299,51 @@ def test_stdio_sync_facade_interleaved(direct: DirectSessions) -> None:
         hopped.close()
 
 
+GAP = 0.01  # between isolated calls: an agent's calls come seconds apart, past LINGER either way
+
+
+def _isolated(call: Callable[[int], str], count: int = 5) -> Callable[[], Any]:
+    """`count` calls, each after a quiet GAP (not timed): the time of the calls alone."""
+    from _interleave import Measured
+
+    def run() -> Any:
+        spent, texts = 0.0, []
+        for i in range(count):
+            time.sleep(GAP)
+            start = time.perf_counter()
+            texts.append(call(i))
+            spent += time.perf_counter() - start
+        return Measured(spent, texts)
+
+    return run
+
+
+def test_stdio_isolated_calls_interleaved(direct: DirectSessions) -> None:
+    """An agent's pattern: each sync call comes after a quiet spell (longer than LINGER), when
+    nobody runs the gateway's loop. The call must then cost what a bare session's costs: the
+    loop is only watched while quiet, and the caller runs it himself (no handover to the
+    background thread). SPREAD server processes a side, started side by side."""
+    from _interleave import compare
+
+    names = [f"i{i}" for i in range(SPREAD)]
+    with McpGateway({name: demo_stdio(name) for name in names}) as gateway:
+        bare: list[ClientSession] = []
+        adds: list[str] = []
+        for i in range(SPREAD):
+            bare.append(direct.open_stdio(f"alone{i}"))
+            adds.append(next(t.name for t in gateway.global_tools([names[i]]) if t.tool == "add"))
+        compare(
+            "mcp: isolated stdio calls from sync code, 10 ms apart (x5)",
+            ("toolroute gateway", _isolated(lambda i: gateway.call_tool(adds[i % SPREAD], ARGS).text)),
+            {
+                "bare SDK session": _isolated(
+                    lambda i: direct.run(bare[i % SPREAD].call_tool("add", ARGS)).content[0].text
+                )
+            },
+            60,
+        )
+
+
 def test_stdio_sync_facade_same_server_interleaved() -> None:
     """The gateway's own cost on a stdio call, without the placement noise of the test above
     (which server processes share a core with the client decides a few percent either way): the

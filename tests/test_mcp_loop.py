@@ -1,7 +1,8 @@
 """The gateway's loop, run by whoever needs it (`toolroute.mcp.loop`): a synchronous caller runs
-it itself when it is free, and the background thread when async work waits or it has been free
-a while. These tests attack the handoffs: parallel callers, work between calls, mixed sync and
-async callers, and a stop under all of them. Every wait is bounded."""
+it itself when it is free, and the background thread when async work waits, or for a round when
+something becomes ready while it has been free a while (it is watched then, not held). These
+tests attack the handoffs: parallel callers, work between calls, mixed sync and async callers,
+a stop under all of them. Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -117,6 +118,78 @@ def test_work_left_on_the_loop_goes_on_after_the_call_returns(loop: LoopThread) 
 
     loop.run(leave_work())
     assert done.wait(20)
+
+
+def _who_runs() -> int:
+    async def ident() -> int:
+        return threading.get_ident()
+
+    return ident()
+
+
+def test_a_call_after_a_quiet_spell_is_run_by_its_caller_not_handed_to_the_background(loop: LoopThread) -> None:
+    """Free for longer than LINGER, the loop is only watched: a synchronous caller then finds it
+    free and runs it himself, the way an isolated tool call of an agent comes. Each round here
+    waits past LINGER first, with work pending on the loop (a timer) and without."""
+    me = threading.get_ident()
+    pending: list[asyncio.TimerHandle] = []
+
+    async def leave_a_timer() -> None:
+        pending.append(asyncio.get_running_loop().call_later(3600, lambda: None))
+
+    loop.run(leave_a_timer())
+    for _ in range(5):
+        time.sleep(loop.LINGER * 10)
+        assert loop.run(_who_runs()) == me
+    loop.loop.call_soon_threadsafe(pending[0].cancel)
+
+
+def test_a_caller_who_takes_a_watched_loop_wakes_the_watch_before_its_call_runs(loop: LoopThread) -> None:
+    """Woken only by the loop's descriptors, the watch would wake at the server's reply, in the
+    middle of the caller's call, and take the GIL then. The caller wakes it as it takes the loop:
+    while its call waits, nobody watches any more."""
+    for _ in range(3):
+        time.sleep(loop.LINGER * 10)
+        assert loop._watching
+
+        async def wait_then_look() -> bool:
+            deadline = time.monotonic() + 10
+            while loop._watching and time.monotonic() < deadline:
+                await asyncio.sleep(0.001)
+            return loop._watching
+
+        assert loop.run(wait_then_look()) is False
+
+
+def test_async_work_on_a_watched_loop_is_served_and_then_the_loop_is_free_again(loop: LoopThread) -> None:
+    """An async caller's work on a loop nobody runs wakes the watch at once; once it is done the
+    background thread lets the loop go again, so the next synchronous call is its caller's own."""
+    time.sleep(loop.LINGER * 10)
+
+    async def echo() -> str:
+        await asyncio.sleep(0.01)
+        return "async answer"
+
+    started = time.monotonic()
+    assert loop.submit(echo()).result(timeout=20) == "async answer"
+    assert time.monotonic() - started < 10
+    deadline = time.monotonic() + 10
+    while loop._driver is not None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert loop._driver is None
+    assert loop.run(_who_runs()) == threading.get_ident()
+
+
+def test_a_stop_while_the_loop_is_only_watched_ends_the_thread_at_once() -> None:
+    """Nothing on the loop, no timer: the watch waits without a timeout, and a stop must still
+    end it (the stop writes to the loop's self-pipe)."""
+    loop = LoopThread("test-loop")
+    loop.run(asyncio.sleep(0))
+    time.sleep(loop.LINGER * 10)
+    started = time.monotonic()
+    loop.stop()
+    assert not loop._thread.is_alive()
+    assert time.monotonic() - started < 10
 
 
 def test_async_work_submitted_while_a_caller_runs_the_loop_is_not_left_waiting(loop: LoopThread) -> None:

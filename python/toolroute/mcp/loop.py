@@ -5,9 +5,10 @@ transport in the same task, and a synchronous caller (even one inside its own ru
 loop) never nests loops or deadlocks.
 
 Who runs it (leader and followers):
-- A background thread, whenever async callers have work on it (`submit`, `arun`), and whenever
-  it has been free for `LINGER`: a server's notifications, pings and replies are served between
-  calls.
+- A background thread, whenever async callers have work on it (`submit`, `arun`); and once it
+  has been free for `LINGER`, the same thread watches its descriptors and timers without
+  holding it, and runs it for one round whenever one is ready: a server's notifications, pings
+  and replies are served between calls, and a synchronous caller who comes finds it free.
 - A synchronous caller that finds it free runs it in its own thread for the length of its call,
   as a bare SDK session driven by `run_until_complete` would be: the server's reply wakes the
   caller itself, not a second thread that then wakes the caller (two wake-ups a call, about a
@@ -28,10 +29,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import math
+import os
+import select
+import selectors
 import signal
 import threading
 import time
 from collections.abc import Coroutine
+from enum import Enum
 from typing import Any, Generic, TypeVar
 
 import anyio.to_thread
@@ -51,6 +57,21 @@ _MAIN = threading.main_thread()
 
 CLOSED = "the MCP gateway is closed"
 CLOSED_DURING = "the MCP gateway was closed during the call"
+
+
+class _Turn(Enum):
+    """What the background thread takes the loop for."""
+
+    SERVE = "serve"  # async work: run it until that is done (or a synchronous call it served is)
+    ROUND = "round"  # something became ready while nobody ran it: one round of the loop
+
+
+def _watchable(loop: asyncio.AbstractEventLoop) -> bool:
+    """A selector loop, whose descriptors and timers can be watched from outside (not uvloop's,
+    not the proactor): the others are held by the background thread while free, as before."""
+    return isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop) and all(
+        hasattr(loop, name) for name in ("_selector", "_ready", "_scheduled")
+    )
 
 
 class _Call(Generic[T]):
@@ -90,6 +111,16 @@ class LoopThread:
         # On the loop's side (read and written only by whoever runs it):
         self._serving = False  # the background thread runs it (not a caller)
         self._cleaning = False
+        self._watchable = _watchable(self._loop)
+        self._watching = False  # the background thread waits in `_watch` (lock released)
+        # A caller who takes the loop while it is watched writes here first. Else the watch would
+        # wake at the server's reply, in the middle of the call, and take the GIL from the
+        # caller then (75 us an isolated stdio call); woken now, it settles while the request is
+        # out (the caller waits for the server then).
+        self._kick_r, self._kick_w = os.pipe() if self._watchable else (-1, -1)
+        if self._watchable:
+            os.set_blocking(self._kick_r, False)
+            os.set_blocking(self._kick_w, False)
         self._thread = threading.Thread(target=self._background, name=name, daemon=True)
         self._thread.start()
 
@@ -106,19 +137,24 @@ class LoopThread:
     def _background(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            while self._background_takes_turn():
+            while (turn := self._background_takes_turn()) is not None:
                 self._serving = True
                 try:
+                    if turn is _Turn.ROUND:
+                        self._loop.call_soon(self._loop.stop)  # what is ready now, and no more
                     self._loop.run_forever()
                 finally:
                     self._serving = False
-                    self._let_go()
+                    self._let_go(by_caller=False)
         finally:
             self._shut()
 
-    def _background_takes_turn(self) -> bool:
-        """Wait until the loop is free and is to be served here; False when stopping (the loop
-        is then held here for the cleanup).
+    def _background_takes_turn(self) -> _Turn | None:
+        """Wait until the loop is free and is to be run here; None when stopping (the loop is
+        then held here for the cleanup).
+
+        Free for `LINGER`, the loop is watched, not held: a caller who comes runs it himself,
+        with no handing over to this thread and back (that was a tenth of an isolated call).
 
         While callers run the loop this thread looks again every `LOOK`, and wants no word at
         each let-go (waking it costs the caller the GIL once: at every call of a quick
@@ -126,19 +162,30 @@ class LoopThread:
         across looks (one long call) does it look less often and ask to be told."""
         me = threading.get_ident()
         seen, timeout = -1, self.LOOK
+        ready = False  # the last watch saw a descriptor or timer ready
         with self._lock:
             while True:
                 if self._driver is None:
                     self._background_waits = False
                     if self._stopping:
                         self._driver = me
-                        return False
-                    wait = 0.0 if self._wanted else self.LINGER - (time.monotonic() - self._freed)
-                    if wait <= 0:
+                        return None
+                    if self._wanted:
                         self._driver = me
-                        return True
-                    self._background_turn.wait(wait)
+                        return _Turn.SERVE
+                    if ready:
+                        self._driver = me
+                        return _Turn.ROUND
+                    wait = self.LINGER - (time.monotonic() - self._freed)
+                    if wait > 0:
+                        self._background_turn.wait(wait)
+                        continue
+                    if not self._watchable:
+                        self._driver = me
+                        return _Turn.SERVE
+                    ready = self._watch()
                     continue
+                ready = False  # a caller runs it: whatever was ready is its to serve
                 if self._drives == seen:  # the same caller's run since the last look
                     timeout = min(timeout * 2, 0.1)
                     self._background_waits = True
@@ -146,6 +193,47 @@ class LoopThread:
                     seen, timeout = self._drives, self.LOOK
                     self._background_waits = False
                 self._background_turn.wait(timeout)
+
+    def _watch(self) -> bool:
+        """Called with the lock held and the loop free: wait, without the lock and without running
+        the loop, until one of its descriptors is ready (the self-pipe of `call_soon_threadsafe`
+        among them: every handover, submit and stop writes to it) or its next timer is due.
+        True when something may be ready now."""
+        loop: Any = self._loop
+        if loop._ready:
+            return True
+        poller = select.poll()
+        # Read while nobody runs the loop (the lock is held and no driver is set): a caller who
+        # takes it during the wait may change them, and is then the one to serve them.
+        for key in list(loop._selector.get_map().values()):
+            mask = select.POLLIN if key.events & selectors.EVENT_READ else 0
+            poller.register(key.fd, mask | (select.POLLOUT if key.events & selectors.EVENT_WRITE else 0))
+        poller.register(self._kick_r, select.POLLIN)
+        due = loop._scheduled[0].when() - loop.time() if loop._scheduled else None
+        if due is not None and due <= 0:
+            return True
+        self._watching = True
+        self._lock.release()
+        try:
+            poller.poll(None if due is None else math.ceil(due * 1000))
+        finally:
+            self._lock.acquire()
+            self._watching = False
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._kick_r, 64)
+        return True
+
+    def _take(self, me: int) -> None:
+        """With the lock held and the loop free: `me` runs it now. A watch waiting on it is woken
+        (by `_kick`, once the lock is released)."""
+        self._driver = me
+        self._drives += 1
+
+    def _kick(self) -> None:
+        """Without the lock: wake the watch if one was waiting when this thread took the loop."""
+        if self._watching:
+            with contextlib.suppress(BlockingIOError, OSError):  # full (already kicked) or closed
+                os.write(self._kick_w, b"\0")
 
     def _shut(self) -> None:
         # Whatever still runs is cancelled, so no caller waits forever on a stopped loop.
@@ -159,11 +247,16 @@ class LoopThread:
             self._loop.close()
             self._driver = None
             self._callers.notify_all()
+            if self._kick_r >= 0:
+                os.close(self._kick_r)
+                os.close(self._kick_w)
+                self._kick_r = self._kick_w = -1
 
-    def _let_go(self) -> None:
+    def _let_go(self, by_caller: bool = True) -> None:
         with self._lock:
             self._driver = None
-            self._freed = time.monotonic()
+            if by_caller:  # a caller's next call may come at once: the loop is left to it a while
+                self._freed = time.monotonic()
             if self._followers:
                 self._callers.notify_all()
             if self._background_waits or self._wanted or self._stopping:
@@ -199,6 +292,11 @@ class LoopThread:
     def _unwant(self, _: object = None) -> None:
         with self._lock:
             self._wanted -= 1
+            done = not self._wanted
+        # The async work the background thread holds the loop for is done (this runs on the loop
+        # when the work ends there): back to watching, so a synchronous caller runs it himself.
+        if done and self._serving and self._watchable and self.on_loop_thread():
+            self._loop.stop()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await `coro` on the gateway loop from any other event loop (asyncio or trio)."""
@@ -241,9 +339,9 @@ class LoopThread:
         with self._lock:
             leading = self._driver is None and not self._stopping
             if leading:
-                self._driver = me
-                self._drives += 1
+                self._take(me)
         if leading:
+            self._kick()
             self._start(call, coro)
             self._lead(call)
         else:
@@ -306,8 +404,8 @@ class LoopThread:
                     self._followers -= 1
                 if call.ended:
                     return
-                self._driver = me
-                self._drives += 1
+                self._take(me)
+            self._kick()
             self._lead(call)
 
     def _lead(self, call: _Call[Any]) -> None:
