@@ -180,6 +180,33 @@ def test_async_work_on_a_watched_loop_is_served_and_then_the_loop_is_free_again(
     assert loop.run(_who_runs()) == threading.get_ident()
 
 
+class _Lingering(LoopThread):
+    LINGER = 2.0  # long beside any stall of a loaded machine
+
+
+def test_async_callers_in_quick_succession_find_the_loop_still_held() -> None:
+    """Async work done, the background thread holds the loop for LINGER before it watches it:
+    a served gateway's next async call (often at once) needs no wake-up of a watch. Then it
+    lets go, and a synchronous caller runs it himself."""
+    loop = _Lingering("test-loop")
+    try:
+
+        async def echo(n: int) -> int:
+            await asyncio.sleep(0)
+            return n
+
+        for n in range(5):
+            assert loop.submit(echo(n)).result(timeout=20) == n
+            assert loop._driver == loop._thread.ident  # still held for the next
+        deadline = time.monotonic() + 20
+        while loop._driver is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert loop._driver is None
+        assert loop.run(_who_runs()) == threading.get_ident()
+    finally:
+        loop.stop()
+
+
 def test_a_stop_while_the_loop_is_only_watched_ends_the_thread_at_once() -> None:
     """Nothing on the loop, no timer: the watch waits without a timeout, and a stop must still
     end it (the stop writes to the loop's self-pipe)."""

@@ -66,11 +66,16 @@ class _Turn(Enum):
     ROUND = "round"  # something became ready while nobody ran it: one round of the loop
 
 
+_EPOLL: Any = getattr(selectors, "EpollSelector", ())  # Linux only
+
+
 def _watchable(loop: asyncio.AbstractEventLoop) -> bool:
     """A selector loop, whose descriptors and timers can be watched from outside (not uvloop's,
     not the proactor): the others are held by the background thread while free, as before."""
-    return isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop) and all(
-        hasattr(loop, name) for name in ("_selector", "_ready", "_scheduled")
+    return (
+        hasattr(select, "poll")
+        and isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop)
+        and all(hasattr(loop, name) for name in ("_selector", "_ready", "_scheduled"))
     )
 
 
@@ -203,12 +208,18 @@ class LoopThread:
         if loop._ready:
             return True
         poller = select.poll()
-        # Read while nobody runs the loop (the lock is held and no driver is set): a caller who
-        # takes it during the wait may change them, and is then the one to serve them.
-        for key in list(loop._selector.get_map().values()):
-            mask = select.POLLIN if key.events & selectors.EVENT_READ else 0
-            poller.register(key.fd, mask | (select.POLLOUT if key.events & selectors.EVENT_WRITE else 0))
         poller.register(self._kick_r, select.POLLIN)
+        selector = loop._selector
+        if isinstance(selector, _EPOLL):
+            # An epoll descriptor is readable while one of its own is ready: one registration
+            # watches them all (a served gateway has hundreds), as they are now.
+            poller.register(selector.fileno(), select.POLLIN)
+        else:
+            # Read while nobody runs the loop (the lock is held and no driver is set): a caller
+            # who takes it during the wait may change them, and is then the one to serve them.
+            for key in list(selector.get_map().values()):
+                mask = select.POLLIN if key.events & selectors.EVENT_READ else 0
+                poller.register(key.fd, mask | (select.POLLOUT if key.events & selectors.EVENT_WRITE else 0))
         due = loop._scheduled[0].when() - loop.time() if loop._scheduled else None
         if due is not None and due <= 0:
             return True
@@ -294,8 +305,14 @@ class LoopThread:
             self._wanted -= 1
             done = not self._wanted
         # The async work the background thread holds the loop for is done (this runs on the loop
-        # when the work ends there): back to watching, so a synchronous caller runs it himself.
+        # when the work ends there): after LINGER with none new, back to watching, so that a
+        # synchronous caller runs it himself. Not at once: async callers (a served gateway's)
+        # come in quick successions too, and a loop held needs no wake-up for the next.
         if done and self._serving and self._watchable and self.on_loop_thread():
+            self._loop.call_later(self.LINGER, self._unhold)
+
+    def _unhold(self) -> None:
+        if self._serving and not self._wanted:
             self._loop.stop()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
