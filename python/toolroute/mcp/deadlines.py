@@ -53,21 +53,6 @@ class _Clock:
 
 
 _CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Clock] = weakref.WeakKeyDictionary()
-# The loop asked for last and its clock: a gateway has one loop, and a weak mapping's lookup makes
-# a weak reference each time.
-_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Clock] | None = None
-
-
-def _clock(loop: asyncio.AbstractEventLoop) -> _Clock:
-    global _last
-    last = _last
-    if last is not None and last[0]() is loop:
-        return last[1]
-    clock = _CLOCKS.get(loop)
-    if clock is None:
-        clock = _CLOCKS[loop] = _Clock()
-    _last = (weakref.ref(loop), clock)
-    return clock
 
 
 class deadline:
@@ -85,7 +70,9 @@ class deadline:
         task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("deadline() must be used inside a task")
-        clock = _clock(loop)
+        clock = _CLOCKS.get(loop)
+        if clock is None:
+            clock = _CLOCKS[loop] = _Clock()
         self.task, self.clock = task, clock
         self.at = loop.time() + self.seconds
         self.cancelling = task.cancelling()
