@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from _bash_helpers import (
     our_zombies,
     peak_rss,
     peak_rss_reset,
+    unavailable,
     wait_ended,
     wait_for_file,
     wait_until,
@@ -335,3 +337,32 @@ def test_ended_processes_are_kept_only_up_to_a_bound(bash: ToolRouter) -> None:
     assert listed == ids[-RETAIN_FINISHED:]  # the oldest ended ones were dropped, in order
     with pytest.raises(ToolArgumentError, match="unknown process_id"):
         call(bash, action="status", process_id=ids[0])
+
+
+SANDBOXES = ("off", "bubblewrap", "landlock")
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_process_outlives_the_thread_that_started_it(ws: Path, sandbox: str) -> None:
+    """The parent-death signal (Landlock's helper, bubblewrap's --die-with-parent) follows the
+    thread that forked a child: a process started by a worker thread that then ended was
+    SIGKILLed with it (served mode sheds idle workers). Every spawn goes through the launcher."""
+    from toolroute.builtins._process.sandbox import bwrap_path, landlock_abi
+
+    probe = {"bubblewrap": bwrap_path, "landlock": landlock_abi}.get(sandbox)
+    why = None if probe is None else unavailable(probe)
+    if why:
+        pytest.skip(why)
+    with bash_router(ws, sandbox=sandbox) as router:
+        started: dict[str, Any] = {}
+        worker = threading.Thread(target=lambda: started.update(call(router, action="start", command="sleep 30")))
+        worker.start()
+        worker.join()
+        assert not worker.is_alive()
+        # The signal is sent as the thread exits; a killed process is reaped within moments.
+        time.sleep(1.0)
+        snap = call(router, action="status", process_id=started["processId"])
+        assert snap["status"] == "RUNNING", snap
+        assert call(router, action="stop", process_id=started["processId"])["status"] == "STOPPED"
+    threads = [t.name for t in threading.enumerate() if t.name == "toolroute-launcher"]
+    assert threads == ["toolroute-launcher"]  # one launcher, whatever the number of callers

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import selectors
 import shutil
@@ -27,6 +28,7 @@ from typing import Any
 from toolroute._platform import LINUX_NATIVE
 from toolroute.builtins._process.deathwatch import DeathWatch
 from toolroute.builtins._process.group import group_finished, signal_group
+from toolroute.builtins._process.launcher import LAUNCHER
 from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
 from toolroute.progress import ProgressSink, report_interval
 
@@ -147,18 +149,22 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
         # bwrap itself runs as the tenant's uid (an unprivileged user namespace); the Landlock
         # helper drops to it on its own, after the host's interpreter has been loaded.
         identity = {"user": plan.uid, "group": plan.uid, "extra_groups": []}
+    popen = functools.partial(
+        subprocess.Popen,
+        argv,
+        cwd=spec.cwd,
+        env=env,
+        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(status_w,) if status_w >= 0 else (),
+        **identity,
+        **isolation(),
+    )
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=spec.cwd,
-            env=env,
-            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(status_w,) if status_w >= 0 else (),
-            **identity,
-            **isolation(),
-        )
+        # On the launcher thread: the child's parent-death signal follows the thread that forked
+        # it, and worker threads end long before the commands they start (launcher.py).
+        proc = LAUNCHER.run(popen, _abandon)
     except OSError as exc:
         if status_r >= 0:
             os.close(status_r)
@@ -169,6 +175,13 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     if status_r >= 0:
         _await_sandbox(proc, status_r)
     return proc
+
+
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
+    """End a child whose caller stopped waiting for it to start."""
+    signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    close_pipes(proc)
 
 
 def _await_sandbox(proc: subprocess.Popen[bytes], status_r: int) -> None:
