@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
 import selectors
 import shutil
@@ -149,18 +148,20 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
         # bwrap itself runs as the tenant's uid (an unprivileged user namespace); the Landlock
         # helper drops to it on its own, after the host's interpreter has been loaded.
         identity = {"user": plan.uid, "group": plan.uid, "extra_groups": []}
-    popen = functools.partial(
-        subprocess.Popen,
-        argv,
-        cwd=spec.cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=(status_w,) if status_w >= 0 else (),
-        **identity,
-        **isolation(),
-    )
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            cwd=spec.cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(status_w,) if status_w >= 0 else (),
+            **identity,
+            **isolation(),
+        )
+
     try:
         # On the launcher thread: the child's parent-death signal follows the thread that forked
         # it, and worker threads end long before the commands they start (launcher.py).
