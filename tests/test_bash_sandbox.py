@@ -197,6 +197,76 @@ def test_the_seccomp_filter_still_allows_unix_sockets(ws: Path) -> None:
     assert out["stdout"] == "unix ok\n", out["stderr"]
 
 
+UNIX_PROBE = """python3 -c '
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); print("host:", s.recv(5).decode())
+except OSError as exc:
+    print("host refused:", type(exc).__name__)
+try:
+    own = socket.socket(socket.AF_UNIX); own.bind("own.sock"); print("own: bound")
+except OSError as exc:
+    print("own refused:", type(exc).__name__)
+socket.socketpair(); print("pair: ok")
+' {path}"""
+
+
+@pytest.fixture
+def host_socket(outside: Path) -> Iterator[Path]:
+    """A unix socket of the host (as a database's or the registry's), answering `hello`, in a
+    folder outside the workspace and /tmp that every uid may pass."""
+    outside.chmod(0o755)
+    path = outside / "host.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen(8)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def answer() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"hello")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    yield path
+    stop.set()
+    thread.join(5)
+    server.close()
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "network"])
+@pytest.mark.parametrize("mode", BOTH)
+def test_the_minimal_view_reaches_no_unix_socket_of_the_host(
+    ws: Path, mode: str, network: bool, host_socket: Path
+) -> None:
+    """Landlock does not govern connect() on a named socket, and bubblewrap sharing the host's
+    network shares its abstract sockets: there the minimal view refuses unix sockets outright
+    (seccomp); bubblewrap without network hides the host's and keeps the command's own."""
+    with bash_router(ws, sandbox=mode, sandbox_view="minimal", sandbox_network=network) as router:
+        out = call(router, command=UNIX_PROBE.format(path=host_socket), timeout=30)
+    assert "host:" not in out["stdout"], out
+    assert "pair: ok" in out["stdout"], out  # an unnamed pair reaches nothing outside
+    own_kept = mode == "bubblewrap" and not network
+    assert ("own: bound" in out["stdout"]) is own_kept, out
+    if not own_kept:
+        assert "host refused: PermissionError" in out["stdout"], out
+
+
+@pytest.mark.parametrize("mode", BOTH)
+def test_the_host_view_keeps_unix_sockets(ws: Path, mode: str, host_socket: Path) -> None:
+    """A local agent's own machine (the host view): its sockets stay reachable, as before."""
+    with bash_router(ws, sandbox=mode) as router:
+        out = call(router, command=UNIX_PROBE.format(path=host_socket), timeout=30)
+    assert "host: hello" in out["stdout"] and "own: bound" in out["stdout"], out
+
+
 # ---- temp ---------------------------------------------------------------------------------
 
 

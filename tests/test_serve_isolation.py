@@ -4,7 +4,8 @@ leak), under bubblewrap and under the Landlock fallback. bob's commands must not
 workspace, the registry, its key, the server's environment or the server user's home, by any
 path: absolute, relative, through /proc, or through symlinks bob makes himself. Every attack runs
 again with the search index daemon on, and under a server that is not root (tenants' commands
-then share its uid), where bob replays a genuine index request for alice's workspace to the daemon.
+then share its uid), where Landlock alone would let bob pass the daemon's folder: his commands may
+open no unix socket there at all.
 """
 
 from __future__ import annotations
@@ -247,17 +248,13 @@ def test_bobs_commands_cannot_read_list_or_stat_what_is_not_his(deployment: Depl
 
 
 CONNECT = """
-import os, socket, sys
+import socket, sys
 try:
     s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
 except OSError as exc:
     print("unreachable:", exc)
     sys.exit()
 print("connected")
-if len(sys.argv) > 2:  # a request frame (hex) sent with a path-only descriptor of a folder
-    fd = os.open(sys.argv[3], os.O_PATH | os.O_DIRECTORY)
-    socket.send_fds(s, [bytes.fromhex(sys.argv[2])], [fd])
-    print("reply:", s.recv(1 << 20).hex())
 """
 
 
@@ -272,13 +269,15 @@ def test_the_index_daemons_socket_and_key_are_beyond_every_tenants_reach(deploym
     assert len(key) == 32 and key_file.stat().st_mode & 0o777 == 0o600
     daemon_pids = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and sock.name.encode() in _cmdline(p)]
     assert daemon_pids, "no daemon process serves the socket"
-    same_uid = not d.tenant_uids and _mechanism(d) == "landlock"  # (bob's workspace is made here)
+    mechanism = _mechanism(d)  # (bob's workspace is made here)
+    same_uid = not d.tenant_uids and mechanism == "landlock"
     (script := d.base / "ws" / "bob" / "connect.py").write_text(CONNECT)
     script.chmod(0o644)
     # The daemon holds alice's index. Neither tenant can list the folder its socket lies in, nor
     # read its key; nor reach the socket by its path, or through the server's or the daemon's
-    # /proc entries, unless its commands run as the server's own uid under Landlock (which
-    # does not govern connect): there, the key is what refuses them (below).
+    # /proc entries. Landlock does not govern connect(), so there a tenant's commands may open
+    # no unix socket at all (seccomp): even one sharing the server's uid, who could pass the
+    # socket's folder, is refused before it can say anything to the daemon.
     paths = [str(sock), *(f"/proc/{pid}/root{sock}" for pid in [d.server_pid, *daemon_pids])]
     for user in ("alice", "bob"):
         out = bash(d, user, f"ls -a {sock.parent}; base64 -w0 {key_file}")
@@ -286,49 +285,16 @@ def test_the_index_daemons_socket_and_key_are_beyond_every_tenants_reach(deploym
         for path in paths:
             out = bash(d, user, f"python3 {d.base}/ws/bob/connect.py {path}" if user == "bob" else f"stat {path}")
             if user == "bob":
-                assert out["stdout"].startswith(("unreachable", "connected")), out  # python3 ran
+                assert out["stdout"].startswith("unreachable"), out  # python3 ran, and was refused
+            # (a command sharing the server's uid under Landlock may stat the socket: docs/deploy.md)
             if not same_uid or path != str(sock):
                 assert "connected" not in out["stdout"] and "socket" not in out["stdout"], (user, path, out)
-    if same_uid:
-        # bob holds a genuine request for alice's workspace, recorded on its way to a daemon,
-        # and sends it with a path-only descriptor of alice's folder (which Landlock lets him
-        # open): refused without the key, and refused with it too (the root is not readable).
-        frame = _recorded_request(d.base / "ws" / "alice", d.base / "recording")
-        for shown, refusal in ((bytes(32), b"key"), (key, b"reading")):
-            # (the recorded pattern, "needle", becomes one of the same length that finds alice's)
-            forged = frame.replace(_KEY_SEEN, shown).replace(b"needle", ALICE_SECRET[:6].encode())
-            command = f"python3 {d.base}/ws/bob/connect.py {sock} {forged.hex()} {d.base}/ws/alice"
-            out = bash(d, "bob", command)
-            assert "reply:" in out["stdout"], out
-            reply = bytes.fromhex(out["stdout"].split("reply:")[1].strip())
-            assert ALICE_SECRET.encode() not in reply, (shown == key, reply)
-            assert refusal in reply, (shown == key, reply)
+    if mechanism == "landlock":
+        out = bash(d, "bob", f"python3 {d.base}/ws/bob/connect.py {sock}")
+        assert out["stdout"].startswith("unreachable: [Errno 13]"), out  # the socket itself is refused
     # And the daemon still answers alice's queries with alice's bytes alone.
     assert "notes.txt" in _call(d, "alice", "grep", {"pattern": ALICE_SECRET})
     assert _call(d, "bob", "grep", {"pattern": ALICE_SECRET}).startswith("No matches")
-
-
-_KEY_SEEN = bytes(range(100, 132))  # the key a recording's fake daemon leaves
-
-
-def _recorded_request(root: Path, cache: Path) -> bytes:
-    """A genuine grep request for `root`, as a client of this build sends it: a daemon is started
-    in a cache folder of its own (to learn its socket's name) and stopped, and a listener that
-    leaves `_KEY_SEEN` beside that name records what the next client sends."""
-    from test_search_index_daemon import Recorder, child, socket_of, stop
-
-    env = {**os.environ, "TOOLROUTE_SEARCH_INDEX_CACHE": str(cache), "TOOLROUTE_SEARCH_INDEX_DAEMON": "1"}
-    child(root, env)
-    sock = socket_of(cache)
-    assert stop(env)
-    sock.with_suffix(".key").write_bytes(_KEY_SEEN)
-    os.chmod(sock.with_suffix(".key"), 0o600)
-    recorder = Recorder(sock, None)
-    try:
-        child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT": "1"})
-    finally:
-        recorder.close()
-    return next(f for f in recorder.frames if _KEY_SEEN in f and f.count(b"needle") == 1)
 
 
 def _cmdline(proc: Path) -> bytes:

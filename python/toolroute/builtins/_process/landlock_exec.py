@@ -15,6 +15,9 @@ Options:
 - `--uid=N`: drop to uid and gid N (no supplementary groups) before anything else is armed.
 - `--no-network`: a seccomp filter that refuses every socket but unix ones (and io_uring, which
   can open sockets without socket(2)).
+- `--no-unix-sockets` (the minimal view): the filter refuses unix sockets too. Landlock does not
+  govern `connect()` on a named socket, so without it a command could reach any socket of the
+  host whose folder its uid may search: a database's, the server's own registry.
 The command is also killed if the host dies (PR_SET_PDEATHSIG, kept across exec).
 """
 
@@ -139,7 +142,7 @@ def restrict_writes(paths: list[str], readable: list[str] | None = None, listabl
         os.close(ruleset)
 
 
-# ---- seccomp: no network ------------------------------------------------------------------
+# ---- seccomp: no network, no unix sockets ---------------------------------------------------
 
 # (audit arch, socket, io_uring_setup) per machine; the seccomp_data layout is nr, arch, ip, args.
 _ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
@@ -148,19 +151,26 @@ _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 _X32_BIT = 0x40000000
 _SECCOMP_RET_ALLOW = 0x7FFF0000
 _SECCOMP_RET_ERRNO = 0x00050000
-EPERM, EAFNOSUPPORT = 1, 97
+EPERM, EACCES, EAFNOSUPPORT = 1, 13, 97
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def network_filter(machine: str) -> bytes:
-    """A classic BPF program: socket() of any family but AF_UNIX and io_uring_setup() fail."""
+def socket_filter(machine: str, *, network: bool, unix: bool) -> bytes:
+    """A classic BPF program (the raw `sock_filter` array, as bubblewrap's `--seccomp` reads it):
+    socket() of a family other than AF_UNIX fails unless `network`, socket(AF_UNIX) fails unless
+    `unix` (a named socket's path is not the filter's to see: Landlock does not govern connect,
+    so a host socket such as a database's cannot be told apart from a tenant's own), and
+    io_uring_setup() fails (it can open sockets without socket(2)). socketpair() stays allowed:
+    an unnamed pair reaches nothing outside the command."""
     if machine not in _ARCHES:
-        raise LandlockError(0, f"no seccomp network filter for machine {machine!r}")
+        raise LandlockError(0, f"no seccomp socket filter for machine {machine!r}")
     arch, socket_nr, uring_nr = _ARCHES[machine]
     refuse = _SECCOMP_RET_ERRNO | EPERM
+    other = _SECCOMP_RET_ALLOW if network else _SECCOMP_RET_ERRNO | EAFNOSUPPORT
+    own = _SECCOMP_RET_ALLOW if unix else _SECCOMP_RET_ERRNO | EACCES
     return b"".join(
         [
             _insn(_BPF_LD_W_ABS, 0, 0, 4),  # 0: arch
@@ -174,16 +184,16 @@ def network_filter(machine: str) -> bytes:
             _insn(_BPF_RET_K, 0, 0, refuse),  # 8
             _insn(_BPF_LD_W_ABS, 0, 0, 16),  # 9: args[0], the family (low 32 bits)
             _insn(_BPF_JEQ_K, 0, 1, AF_UNIX),
-            _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
-            _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | EAFNOSUPPORT),
+            _insn(_BPF_RET_K, 0, 0, own),
+            _insn(_BPF_RET_K, 0, 0, other),
         ]
     )
 
 
-def deny_network() -> None:
-    """Install the network filter on this process (no_new_privs must already be set)."""
+def deny_sockets(*, network: bool, unix: bool) -> None:
+    """Install the socket filter on this process (no_new_privs must already be set)."""
     libc = _libc()
-    program = network_filter(os.uname().machine)
+    program = socket_filter(os.uname().machine, network=network, unix=unix)
     filt = ctypes.create_string_buffer(program)
     fprog = ctypes.create_string_buffer(struct.pack("@HP", len(program) // 8, ctypes.addressof(filt)))
     ulong = ctypes.c_ulong
@@ -213,6 +223,7 @@ def main(argv: list[str]) -> None:
     sep = argv.index("--")
     host, options, command = int(argv[2]), argv[3:sep], argv[sep + 1 :]
     network = "--no-network" not in options
+    unix = "--no-unix-sockets" not in options
     readable = [o.removeprefix("--read=") for o in options if o.startswith("--read=")]
     listable = [o.removeprefix("--list=") for o in options if o.startswith("--list=")]
     uids = [int(o.removeprefix("--uid=")) for o in options if o.startswith("--uid=")]
@@ -223,8 +234,8 @@ def main(argv: list[str]) -> None:
             drop_to(uid)
         die_with_parent(host)
         restrict_writes(paths, readable if readable else None, listable)
-        if not network:
-            deny_network()
+        if not network or not unix:
+            deny_sockets(network=network, unix=unix)
         os.execv(command[0], command)
     except BaseException as exc:
         os.write(status_fd, f"Landlock sandbox could not start the command: {exc}".encode())

@@ -28,7 +28,13 @@ from toolroute._platform import LINUX_NATIVE
 from toolroute.builtins._process.deathwatch import DeathWatch
 from toolroute.builtins._process.group import group_finished, signal_group
 from toolroute.builtins._process.launcher import LAUNCHER
-from toolroute.builtins._process.sandbox import SandboxPlan, SandboxUnavailable, bubblewrap_argv, landlock_argv
+from toolroute.builtins._process.sandbox import (
+    SandboxPlan,
+    SandboxUnavailable,
+    bubblewrap_argv,
+    landlock_argv,
+    socket_filter_fd,
+)
 from toolroute.progress import ProgressSink, report_interval
 
 TERM_GRACE = 1.0  # seconds between SIGTERM and SIGKILL to the group
@@ -128,16 +134,20 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     stays in its group: signalling the group reaches both."""
     argv = [bash_path(), "-c", spec.command]
     plan = spec.sandbox
-    status_r = status_w = -1
+    status_r = -1
+    # A descriptor only the child needs: bubblewrap's seccomp filter, or the Landlock helper's
+    # status pipe (the parent reads `status_r`).
+    child_fd: int | None = None
     try:
         if plan is not None and plan.kind == "bubblewrap":
-            argv = bubblewrap_argv(argv, plan, spec.cwd)
+            child_fd = socket_filter_fd(plan)
+            argv = bubblewrap_argv(argv, plan, spec.cwd, child_fd)
         elif plan is not None:
-            status_r, status_w = os.pipe()
-            argv = landlock_argv(argv, plan, status_w)
-    except SandboxUnavailable as exc:
-        for fd in (status_r, status_w):
-            if fd >= 0:
+            status_r, child_fd = os.pipe()
+            argv = landlock_argv(argv, plan, child_fd)
+    except (SandboxUnavailable, OSError) as exc:
+        for fd in (status_r, child_fd):
+            if fd is not None and fd >= 0:
                 os.close(fd)
         raise SpawnError(f"the sandbox ({plan.kind if plan else '?'}) cannot be used: {exc}") from None
     env = dict(spec.env)
@@ -157,7 +167,7 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(status_w,) if status_w >= 0 else (),
+            pass_fds=() if child_fd is None else (child_fd,),
             **identity,
             **isolation(),
         )
@@ -171,8 +181,8 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
             os.close(status_r)
         raise SpawnError(f"could not start {argv[0]}: {exc}") from None
     finally:
-        if status_w >= 0:
-            os.close(status_w)
+        if child_fd is not None:
+            os.close(child_fd)
     if status_r >= 0:
         _await_sandbox(proc, status_r)
     return proc

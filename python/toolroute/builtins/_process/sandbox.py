@@ -202,6 +202,15 @@ class SandboxPlan:
     hidden: tuple[Path, ...] = ()  # hidden beside HIDDEN_PATHS in the minimal view
     uid: int | None = None  # the uid (and gid) commands run as; None: the host's own
 
+    @property
+    def unix_sockets(self) -> bool:
+        """Whether commands may open unix sockets. Not in the minimal view where the sandbox
+        cannot hide the host's: Landlock has no say over `connect()` on a named socket (a
+        database's, the registry's), and bubblewrap sharing the host's network shares its
+        abstract sockets. bubblewrap without network hides both (its own mount and network
+        namespaces), so a tenant's own sockets in its workspace keep working there."""
+        return self.view != "minimal" or (self.kind == "bubblewrap" and not self.network)
+
     def writable_paths(self) -> list[Path]:
         return list(dict.fromkeys([self.workspace, *self.writable]))
 
@@ -282,9 +291,29 @@ def _minimal_root(plan: SandboxPlan) -> list[str]:
     return args
 
 
-def bubblewrap_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path) -> list[str]:
-    """`argv` inside a bubblewrap sandbox. Order matters: later mounts cover earlier ones."""
+def socket_filter_fd(plan: SandboxPlan) -> int | None:
+    """For bubblewrap's `--seccomp`: a descriptor holding the filter that refuses unix sockets,
+    when `plan`'s commands may not open them (None otherwise). bubblewrap reads it from its
+    current offset, so each command gets its own; the caller closes it once bwrap has started."""
+    if plan.unix_sockets:
+        return None
+    program = landlock_exec.socket_filter(os.uname().machine, network=plan.network, unix=False)
+    fd = os.memfd_create("toolroute-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def bubblewrap_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path, seccomp_fd: int | None = None) -> list[str]:
+    """`argv` inside a bubblewrap sandbox (with `seccomp_fd`, `socket_filter_fd`'s filter
+    applied). Order matters: later mounts cover earlier ones."""
     args = [bwrap_path(), *_namespaces(network=plan.network)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += _minimal_root(plan) if plan.view == "minimal" else ["--ro-bind", "/", "/"]
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(plan.private_tmp), "/tmp"]
     writable = plan.writable_paths()
@@ -307,6 +336,8 @@ def landlock_argv(argv: Sequence[str], plan: SandboxPlan, status_fd: int) -> lis
         raise SandboxUnavailable("no Python interpreter path (sys.executable) to run the Landlock helper")
     paths = [str(p) for p in (*plan.writable_paths(), plan.private_tmp)] + ["/dev/null"]
     flags = [] if plan.network else ["--no-network"]
+    if not plan.unix_sockets:
+        flags.append("--no-unix-sockets")
     if plan.uid is not None:
         flags.append(f"--uid={plan.uid}")
     if plan.view == "minimal":
