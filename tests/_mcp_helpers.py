@@ -24,6 +24,21 @@ def demo_stdio(name: str = "demo", *extra_tools: str, **options: Any) -> dict[st
     return {"command": sys.executable, "args": args, **options}
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def tenant_stdio(name: str = "plain", **options: Any) -> dict[str, Any]:
+    """An `mcpServers` entry a tenant's sandbox can run: the system's python3 (under /usr, in the
+    minimal view) with the standard-library server's source given on its command line, since
+    neither this virtual environment nor the test folder need be visible or passable there."""
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        import pytest
+
+        pytest.skip(f"no {SYSTEM_PYTHON} to run a tenant's stdio server with (Debian package python3)")
+    source = (SERVERS / "plain_server.py").read_text()
+    return {"command": SYSTEM_PYTHON, "args": ["-c", source, "--name", name], **options}
+
+
 def script_stdio(script: str, **options: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(SERVERS / script)], **options}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -23,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _mcp_helpers import demo_stdio
+from _mcp_helpers import tenant_stdio
 from _serve_helpers import http_server_process, outside_tmp, run_cli, tool_env, toolroute_exe
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,7 +124,7 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
                 for user in ("alice", "bob"):
                     store.add_user(user)
                     keys[user] = store.add_key(user)
-                store.add_server("alice", "gh", demo_stdio("alice-gh", env={"GH_TOKEN": UPSTREAM_TOKEN}))
+                store.add_server("alice", "gh", tenant_stdio("alice-gh", env={"GH_TOKEN": UPSTREAM_TOKEN}))
         finally:
             if saved is None:
                 os.environ.pop("XDG_CONFIG_HOME")
@@ -306,6 +307,45 @@ def _cmdline(proc: Path) -> bytes:
 
 def _mechanism(d: Deployment) -> str:
     return str(bash(d, "bob", "true")["sandbox"]["confinement"])
+
+
+def test_a_tenants_own_stdio_server_runs_in_that_tenants_sandbox(deployment: Deployment) -> None:
+    """alice's upstream server (her registry entry) is her program: it runs as her uid, in her
+    workspace, in the minimal view, and reaches nothing her commands could not: not bob's
+    workspace, not the list of workspaces, not the registry or its key, no host unix socket."""
+    d = deployment
+    alice = d.base / "ws" / "alice"
+    me = json.loads(_call(d, "alice", "user_alice_tool_whoami", {}))
+    assert me["cwd"] == str(alice) and me["home"] == str(alice), me
+    assert "GH_TOKEN" in me["env"] and "TOOLROUTE_TEST_HOST_SECRET" not in me["env"], me
+    if d.tenant_uids:
+        assert me["uid"] == alice.stat().st_uid != os.geteuid(), me
+    bash(d, "bob", "echo bobs-own > mine.txt")  # (bob's workspace exists)
+    sock = d.base / "host.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(sock))
+        sock.chmod(0o777)
+        listener.listen(4)
+        probes = {
+            "listdir": [d.base / "ws", d.base, d.registry.parent, d.key_file.parent, Path("/root")],
+            "read": [d.base / "ws" / "bob" / "mine.txt", d.registry, d.key_file, Path(f"/proc/{d.server_pid}/environ")],
+            "connect": [sock],
+        }
+        for tool, paths in probes.items():
+            for path in paths:
+                arguments = {"path": str(path)}
+                result = anyio.run(_session_call, d.url, d.keys["alice"], f"user_alice_tool_{tool}", arguments)
+                text = result.content[0].text
+                # (bubblewrap makes the folders above her workspace to mount it: they list it alone)
+                shown = set() if result.is_error or tool != "listdir" else set(text.split())
+                assert result.is_error or shown <= {"alice", "ws"}, (tool, path, text)
+                assert "bobs-own" not in text and not _leaked(d, text), (tool, path, text)
+    # Her own files she reaches, as her commands do.
+    assert _call(d, "alice", "user_alice_tool_read", {"path": "notes.txt"}) == ALICE_SECRET + "\n"
+
+
+def _leaked(d: Deployment, text: str) -> list[str]:
+    return [s for s in _secrets(d) if s in text and s != ALICE_SECRET]
 
 
 def test_each_tenants_commands_run_as_a_uid_of_its_own_that_owns_its_workspace(deployment: Deployment) -> None:

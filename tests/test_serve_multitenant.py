@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import signal
 import socket
 import threading
@@ -21,8 +22,8 @@ import anyio
 import httpx2
 import jwt
 import pytest
-from _mcp_helpers import demo_stdio
-from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, processes_with, run_cli
+from _mcp_helpers import tenant_stdio
+from _serve_helpers import TOOLS_MODULE, http_server, http_server_process, outside_tmp, processes_with, run_cli
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -63,16 +64,25 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    tmp = tmp_path_factory.mktemp("served")
+def served() -> Iterator[Served]:
+    # Outside /tmp, as deployed: the tenants' own servers run as their uids in their workspaces,
+    # which a 0700 pytest temp folder would keep them out of (served mode refuses that setup).
+    tmp = outside_tmp()
+    try:
+        yield from _served(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _served(tmp: Path) -> Iterator[Served]:
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(KEY.public_key()))
     (tmp / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
     store_url = f"sqlite:///{tmp / 'users.db'}"
     with UserStore(store_url) as store:
         for user in ("alice", "bob", "carol"):
             store.add_user(user)
-        store.add_server("alice", "notes", demo_stdio("alice-notes"))
-        store.add_server("bob", "notes", demo_stdio("bob-notes"))
+        store.add_server("alice", "notes", tenant_stdio("alice-notes"))
+        store.add_server("bob", "notes", tenant_stdio("bob-notes"))
         bob_key = store.add_key("bob")
         revoked = store.add_key("carol")
         store.revoke_key(store.keys("carol")[0].key_id)

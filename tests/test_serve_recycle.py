@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _mcp_helpers import demo_stdio
+from _mcp_helpers import tenant_stdio
 from _serve_helpers import ServedProcess, outside_tmp, served_http, stop_process, tool_env, toolroute_exe
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -43,7 +43,7 @@ def deployed() -> Iterator[tuple[Path, dict[str, str]]]:
     with UserStore(store_url) as store:
         for user in ("alice", "bob"):
             store.add_user(user)
-            store.add_server(user, "notes", demo_stdio(f"{user}-notes"))
+            store.add_server(user, "notes", tenant_stdio(f"{user}-notes"))
             keys[user] = store.add_key(user)
     yield base, keys
     shutil.rmtree(base, ignore_errors=True)

@@ -67,7 +67,7 @@ def test_idle_users_are_released_and_come_back_on_their_next_request(deployed: P
     """A user unseen for the idle timeout loses its cached door and workspace context, and its
     own upstream server process ends; its next request makes all of it again. A user seen
     meanwhile keeps everything."""
-    from _mcp_helpers import demo_stdio
+    from _mcp_helpers import tenant_stdio
 
     from toolroute.mcp.gateway import McpGateway
     from toolroute.naming import user_service_key
@@ -76,7 +76,7 @@ def test_idle_users_are_released_and_come_back_on_their_next_request(deployed: P
     store = UserStore(f"sqlite:///{deployed / 'users.db'}")
     for user in ("alice", "bob"):
         store.add_user(user)
-        store.add_server(user, "own", demo_stdio(f"{user}-server"))
+        store.add_server(user, "own", tenant_stdio(f"{user}-server"))
     router = ToolRouter(gateway=McpGateway())
     tenancy = Tenancy(router, ["read_file"], [], store=store, workspace_template=str(deployed / "ws" / "{user}"))
     try:

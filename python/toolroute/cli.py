@@ -378,7 +378,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             mode.close()
     if mode.recycle is not None and mode.recycle.requested:
         # Everything is closed (the router's upstream sessions and processes too); the socket
-        # still listens, and the fresh process takes it over.
+        # still listens, and the fresh process takes it over. The commands' watchdog is let go
+        # and reaped here: the exec would close its pipe all the same, and leave it a zombie.
+        from toolroute.builtins._process.pump import WATCH
+
+        WATCH.close()
         mode.recycle.exec_fresh()
     return EXIT_OK
 

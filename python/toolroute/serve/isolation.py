@@ -69,6 +69,11 @@ def _require_reachable(folder: Path) -> None:
             )
 
 
+def require_reachable_workspaces(workspace_template: str) -> None:
+    """Tenants' uids must reach their workspaces (their commands and own servers run there)."""
+    _require_reachable(template_base(workspace_template).resolve())
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or path.is_relative_to(folder)
 
@@ -113,7 +118,7 @@ def tenant_base_context(
             "(bubblewrap, Debian package bubblewrap, or Landlock on Linux 5.13+)"
         )
     if uids is not None:
-        _require_reachable(base_folder)
+        require_reachable_workspaces(workspace_template)
     mode = "on" if base.sandbox == "auto" else base.sandbox
     try:
         kind = resolve_kind(mode)

@@ -174,11 +174,14 @@ def build_served_mode(
         cap = gateway_result_cap(getattr(args, "max_output_chars", None))
         router.attach_gateway(McpGateway(max_result_chars=cap))
     uids = None
-    if auth is not None and base_context is not None:
+    if auth is not None:
         from toolroute.serve.identities import parse_uid_range
-        from toolroute.serve.isolation import tenant_base_context, tenant_uids
+        from toolroute.serve.isolation import require_reachable_workspaces, tenant_uids
 
         uids = tenant_uids(parse_uid_range(args.tenant_uids) if args.tenant_uids else None)
+    if auth is not None and base_context is not None:
+        from toolroute.serve.isolation import tenant_base_context
+
         base_context = tenant_base_context(
             base_context,
             functions,
@@ -186,6 +189,15 @@ def build_served_mode(
             uids=uids,
             secret_files=[] if store is None else store.secret_files(),
         )
+    if auth is not None and store is not None and uids is not None and args.workspace_template:
+        # Users' own stdio servers run as their uids in their workspaces (own_servers.py).
+        require_reachable_workspaces(args.workspace_template)
+    confine = None
+    if auth is not None:
+        # Many users: a user's own stdio server is that tenant's program, run in its sandbox.
+        from toolroute.serve.own_servers import confined
+
+        confine = confined
     tenancy = Tenancy(
         router,
         functions,
@@ -194,6 +206,7 @@ def build_served_mode(
         workspace_template=args.workspace_template,
         base_context=base_context,
         tenant_uids=uids,
+        confine=confine,
     )
     doors = TenantDoors(
         tenancy,

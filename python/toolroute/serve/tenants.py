@@ -12,21 +12,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolroute.context import BuiltInToolContext
-from toolroute.errors import ToolArgumentError
+from toolroute.errors import ToolArgumentError, ToolError, ToolRegistrationError
 from toolroute.router import ToolRouter
 from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
+from toolroute.types import using_resources
 
 if TYPE_CHECKING:
     from toolroute.serve.store import UserStore
+
+log = logging.getLogger("toolroute.serve")
+# A user's server configuration, and that user's built-ins' context -> the configuration started.
+Confine = Callable[[Mapping[str, Any], BuiltInToolContext], dict[str, Any]]
 
 # How long a user's door is served without asking the registry again. Bounds how late a change
 # made elsewhere (`toolroute users servers add` on another machine) reaches this replica; changes
@@ -66,6 +72,7 @@ class Tenancy:
         base_context: BuiltInToolContext | None = None,
         registry_ttl: float = REGISTRY_TTL,
         tenant_uids: range | None = None,
+        confine: Confine | None = None,
     ) -> None:
         self.workspaces = None if workspace_template is None else Workspaces(workspace_template, tenant_uids)
         self.router = router
@@ -75,6 +82,8 @@ class Tenancy:
         self.workspace_template = workspace_template
         self.base_context = base_context
         self.registry_ttl = registry_ttl
+        # Rewrites a user's server configuration into what is started (own_servers.confined).
+        self.confine = confine
         self._lock = threading.Lock()
         # Least recently used first; beyond MAX_CACHED_USERS the oldest is dropped (it is made again
         # on its user's next request): each context holds its workspace root open.
@@ -88,22 +97,54 @@ class Tenancy:
             return {}
         return self.store.servers(user_id)
 
-    def _register_servers(self, user_id: str, servers: dict[str, dict[str, object]]) -> list[str]:
-        """Hand the user's registry servers to the gateway (once each); their ids."""
+    def _register_servers(
+        self, user_id: str, servers: dict[str, dict[str, object]], launch: Mapping[str, Mapping[str, Any]]
+    ) -> list[str]:
+        """Hand the user's registry servers to the gateway (once each), each as `launch` starts
+        it (a stdio server confined to the tenant's sandbox); the ids of those handed over."""
         gateway = self.router.gateway
         done = self._registered.setdefault(user_id, {})
         for sid, config in servers.items():
             text = json.dumps(config, sort_keys=True)
+            if sid not in launch:
+                continue  # it cannot be started safely here (logged by `_launchable`)
             if sid not in done:
                 if gateway is None:
                     raise ToolArgumentError("this server has no MCP gateway for users' own servers")
-                gateway.add_user_server(user_id, sid, config)
+                gateway.add_user_server(user_id, sid, launch[sid])
                 done[sid] = text
             elif done[sid] != text:
                 # A changed config needs the old connection replaced; the gateway keeps what it
                 # connected, so a change applies when the replica restarts.
                 pass
-        return list(servers)
+        return [sid for sid in servers if sid in done]
+
+    def _launchable(self, user_id: str, servers: dict[str, dict[str, object]]) -> dict[str, dict[str, Any]]:
+        """How each of the user's servers is started here: with `confine` (served mode), in the
+        tenant's own sandbox and workspace; a server that cannot be is left out, and logged."""
+        if self.confine is None:
+            return {sid: dict(config) for sid, config in servers.items()}
+        launch: dict[str, dict[str, Any]] = {}
+        context: BuiltInToolContext | None = None
+        for sid, config in servers.items():
+            # (under the router's resources: the sandbox's private /tmp is the one bash uses)
+            try:
+                if "command" in config and context is None:
+                    context = self._server_context(user_id)
+                with using_resources(self.router.resources):
+                    launch[sid] = self.confine(config, context) if context is not None else dict(config)
+            except ToolError as exc:
+                log.warning("user %r: MCP server %r is not started: %s", user_id, sid, exc)
+        return launch
+
+    def _server_context(self, user_id: str) -> BuiltInToolContext:
+        context = self.context(user_id)
+        if context is None or self.workspaces is None:
+            raise ToolRegistrationError(
+                "a tenant's stdio MCP server runs in that tenant's workspace and sandbox: "
+                "start the server with --workspace-template"
+            )
+        return context
 
     def door(self, user_id: str | None) -> ServedTools:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
@@ -122,7 +163,10 @@ class Tenancy:
                 door.read_at, door.generation = read_at, generation
                 self._doors.move_to_end(user_id)
                 return door.served
-            own = self._register_servers(user_id, servers) if user_id is not None else []
+        # Outside the lock: confining a server makes the tenant's workspace (and takes the lock).
+        launch = self._launchable(user_id, servers) if user_id is not None else {}
+        with self._lock:
+            own = self._register_servers(user_id, servers, launch) if user_id is not None else []
             served = ServedTools(self.router, self.functions, self.mcp_servers, user_id, user_servers=own)
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
             _bound(self._doors)

@@ -4,7 +4,9 @@ This file is exec'd as a script (`python -I -S landlock_exec.py STATUS_FD HOST_P
 PATH... -- ARGV...`) in the child, between fork and bash: applying the ruleset there, rather than in a
 `preexec_fn`, keeps the parent's threads out of harm's way. It must import nothing from toolroute
 (it runs with -S). On any failure it writes the reason to STATUS_FD and exits 127; on success exec
-closes STATUS_FD (close-on-exec), so the parent reads EOF.
+closes STATUS_FD (close-on-exec), so the parent reads EOF. A STATUS_FD of `-` (a spawner that
+passes no descriptor: the MCP SDK's, for a tenant's own server) sends the reason to stderr.
+ARGV[0] is looked up on the command's PATH.
 
 Options:
 - `--read=PATH` (the minimal view): reading and executing are restricted too, to the PATHs given
@@ -18,7 +20,13 @@ Options:
 - `--no-unix-sockets` (the minimal view): the filter refuses unix sockets too. Landlock does not
   govern `connect()` on a named socket, so without it a command could reach any socket of the
   host whose folder its uid may search: a database's, the server's own registry.
-The command is also killed if the host dies (PR_SET_PDEATHSIG, kept across exec).
+- `--no-pdeathsig`: no parent-death signal. The signal follows the thread that forked the
+  helper; a spawner whose thread may end before the command (the MCP SDK's, on whichever thread
+  runs the gateway's loop) must not arm it (the host's watchdog ends the command instead).
+- `--no-landlock` (starting bubblewrap as a tenant's uid, where the spawner cannot switch uids):
+  no ruleset, bubblewrap confines; with `--seccomp-fd=N`, the socket filter (no unix sockets;
+  no network either with `--no-network`) is left in a memfd at descriptor N for `--seccomp N`.
+Otherwise the command is also killed if the host dies (PR_SET_PDEATHSIG, kept across exec).
 """
 
 from __future__ import annotations
@@ -218,8 +226,20 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
+def seccomp_at(fd: int, *, network: bool) -> None:
+    """Put the filter refusing unix sockets (and, unless `network`, every other family) in a
+    memfd at descriptor `fd`, left open across exec: bubblewrap's `--seccomp fd` reads it."""
+    program = socket_filter(os.uname().machine, network=network, unix=False)
+    made = os.memfd_create("toolroute-seccomp", 0)
+    os.write(made, program)
+    os.lseek(made, 0, os.SEEK_SET)
+    if made != fd:
+        os.dup2(made, fd, inheritable=True)
+        os.close(made)
+
+
 def main(argv: list[str]) -> None:
-    status_fd = int(argv[1])
+    status_fd = -1 if argv[1] == "-" else int(argv[1])
     sep = argv.index("--")
     host, options, command = int(argv[2]), argv[3:sep], argv[sep + 1 :]
     network = "--no-network" not in options
@@ -227,18 +247,26 @@ def main(argv: list[str]) -> None:
     readable = [o.removeprefix("--read=") for o in options if o.startswith("--read=")]
     listable = [o.removeprefix("--list=") for o in options if o.startswith("--list=")]
     uids = [int(o.removeprefix("--uid=")) for o in options if o.startswith("--uid=")]
+    seccomp_fds = [int(o.removeprefix("--seccomp-fd=")) for o in options if o.startswith("--seccomp-fd=")]
     paths = [p for p in options if not p.startswith("--")]
     try:
-        os.set_inheritable(status_fd, False)
+        if status_fd >= 0:
+            os.set_inheritable(status_fd, False)
         for uid in uids:
             drop_to(uid)
-        die_with_parent(host)
-        restrict_writes(paths, readable if readable else None, listable)
-        if not network or not unix:
-            deny_sockets(network=network, unix=unix)
-        os.execv(command[0], command)
+        if "--no-pdeathsig" not in options:
+            die_with_parent(host)
+        if "--no-landlock" in options:  # bubblewrap confines what this execs
+            for fd in seccomp_fds:
+                seccomp_at(fd, network=network)
+        else:
+            restrict_writes(paths, readable if readable else None, listable)
+            if not network or not unix:
+                deny_sockets(network=network, unix=unix)
+        os.execvp(command[0], command)
     except BaseException as exc:
-        os.write(status_fd, f"Landlock sandbox could not start the command: {exc}".encode())
+        message = f"Landlock sandbox could not start the command: {exc}".encode()
+        os.write(status_fd if status_fd >= 0 else 2, message)
         os._exit(127)
 
 

@@ -263,12 +263,13 @@ def visible(path: Path, plan: SandboxPlan) -> bool:
     return any(_covers(root, path) for root in shown)
 
 
-def _namespaces(*, network: bool) -> list[str]:
+def _namespaces(*, network: bool, die_with_parent: bool = True) -> list[str]:
     # --unshare-all includes the network namespace; --share-net gives the host's back.
     # No --new-session: commands never have a controlling terminal (see pump.isolation), so the
     # TIOCSTI injection it guards against cannot happen, and a new session would take the
     # command out of the process group that timeouts, stop and shutdown signal.
-    return ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--cap-drop", "ALL"]
+    share = ["--share-net"] if network else []
+    return ["--unshare-all", *share, *(["--die-with-parent"] if die_with_parent else []), "--cap-drop", "ALL"]
 
 
 def _minimal_root(plan: SandboxPlan) -> list[str]:
@@ -308,10 +309,12 @@ def socket_filter_fd(plan: SandboxPlan) -> int | None:
     return fd
 
 
-def bubblewrap_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path, seccomp_fd: int | None = None) -> list[str]:
+def bubblewrap_argv(
+    argv: Sequence[str], plan: SandboxPlan, cwd: Path, seccomp_fd: int | None = None, *, die_with_parent: bool = True
+) -> list[str]:
     """`argv` inside a bubblewrap sandbox (with `seccomp_fd`, `socket_filter_fd`'s filter
     applied). Order matters: later mounts cover earlier ones."""
-    args = [bwrap_path(), *_namespaces(network=plan.network)]
+    args = [bwrap_path(), *_namespaces(network=plan.network, die_with_parent=die_with_parent)]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += _minimal_root(plan) if plan.view == "minimal" else ["--ro-bind", "/", "/"]
@@ -329,22 +332,57 @@ def bubblewrap_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path, seccomp_f
     return [*args, "--chdir", str(cwd), "--", *argv]
 
 
-def landlock_argv(argv: Sequence[str], plan: SandboxPlan, status_fd: int) -> list[str]:
-    """`argv` run through the Landlock helper; raises SandboxUnavailable first if it cannot work."""
-    landlock_abi()
+def _helper(status_fd: int | None, flags: Sequence[str]) -> list[str]:
+    """The Landlock helper's argv up to its `--` (landlock_exec.py); `status_fd` None sends a
+    failure's reason to stderr."""
     if not sys.executable:
         raise SandboxUnavailable("no Python interpreter path (sys.executable) to run the Landlock helper")
+    status = "-" if status_fd is None else str(status_fd)
+    return [sys.executable, "-I", "-S", str(HELPER), status, str(os.getpid()), *flags]
+
+
+def landlock_argv(
+    argv: Sequence[str], plan: SandboxPlan, status_fd: int | None, *, die_with_parent: bool = True
+) -> list[str]:
+    """`argv` run through the Landlock helper; raises SandboxUnavailable first if it cannot work."""
+    landlock_abi()
     paths = [str(p) for p in (*plan.writable_paths(), plan.private_tmp)] + ["/dev/null"]
     flags = [] if plan.network else ["--no-network"]
     if not plan.unix_sockets:
         flags.append("--no-unix-sockets")
     if plan.uid is not None:
         flags.append(f"--uid={plan.uid}")
+    if not die_with_parent:
+        flags.append("--no-pdeathsig")
     if plan.view == "minimal":
         system, listable = system_grants(tuple(plan.hidden_paths()))
         readable = [*system, *plan.read_only, *(Path(d) for d in DEVICES)]
         flags += [f"--read={p}" for p in readable] + [f"--list={p}" for p in listable]
-    return [sys.executable, "-I", "-S", str(HELPER), str(status_fd), str(os.getpid()), *flags, *paths, "--", *argv]
+    return [*_helper(status_fd, [*flags, *paths]), "--", *argv]
+
+
+# The descriptor a server's bubblewrap reads its seccomp filter from (0-2 are its stdio).
+SERVER_SECCOMP_FD = 3
+
+
+def server_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path) -> list[str]:
+    """`argv`, a long-lived server a tenant configured (its own stdio MCP server), confined as
+    `plan`'s commands are, for a spawner that can neither pass descriptors nor switch uids nor
+    promise the thread it forks from (the MCP SDK's): no parent-death signal (the host's
+    watchdog and the SDK's own shutdown end it), and bubblewrap started through the helper,
+    which drops to the tenant's uid and makes the socket filter's descriptor."""
+    if plan.kind == "landlock":
+        return landlock_argv([*argv], plan, None, die_with_parent=False)
+    seccomp = None if plan.unix_sockets else SERVER_SECCOMP_FD
+    inner = bubblewrap_argv(argv, plan, cwd, seccomp, die_with_parent=False)
+    if plan.uid is None and seccomp is None:
+        return inner
+    flags = ["--no-landlock", "--no-pdeathsig"]
+    if plan.uid is not None:
+        flags.append(f"--uid={plan.uid}")
+    if seccomp is not None:
+        flags += [f"--seccomp-fd={seccomp}", *([] if plan.network else ["--no-network"])]
+    return [*_helper(None, flags), "--", *inner]
 
 
 # Variables that name host folders a command of the minimal view cannot see (its HOME becomes
