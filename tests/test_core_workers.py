@@ -9,6 +9,7 @@ import asyncio
 import contextvars
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -229,3 +230,148 @@ def test_a_warm_worker_keeps_nothing_of_the_call_it_ran() -> None:
     gc.collect()
     assert gone() is None
     assert pool.threads >= 1  # the worker is still there, warm, waiting
+
+
+# ---- owners: a fair share of the threads ------------------------------------------------------
+
+
+def _blocked(pool: WarmWorkers, owner: str, release: threading.Event, started: threading.Semaphore) -> Any:
+    """A call of `owner` that holds its thread until `release`."""
+    from toolroute._workers import working_for
+
+    def hold() -> str:
+        started.release()
+        release.wait(30)
+        return owner
+
+    async def call() -> str:
+        with working_for(owner):
+            return await pool.run(hold)
+
+    return call()
+
+
+def test_an_owner_holding_no_thread_is_served_while_the_others_hold_them_all() -> None:
+    """Five tenants each within their own limit (8 calls) hold all forty threads: a sixth
+    tenant's call still runs at once, on a thread started beyond the pool for it."""
+    from toolroute._workers import working_for
+
+    pool = WarmWorkers(max_workers=40, share=8)
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    async def main() -> tuple[str, bool]:
+        held = [asyncio.ensure_future(_blocked(pool, f"t{n}", release, started)) for n in range(5) for _ in range(8)]
+        for _ in range(40):
+            assert await asyncio.to_thread(started.acquire, True, 20)
+        assert pool.threads == 40
+        with working_for("victim"):
+            answer = await asyncio.wait_for(pool.run(lambda: "served"), 20)
+        still_held = not any(task.done() for task in held)  # answered before any of theirs ended
+        release.set()
+        await asyncio.gather(*held)
+        return answer, still_held
+
+    assert asyncio.run(main()) == ("served", True)
+
+
+def test_an_owner_waits_for_its_own_threads_never_for_the_others() -> None:
+    """Over its share, an owner's next call waits in its own queue, even with threads free;
+    another owner's call runs at once meanwhile."""
+    from toolroute._workers import working_for
+
+    pool = WarmWorkers(max_workers=40, share=2)
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    async def main() -> None:
+        held = [asyncio.ensure_future(_blocked(pool, "greedy", release, started)) for _ in range(2)]
+        for _ in range(2):
+            assert await asyncio.to_thread(started.acquire, True, 20)
+        with working_for("greedy"):
+            third = asyncio.ensure_future(pool.run(lambda: "third"))
+        await asyncio.sleep(0.2)
+        assert not third.done() and pool.queued("greedy") == 1 and pool.holding("greedy") == 2
+        with working_for("other"):
+            assert await asyncio.wait_for(pool.run(lambda: "other"), 20) == "other"
+        release.set()
+        assert await asyncio.wait_for(third, 20) == "third"
+        await asyncio.gather(*held)
+
+    asyncio.run(main())
+
+
+def test_work_its_caller_abandoned_still_counts_as_its_owners() -> None:
+    """A cancelled call's function runs on (a thread cannot be stopped): its owner cannot pile
+    up more of them than its share by cancelling and calling again. And work cancelled while it
+    waited in the queue never runs."""
+    from toolroute._workers import working_for
+
+    pool = WarmWorkers(max_workers=40, share=2)
+    release, started = threading.Event(), threading.Semaphore(0)
+    ran: list[str] = []
+
+    async def main() -> None:
+        held = [asyncio.ensure_future(_blocked(pool, "leaver", release, started)) for _ in range(2)]
+        for _ in range(2):
+            assert await asyncio.to_thread(started.acquire, True, 20)
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+        assert pool.holding("leaver") == 2  # abandoned, still running
+        with working_for("leaver"):
+            queued = asyncio.ensure_future(pool.run(lambda: ran.append("queued")))
+            later = asyncio.ensure_future(pool.run(lambda: ran.append("later") or "later"))
+        await asyncio.sleep(0.2)
+        assert pool.queued("leaver") == 2 and ran == []
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        assert await asyncio.wait_for(later, 20) == "later"
+        assert ran == ["later"]  # the cancelled one never ran
+
+    asyncio.run(main())
+
+
+def test_a_freed_thread_goes_to_the_owner_holding_fewest() -> None:
+    """With every thread held, queued work is taken by the owner holding the fewest threads
+    (taking turns on a tie), not in arrival order: a flood queued first does not starve a
+    later, smaller owner."""
+    from toolroute._workers import working_for
+
+    pool = WarmWorkers(max_workers=4, share=4, ceiling=4)
+    release, started = threading.Event(), threading.Semaphore(0)
+    order: list[str] = []
+
+    async def main() -> None:
+        held = [asyncio.ensure_future(_blocked(pool, "flood", release, started)) for _ in range(3)]
+        held.append(asyncio.ensure_future(_blocked(pool, "small", release, started)))
+        for _ in range(4):
+            assert await asyncio.to_thread(started.acquire, True, 20)
+        with working_for("flood"):
+            floods = [asyncio.ensure_future(pool.run(lambda: order.append("flood"))) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        with working_for("small"):
+            small = asyncio.ensure_future(pool.run(lambda: order.append("small")))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(*held, *floods, small), 20)
+
+    asyncio.run(main())
+    assert order.index("small") < 2, order  # served among the first two freed threads
+
+
+def test_threads_stay_under_the_ceiling_whatever_the_owners() -> None:
+    pool = WarmWorkers(max_workers=2, share=1, ceiling=3)
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    async def main() -> None:
+        held = [asyncio.ensure_future(_blocked(pool, f"o{n}", release, started)) for n in range(5)]
+        for _ in range(3):
+            assert await asyncio.to_thread(started.acquire, True, 20)
+        await asyncio.sleep(0.2)
+        assert pool.threads == 3 and sum(task.done() for task in held) == 0
+        release.set()
+        assert sorted(await asyncio.wait_for(asyncio.gather(*held), 20)) == [f"o{n}" for n in range(5)]
+
+    asyncio.run(main())
+    assert pool.threads <= 2  # the threads started beyond the pool ended with their work

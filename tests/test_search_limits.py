@@ -36,3 +36,25 @@ def test_one_row_longer_than_the_cap_is_cut_with_the_notice(ws: Path) -> None:
         router_for(ws, max_output_chars=300, max_line_chars=5000), "grep", pattern="y+", path="d", head_limit=1
     )
     assert len(text) <= 300 and "[output cut at the size limit]" in text and trace["shown"] == 1
+
+
+@pytest.mark.parametrize("tool", ["grep", "glob"])
+def test_a_cancelled_call_stops_its_search(ws: Path, tool: str) -> None:
+    """A call whose client went away has its cancel token fired: the Rust search is told (the
+    flag the tool hands it) and stops, and the call fails as cancelled rather than answer a
+    question nobody waits for. (Stopping between files and inside a long file is
+    `a_cancelled_search_stops_between_files_and_inside_a_long_one` in rust/src/search/tests.rs.)"""
+    from toolroute import cancellation
+    from toolroute.errors import ToolExecutionError
+
+    router = router_for(ws)
+    args = {"pattern": "hit", "no_ignore": True} if tool == "grep" else {"pattern": "*.txt"}
+    assert "hit" in call(router, tool, **args)[0] or tool == "glob"  # answered when not cancelled
+    token = cancellation.CancelToken()
+    token.cancel()
+    reset = cancellation._current.set(token)
+    try:
+        with pytest.raises(ToolExecutionError, match="cancelled before it finished"):
+            router.invoke(tool, args)
+    finally:
+        cancellation._current.reset(reset)

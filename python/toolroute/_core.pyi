@@ -115,6 +115,13 @@ class GrepProgress:
     @property
     def files(self) -> int: ...
 
+@final
+class CancelFlag:
+    def __init__(self) -> None: ...
+    def cancel(self) -> None: ...
+    @property
+    def cancelled(self) -> bool: ...
+
 def grep(
     confinement: Confinement,
     request: GrepRequest,
@@ -123,6 +130,7 @@ def grep(
     threads: int = 0,
     index: bool = True,
     progress: GrepProgress | None = None,
+    cancel: CancelFlag | None = None,
 ) -> GrepResult: ...
 def search_index_warm(
     confinement: Confinement,
@@ -135,7 +143,14 @@ def search_index_warm(
 def search_index_stats(
     confinement: Confinement, path: str | None = None, *, hidden: bool = False, no_ignore: bool = False
 ) -> dict[str, Any]: ...
-def glob(confinement: Confinement, request: GlobRequest, *, threads: int = 0, index: bool = True) -> GlobResult: ...
+def glob(
+    confinement: Confinement,
+    request: GlobRequest,
+    *,
+    threads: int = 0,
+    index: bool = True,
+    cancel: CancelFlag | None = None,
+) -> GlobResult: ...
 def search_daemon_serve(name: str) -> bool: ...
 def search_daemon_command(argv: list[str | PathLike[str]]) -> None: ...
 def search_daemon_stop() -> bool: ...

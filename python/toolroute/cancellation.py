@@ -87,11 +87,19 @@ def stop_on_cancel(stop: Callable[[], object]) -> Iterator[None]:
 
 async def run_sync_cancellable(fn: Callable[[], T]) -> T:
     """`fn()` on a worker thread (context variables carried over); cancelling the awaiting task
-    fires the thread's `CancelToken`, then waits up to CANCEL_WAIT for `fn` to return."""
+    fires the thread's `CancelToken`, then waits up to CANCEL_WAIT for `fn` to return. Work
+    cancelled while it still waited for a thread never starts, and is not waited for."""
     token = CancelToken()
     finished = threading.Event()
+    state = threading.Lock()
+    began = False
 
     def work() -> T:
+        nonlocal began
+        with state:
+            if token.cancelled:  # cancelled while it waited for a thread: nothing to do
+                raise anyio.get_cancelled_exc_class()()
+            began = True
         try:
             return fn()
         finally:
@@ -101,11 +109,14 @@ async def run_sync_cancellable(fn: Callable[[], T]) -> T:
     try:
         return await run_off_loop(work)  # a warm thread, no executor layers (see _workers.py)
     except anyio.get_cancelled_exc_class():
-        token.cancel()
-        with anyio.CancelScope(shield=True):
-            deadline = time.monotonic() + CANCEL_WAIT
-            while not finished.is_set() and time.monotonic() < deadline:
-                await anyio.sleep(_POLL)
+        with state:
+            token.cancel()
+            waiting = began
+        if waiting:
+            with anyio.CancelScope(shield=True):
+                deadline = time.monotonic() + CANCEL_WAIT
+                while not finished.is_set() and time.monotonic() < deadline:
+                    await anyio.sleep(_POLL)
         raise
     finally:
         _current.reset(reset)

@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from toolroute._core import search_daemon_command
+from toolroute._core import CancelFlag, search_daemon_command
+from toolroute.cancellation import current_cancel_token
+from toolroute.errors import ToolExecutionError
 from toolroute.outputcap import cap_text
 
 # How a process whose searches go to an index daemon starts one (docs/search.md).
 search_daemon_command([sys.executable, "-m", "toolroute.search_daemon"])
 
+T = TypeVar("T")
+
 # Text after the page: worst case length of the paging footer, kept free in the output budget.
 FOOTER_RESERVE = 240
+
+
+def cancellable(search: Callable[[CancelFlag | None], T], tool: str) -> T:
+    """`search(flag)`, where `flag` stops the Rust search when the current call is cancelled
+    (its client went away): the search gives its worker thread back at its next file or read,
+    instead of running on for nobody. Without a cancel token (a plain sync call), no flag."""
+    token = current_cancel_token()
+    if token is None:
+        return search(None)
+    flag = CancelFlag()
+    with token.on_cancel(flag.cancel):
+        result = search(flag)
+    if flag.cancelled:  # what was found so far is not the answer to the question asked
+        raise ToolExecutionError(f"{tool} was cancelled before it finished", tool=tool)
+    return result
 
 
 def split_globs(value: str | Sequence[str] | None) -> list[str]:

@@ -8,7 +8,7 @@ from pydantic import AliasChoices, Field
 
 from toolroute._core import GlobResult
 from toolroute._core import glob as core_glob
-from toolroute.builtins._search import assemble, body_budget, paging_footer, skip_notice
+from toolroute.builtins._search import assemble, body_budget, cancellable, paging_footer, skip_notice
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.types import ToolOutput
@@ -36,7 +36,7 @@ class GlobRequest(BuiltinRequest):
 
 def run_glob(request: GlobRequest, ctx: BuiltInToolContext) -> GlobResult:
     """The structured listing (a `toolroute._core.GlobResult`), for Python callers and the tool."""
-    return core_glob(ctx.confinement, request)
+    return cancellable(lambda cancel: core_glob(ctx.confinement, request, cancel=cancel), "glob")
 
 
 def _fit(paths: list[str], budget: int) -> list[str]:

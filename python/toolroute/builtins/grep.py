@@ -6,9 +6,17 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 
-from toolroute._core import GrepProgress, GrepResult
+from toolroute._core import CancelFlag, GrepProgress, GrepResult
 from toolroute._core import grep as core_grep
-from toolroute.builtins._search import as_list, assemble, body_budget, paging_footer, skip_notice, split_globs
+from toolroute.builtins._search import (
+    as_list,
+    assemble,
+    body_budget,
+    cancellable,
+    paging_footer,
+    skip_notice,
+    split_globs,
+)
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.progress import current_progress, ticking
@@ -87,9 +95,10 @@ def run_grep(request: GrepRequest, ctx: BuiltInToolContext) -> GrepResult:
         files = searched.files if searched is not None else 0  # read once: the search goes on
         return files, f"searched {files} files"
 
-    return ticking(
-        sink, figure, lambda: core_grep(ctx.confinement, request, max_line_bytes=max_line_bytes, progress=searched)
-    )
+    def search(cancel: CancelFlag | None) -> GrepResult:
+        return core_grep(ctx.confinement, request, max_line_bytes=max_line_bytes, progress=searched, cancel=cancel)
+
+    return ticking(sink, figure, lambda: cancellable(search, "grep"))
 
 
 def _summary(result: GrepResult) -> str:

@@ -130,6 +130,7 @@ def build_served_mode(
     bound_url: str,
     base_context: BuiltInToolContext | None = None,
 ) -> ServedMode:
+    from toolroute._workers import WORKERS
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
     from toolroute.serve.heap import limit_arenas
@@ -208,9 +209,13 @@ def build_served_mode(
         tenant_uids=uids,
         confine=confine,
     )
+    limits = _limits(args)
+    # No user holds more of the shared worker threads than its calls may be at once; work a
+    # cancelled call left running still counts (serve/limits.py, _workers.py).
+    WORKERS.share = limits.max_concurrent_calls
     doors = TenantDoors(
         tenancy,
-        limits=LimitBook(_limits(args)),
+        limits=LimitBook(limits),
         audit=AuditLog(args.audit_log) if args.audit_log else None,
         authenticated=auth is not None,
         fixed_user=args.user_id,

@@ -14,7 +14,7 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 
-from toolroute._workers import LOOKUPS, run_off_loop
+from toolroute._workers import LOOKUPS, run_off_loop, working_for
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
@@ -171,7 +171,8 @@ class TenantDoors:
             if self.limits is not None:
                 self.limits.check_arguments(arguments)
             context = self.tenancy.context(user)
-            with self._slot(user):
+            # The user's work takes the user's share of the worker threads (`_workers.py`).
+            with self._slot(user), working_for(user):
                 if context is None:
                     result = await door.call(name, arguments)
                 else:

@@ -15,7 +15,7 @@ use crate::search::grep::{Grep, GrepOptions, GrepOutcome, OutputMode, Row, RowKi
 use crate::search::index as search_index;
 use crate::search::render;
 use crate::search::walker::{WalkOptions, Walker};
-use crate::search::{SearchError, SkipStats};
+use crate::search::{Cancel, SearchError, SkipStats};
 
 /// grep's options, read from the request's attributes: `GrepRequest` (`builtins/grep.py`) is
 /// the one place they are declared, with their defaults, aliases and limits.
@@ -110,6 +110,32 @@ impl PyGrepProgress {
     #[getter]
     fn files(&self) -> u64 {
         self.searched.load(Ordering::Relaxed)
+    }
+}
+
+/// A search's cancel switch, set from another thread (the call's cancel token): the search
+/// stops before its next file and at its next read of a file.
+#[pyclass(frozen, name = "CancelFlag", module = "toolroute._core")]
+#[derive(Default)]
+pub struct PyCancelFlag {
+    cancel: Cancel,
+}
+
+#[pymethods]
+impl PyCancelFlag {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stop every search this flag was given to.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 }
 
@@ -220,7 +246,8 @@ impl PyGrepResult {
 /// Search files under `request.path` (default: the workspace root) for `request.pattern`;
 /// lines are read up to `max_line_bytes` (the caller's limit).
 #[pyfunction]
-#[pyo3(name = "grep", signature = (confinement, request, *, max_line_bytes, threads=0, index=true, progress=None))]
+#[pyo3(name = "grep", signature = (confinement, request, *, max_line_bytes, threads=0, index=true, progress=None, cancel=None))]
+#[allow(clippy::too_many_arguments)] // the request, then one keyword per knob of the call
 fn grep_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
@@ -229,6 +256,7 @@ fn grep_files(
     threads: usize,
     index: bool,
     progress: Option<&Bound<'_, PyGrepProgress>>,
+    cancel: Option<&Bound<'_, PyCancelFlag>>,
 ) -> PyResult<PyGrepResult> {
     guard(|| {
         let roots = &confinement.get().roots;
@@ -259,12 +287,17 @@ fn grep_files(
         };
         let (pattern, path, follow) = (request.pattern, request.path, request.follow_symlinks);
         let counter = progress.map(|p| Arc::clone(&p.get().searched));
+        let cancel = cancel.map(|c| c.get().cancel.clone());
         Ok(py.detach(|| {
             let mut grep = Grep::new(&pattern, opts)?;
             if let Some(counter) = counter {
                 grep = grep.counting_into(counter);
             }
-            let walker = Walker::new(roots, path.as_deref(), walk)?;
+            let mut walker = Walker::new(roots, path.as_deref(), walk)?;
+            if let Some(cancel) = cancel {
+                grep = grep.cancelled_by(cancel.clone());
+                walker = walker.cancelled_by(cancel);
+            }
             let outcome = if index {
                 search_index::grep(roots, &grep, &pattern, &walker, || grep.run(&walker))
             } else {
@@ -327,13 +360,14 @@ impl PyGlobResult {
 
 /// List files under `request.path` matching the gitignore-style `request.pattern`.
 #[pyfunction]
-#[pyo3(name = "glob", signature = (confinement, request, *, threads=0, index=true))]
+#[pyo3(name = "glob", signature = (confinement, request, *, threads=0, index=true, cancel=None))]
 fn glob_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
     request: GlobArgs,
     threads: usize,
     index: bool,
+    cancel: Option<&Bound<'_, PyCancelFlag>>,
 ) -> PyResult<PyGlobResult> {
     guard(|| {
         let roots = &confinement.get().roots;
@@ -360,8 +394,12 @@ fn glob_files(
             ..WalkOptions::default()
         };
         let path = request.path;
+        let cancel = cancel.map(|c| c.get().cancel.clone());
         Ok(py.detach(|| {
-            let walker = Walker::new(roots, path.as_deref(), walk)?;
+            let mut walker = Walker::new(roots, path.as_deref(), walk)?;
+            if let Some(cancel) = cancel {
+                walker = walker.cancelled_by(cancel);
+            }
             let scan = || globbing::run(&walker, sort);
             let outcome = if index {
                 search_index::glob(roots, &walker, sort, scan)
@@ -486,6 +524,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(search_index_stats, m)?)?;
     m.add_class::<PyGrepResult>()?;
     m.add_class::<PyGrepProgress>()?;
+    m.add_class::<PyCancelFlag>()?;
     m.add_class::<PyGlobResult>()?;
     m.add_function(wrap_pyfunction!(grep_files, m)?)?;
     m.add_function(wrap_pyfunction!(glob_files, m)?)?;

@@ -15,7 +15,7 @@ use grep_searcher::{
 };
 
 use super::walker::{Found, PerFile, Walker};
-use super::{SearchError, SkipStats};
+use super::{Cancel, Cancellable, SearchError, SkipStats};
 
 /// A searcher never buffers more than this per file (a huge line, or a whole file in multiline
 /// mode); beyond it the file fails with an error instead of eating memory.
@@ -166,6 +166,8 @@ pub struct Grep {
     opts: GrepOptions,
     /// Files searched so far, for a caller that reports progress while the search runs.
     searched: Option<Arc<AtomicU64>>,
+    /// Set when the caller gave up: no further file is searched, nor read further.
+    cancel: Option<Cancel>,
 }
 
 /// What a compiled matcher depends on.
@@ -454,7 +456,15 @@ impl Grep {
             matcher,
             opts,
             searched: None,
+            cancel: None,
         })
+    }
+
+    /// Stop searching once `cancel` is set: files not begun are skipped, and a file being
+    /// read fails at its next read (what was found so far is kept).
+    pub fn cancelled_by(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
     }
 
     /// Count each file searched into `counter` as the search goes (read from another thread).
@@ -523,7 +533,17 @@ impl Grep {
             binary: false,
         };
         match source {
-            Source::File(file) => searcher.search_file(matcher, &file, &mut sink)?,
+            Source::File(file) => match &self.cancel {
+                // The same search as `search_file` makes without memory maps, read by read.
+                Some(cancel) => {
+                    let reader = Cancellable {
+                        inner: file,
+                        cancel: cancel.clone(),
+                    };
+                    searcher.search_reader(matcher, reader, &mut sink)?
+                }
+                None => searcher.search_file(matcher, &file, &mut sink)?,
+            },
             // A slice is checked for binary data only near its start; the reader path checks
             // all of it, as reading the file does.
             Source::Bytes(text) if memchr::memchr(0, text).is_none() => {
@@ -582,6 +602,9 @@ impl Grep {
         collector: &Collector,
         held: Option<&mut Vec<FileHits>>,
     ) {
+        if self.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+            return;
+        }
         stats.files += 1;
         if let Some(searched) = &self.searched {
             searched.fetch_add(1, Ordering::Relaxed);

@@ -7,7 +7,48 @@ pub mod render;
 mod rules;
 pub mod walker;
 
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use crate::files::error::ConfineError;
+
+/// A caller's request to stop a search early (its tool call was cancelled, its client left).
+/// Checked before each file and before each read of a file, so a cancelled search gives its
+/// thread back within one read, not one tree: a served tenant's abandoned greps on a large file
+/// held the server's worker threads until they ran out.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ask every search holding this (or a clone) to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A reader that fails once its search is cancelled: the searcher stops at its next read.
+pub(crate) struct Cancellable<R> {
+    pub(crate) inner: R,
+    pub(crate) cancel: Cancel,
+}
+
+impl<R: Read> Read for Cancellable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(io::Error::other("the search was cancelled"));
+        }
+        self.inner.read(buf)
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {

@@ -993,3 +993,55 @@ fn open_beneath_refuses_every_way_out() {
         assert!(open(root.as_fd(), Path::new(""), read | OFlags::DIRECTORY).is_ok());
     }
 }
+
+#[test]
+fn a_cancelled_search_stops_between_files_and_inside_a_long_one() {
+    use super::Cancel;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let (_d, ws, roots) = tree();
+    // Cancelled before it starts: nothing is opened, nothing counted.
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let grep = Grep::new("needle", content())
+        .unwrap()
+        .cancelled_by(cancel.clone());
+    let walker = Walker::new(&roots, None, opts())
+        .unwrap()
+        .cancelled_by(cancel);
+    let out = grep.run(&walker);
+    assert!(
+        out.files.is_empty() && out.stats.files == 0,
+        "{:?}",
+        out.stats
+    );
+
+    // Cancelled while one long file is read: its search ends at the next read, with an error
+    // (a search that had read the file to its end would have none).
+    let line = b"no match on this line at all, just filler text to read\n";
+    let long: Vec<u8> = line.iter().copied().cycle().take(64 << 20).collect();
+    write(&ws, "long.txt", &long);
+    let searched = Arc::new(AtomicU64::new(0));
+    let cancel = Cancel::new();
+    let grep = Grep::new("needle", content())
+        .unwrap()
+        .counting_into(Arc::clone(&searched))
+        .cancelled_by(cancel.clone());
+    let walker = Walker::new(&roots, Some("long.txt"), opts()).unwrap();
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while searched.load(Ordering::Acquire) == 0 {
+                std::hint::spin_loop();
+            }
+            cancel.cancel();
+        });
+        grep.run(&walker)
+    });
+    assert_eq!(out.stats.errors, 1, "{:?}", out.stats);
+    assert!(
+        out.stats.first_errors[0].contains("cancelled"),
+        "{:?}",
+        out.stats
+    );
+}

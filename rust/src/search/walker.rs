@@ -23,7 +23,7 @@ use ignore::types::{Types, TypesBuilder};
 use rustix::fs::{fstat, openat, statat, AtFlags, Dir, FileType, Mode, OFlags, Stat};
 
 use super::rules::{absolute, Present, Rules, Verdict};
-use super::{SearchError, SkipStats};
+use super::{Cancel, SearchError, SkipStats};
 use crate::files::beneath::{fd_path, lexical_join, open_beneath};
 use crate::files::confine::{Access, Roots};
 use crate::files::error::FsError;
@@ -94,6 +94,8 @@ pub struct Walker {
     observer: Option<Arc<dyn Observer>>,
     /// List the start only: admitted folders are reported to the observer, not entered.
     shallow: bool,
+    /// Set when the caller gave up: what is still queued is dropped unvisited.
+    cancel: Option<Cancel>,
 }
 
 /// What a walk decided, for an index that replays it later (`search::index`).
@@ -431,6 +433,7 @@ impl Walker {
             rules,
             observer: None,
             shallow: false,
+            cancel: None,
         })
     }
 
@@ -450,6 +453,16 @@ impl Walker {
     /// How a path below the start is shown: the start as given, then the names walked.
     pub(crate) fn shown(&self, rel: &Path) -> String {
         join_shown(&self.shown_start, rel)
+    }
+
+    /// Stop walking (dropping what is queued, unvisited) once `cancel` is set.
+    pub fn cancelled_by(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_cancelled)
     }
 
     pub(crate) fn observe(&mut self, observer: Arc<dyn Observer>) {
@@ -820,6 +833,9 @@ impl Engine<'_> {
     where
         V: FnMut(&Found<'_>, &mut SkipStats),
     {
+        if self.walker.cancelled() {
+            return; // dropped: the queue empties without opening anything more
+        }
         match item {
             Item::File {
                 dir,
