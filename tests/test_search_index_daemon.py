@@ -11,6 +11,7 @@ cache folders live outside /tmp, as a deployment's do.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -580,3 +581,44 @@ def test_a_peer_that_says_nothing_or_is_refused_is_let_go(deployed: Path, place:
             pass  # the daemon ended meanwhile
         time.sleep(0.5)
     assert refusals >= 8
+
+
+def test_a_trickling_or_crowding_peer_is_bounded(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
+    """The first request must come whole within a few seconds, however it trickles in (a read
+    timeout alone restarted with every byte: one byte every 4 s held a connection for good), and
+    at most 16 connections at a time may be waiting to show the key: a crowd of peers without it
+    cannot take the daemon's connections (256), and a client with the key is answered after."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    sock = warmed(root, cache, env)
+    trickle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    trickle.settimeout(2)
+    trickle.connect(str(sock))
+    sent = 0
+    for _ in range(30):  # at most 30 s; the daemon cuts it off after about 5 bytes
+        try:
+            trickle.send(b"\x00")
+            sent += 1
+            if trickle.recv(1) == b"":
+                break
+        except TimeoutError:
+            continue  # nothing to read yet: one more byte
+        except OSError:
+            break  # reset: cut off
+    trickle.close()
+    assert 1 <= sent < 10, sent
+    crowd = []
+    for _ in range(40):
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        peer.connect(str(sock))
+        crowd.append(peer)
+    # Beyond the 16 waiting ones, the daemon closes each at once: they read EOF right away.
+    closed_at_once = 0
+    for peer in crowd:
+        peer.settimeout(0.5)
+        with contextlib.suppress(TimeoutError, OSError):
+            closed_at_once += peer.recv(1) == b""
+    assert closed_at_once >= 40 - 16 - 4, closed_at_once  # (a few may be accepted as others end)
+    for peer in crowd:
+        peer.close()
+    assert child(root, env)["answered"] >= 1

@@ -1045,3 +1045,22 @@ fn a_cancelled_search_stops_between_files_and_inside_a_long_one() {
         out.stats
     );
 }
+
+#[test]
+fn a_walk_never_asks_for_more_threads_than_the_machine_has() {
+    // A count sent from elsewhere (an index daemon's client) spawns no more threads than the
+    // default: the CPUs, at most 12.
+    let (_d, _ws, roots) = tree();
+    let asked = WalkOptions {
+        threads: 1_000_000,
+        ..opts()
+    };
+    let walker = Walker::new(&roots, None, asked).unwrap();
+    let most = std::thread::available_parallelism().map_or(1, |n| n.get().min(12));
+    assert_eq!(walker.threads(), most);
+    let one = WalkOptions {
+        threads: 1,
+        ..opts()
+    };
+    assert_eq!(Walker::new(&roots, None, one).unwrap().threads(), 1);
+}

@@ -507,11 +507,15 @@ impl Walker {
         self.filters.excludes
     }
 
+    /// Worker threads: as asked, but never more than the default (the CPUs, at most 12): more
+    /// do not scan faster, and a count sent from elsewhere (an index daemon's client) must not
+    /// spawn threads without end.
     pub(crate) fn threads(&self) -> usize {
+        let most = default_threads();
         if self.opts.threads == 0 {
-            default_threads()
+            most
         } else {
-            self.opts.threads
+            self.opts.threads.min(most)
         }
     }
 

@@ -23,6 +23,9 @@ use crate::search::walker::Walker;
 
 /// Connections served at once; more are closed at once (their queries scan).
 const MAX_CONNECTIONS: usize = 256;
+/// Of those, connections that have not yet shown the key (their first request is not yet
+/// answered): a peer that cannot read the key holds at most these, for FIRST_REQUEST each.
+const MAX_PENDING: usize = 16;
 
 /// The daemon ends when no query came for this long (`TOOLROUTE_SEARCH_INDEX_DAEMON_TTL`,
 /// seconds, default 30 minutes); its indexes are saved to the disk cache as they go.
@@ -36,6 +39,7 @@ struct Shared {
     last_query: Mutex<Instant>,
     busy: AtomicUsize,
     connections: AtomicUsize,
+    pending: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -83,6 +87,7 @@ pub fn serve(name: &str) -> io::Result<bool> {
         last_query: Mutex::new(Instant::now()),
         busy: AtomicUsize::new(0),
         connections: AtomicUsize::new(0),
+        pending: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
     });
     let ttl = ttl();
@@ -133,33 +138,43 @@ fn accept(stream: UnixStream, shared: &Arc<Shared>) {
         shared.connections.fetch_sub(1, Ordering::AcqRel);
         return;
     }
+    if shared.pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING {
+        shared.pending.fetch_sub(1, Ordering::AcqRel);
+        shared.connections.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
     let shared = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
         .name("toolroute-index-daemon".into())
         .spawn({
             let shared = Arc::clone(&shared);
             move || {
-                connection(&stream, &shared);
+                let mut pending = true;
+                connection(&stream, &shared, &mut pending);
+                if pending {
+                    shared.pending.fetch_sub(1, Ordering::AcqRel);
+                }
                 shared.connections.fetch_sub(1, Ordering::AcqRel);
             }
         });
     if spawned.is_err() {
+        shared.pending.fetch_sub(1, Ordering::AcqRel);
         shared.connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// How soon a connection's first request must come: a peer that connects and says nothing
-/// does not hold one of the connections (and its thread) for long.
+/// How soon a connection's whole first request must have come: a peer that connects and says
+/// nothing, or a byte now and then, does not hold one of the connections (and its thread) for
+/// long.
 const FIRST_REQUEST: Duration = Duration::from_secs(5);
 
 /// Requests and replies in turn, until the client goes (or asks the daemon to stop). A peer
 /// refused (without the key, of another build, a frame that could not be read) gets its reply
 /// and is let go, and keeps the daemon alive no longer: only answered queries count as use.
-fn connection(stream: &UnixStream, shared: &Shared) {
-    if stream.set_read_timeout(Some(FIRST_REQUEST)).is_err() {
-        return;
-    }
-    while let Ok((body, fd)) = wire::recv(stream, wire::MAX_REQUEST) {
+/// `pending` is cleared (and the pending count given back) once a request was answered.
+fn connection(stream: &UnixStream, shared: &Shared, pending: &mut bool) {
+    let mut first = Some(Instant::now() + FIRST_REQUEST);
+    while let Ok((body, fd)) = wire::recv_by(stream, wire::MAX_REQUEST, first.take()) {
         shared.busy.fetch_add(1, Ordering::AcqRel);
         let request = wire::decode_request(&body);
         let asked_to_stop = matches!(&request, Some(r) if matches!(r.op, Op::Stop));
@@ -181,9 +196,10 @@ fn connection(stream: &UnixStream, shared: &Shared) {
         if sent.is_err() || stopping || refused {
             return;
         }
-        // Answered: the client may keep the connection idle between its queries.
-        if stream.set_read_timeout(None).is_err() {
-            return;
+        // Answered: the client showed the key, and may keep the connection idle between its
+        // queries.
+        if std::mem::take(pending) {
+            shared.pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }

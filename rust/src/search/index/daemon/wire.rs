@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -495,8 +495,58 @@ pub(crate) fn send(stream: &UnixStream, body: &[u8], fd: Option<BorrowedFd<'_>>)
 
 /// Receive one frame of at most `max` bytes, and the descriptors that came with it (at most
 /// one is kept; more make the frame refused).
+/// Reads that must all be done by a deadline: each read waits only for the time left, so a
+/// peer sending a byte now and then cannot stretch a frame (a read timeout alone restarts with
+/// every byte).
+struct ByDeadline<'a> {
+    stream: &'a UnixStream,
+    deadline: Option<Instant>,
+}
+
+impl ByDeadline<'_> {
+    fn arm(&self) -> io::Result<()> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.stream.set_read_timeout(Some(left))?;
+        }
+        Ok(())
+    }
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
+}
+
+/// How long a frame may take once its first bytes came (a client sends one in one go).
+pub(crate) const FRAME_WAIT: Duration = Duration::from_secs(5);
+
+/// One frame, as `recv_by` with no deadline for its first bytes.
 pub(crate) fn recv(stream: &UnixStream, max: usize) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+    recv_by(stream, max, None)
+}
+
+/// One frame (its body and the descriptor sent with it); with `deadline`, all of it by then,
+/// else its first bytes whenever they come and the rest within FRAME_WAIT.
+pub(crate) fn recv_by(
+    stream: &UnixStream,
+    max: usize,
+    deadline: Option<Instant>,
+) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    // The stream's own read timeout (a client's wait for its daemon) is back as it was after.
+    let restore = Restore {
+        stream,
+        timeout: stream.read_timeout()?,
+    };
+    let mut reader = ByDeadline { stream, deadline };
+    reader.arm()?;
     let mut head = [0u8; 4];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -521,18 +571,31 @@ pub(crate) fn recv(stream: &UnixStream, max: usize) -> io::Result<(Vec<u8>, Opti
     if got.flags.contains(rustix::net::ReturnFlags::CTRUNC) || fds.len() > 1 {
         return Err(bad("too many descriptors"));
     }
-    let mut r = stream;
-    r.read_exact(&mut head[got.bytes..])?;
+    let frame_by = Instant::now() + FRAME_WAIT;
+    reader.deadline = Some(deadline.map_or(frame_by, |d| d.min(frame_by)));
+    reader.read_exact(&mut head[got.bytes..])?;
     let len = u32::from_le_bytes(head) as usize;
     if len > max {
         return Err(bad("frame too large"));
     }
     let mut body = Vec::new();
-    r.take(len as u64).read_to_end(&mut body)?;
+    (&mut reader).take(len as u64).read_to_end(&mut body)?;
     if body.len() != len {
         return Err(io::ErrorKind::UnexpectedEof.into());
     }
+    drop(restore);
     Ok((body, fds.pop()))
+}
+
+struct Restore<'a> {
+    stream: &'a UnixStream,
+    timeout: Option<Duration>,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        let _ = self.stream.set_read_timeout(self.timeout);
+    }
 }
 
 #[cfg(test)]
