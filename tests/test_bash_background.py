@@ -27,6 +27,8 @@ from _bash_helpers import (
     wait_until,
 )
 
+from toolroute.builtins._process import ProcessTable
+from toolroute.builtins.bash import RESOURCE_KEY
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
 from toolroute.router import ToolRouter
@@ -366,3 +368,61 @@ def test_a_process_outlives_the_thread_that_started_it(ws: Path, sandbox: str) -
         assert call(router, action="stop", process_id=started["processId"])["status"] == "STOPPED"
     threads = [t.name for t in threading.enumerate() if t.name == "toolroute-launcher"]
     assert threads == ["toolroute-launcher"]  # one launcher, whatever the number of callers
+
+
+def test_ended_processes_output_stays_within_the_owners_budget(ws: Path) -> None:
+    """An owner's ended processes keep their output only as far as its budget (its running
+    processes' worth of buffers): older ones' output is released, oldest first, and says so;
+    their status stays."""
+    limits = ToolLimits(log_buffer_bytes=64 << 10, max_background_processes=2)
+    with bash_router(ws, limits=limits) as router:
+        ids = []
+        for n in range(6):
+            pid = start(router, f"head -c {100 << 10} /dev/zero | tr '\\0' '{n}'")
+            wait_ended(router, pid)
+            ids.append(pid)
+        table = router.resources.get(RESOURCE_KEY, ProcessTable)
+        held = sum(p.buffered for p in table.all())
+        assert held <= 2 * 2 * (64 << 10), held
+        oldest, newest = (call(router, action="status", process_id=i) for i in (ids[0], ids[-1]))
+    assert "memory budget" in oldest["outputReleased"] and "outputReleased" not in newest
+    assert oldest["status"] == "EXITED" and oldest["stdoutBytes"] == 100 << 10  # its status stays
+    assert newest["endedBecause"] == "it exited by itself"
+
+
+def test_the_tables_budget_is_shared_by_every_owner(tmp_path: Path) -> None:
+    """What all owners' processes may hold is bounded too (a served server's every tenant): a
+    start that would pass it is refused with the reason, whoever asks."""
+    table = ProcessTable(max_buffer_bytes=4 * 2 * (64 << 10))  # four processes' buffers
+    limits = ToolLimits(log_buffer_bytes=64 << 10, max_background_processes=8)
+    routers = []
+    try:
+        started = 0
+        for owner in ("alice", "bob", "carol"):
+            (tmp_path / owner).mkdir()
+            router = ToolRouter(context=BuiltInToolContext(tmp_path / owner, limits=limits))
+            router.resources.get(RESOURCE_KEY, lambda: table)
+            routers.append(router)
+            for _ in range(2):
+                try:
+                    call(router, action="start", command="sleep 30")
+                    started += 1
+                except ToolExecutionError as exc:
+                    assert "hold what their output may" in str(exc)
+        assert started == 4
+    finally:
+        for router in routers:
+            router.close()
+
+
+def test_why_a_process_ended_is_reported(bash: ToolRouter) -> None:
+    stopped = start(bash, "sleep 30")
+    assert call(bash, action="stop", process_id=stopped)["endedBecause"] == "it was stopped on request (action=stop)"
+    killed = start(bash, "kill -9 $$")
+    assert wait_ended(bash, killed)["endedBecause"] == "it was killed by SIGKILL, not by toolroute"
+    table = bash.resources.get(RESOURCE_KEY, ProcessTable)
+    running = start(bash, "sleep 30")
+    table.close()
+    assert table.get(next(iter(p.owner for p in table.all())), running).snapshot()["endedBecause"] == (
+        "its router was closed, or the server is shutting down"
+    )

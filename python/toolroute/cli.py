@@ -372,7 +372,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         try:
             with _until_interrupted():
-                serving = functools.partial(serve_http, sock=sock, auth=mode.auth, recycle=mode.recycle)
+                serving = functools.partial(
+                    serve_http, sock=sock, auth=mode.auth, recycle=mode.recycle, connections=mode.connections
+                )
                 anyio.run(serving, mode.doors, args.host, args.port, args.path, ready)
         finally:
             mode.close()

@@ -113,3 +113,26 @@ class LimitBook:
         """Users whose counters are kept."""
         with self._lock:
             return len(self._usage)
+
+
+# Processes (and threads) each tenant's uid may have at once: its commands, their children and
+# its own upstream servers together.
+MAX_TENANT_PROCESSES = 512
+
+
+def cap_tenant_processes(cap: int) -> int:
+    """Give every tenant's uid at most `cap` processes, through this process's own
+    RLIMIT_NPROC, which every child inherits. The kernel counts it per real uid (and per user
+    namespace level, so bubblewrap's sandboxes count too), and never applies it to root: the
+    server itself, running as root, is not bound; each tenant's commands, running as that
+    tenant's own uid, are, all of them together. (Without per-tenant uids the count would be
+    the server's own uid's, shared by every tenant and the server's threads: not set then.)
+    Returns the limit set (lowered to the hard limit where that is lower)."""
+    import resource
+
+    if cap < 1:
+        raise ValueError("the process limit must be at least 1")
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    soft = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+    return soft

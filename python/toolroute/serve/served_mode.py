@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolroute.errors import ToolArgumentError
-from toolroute.serve.limits import LimitBook, UserLimits
+from toolroute.serve.limits import MAX_TENANT_PROCESSES, LimitBook, UserLimits, cap_tenant_processes
 
 if TYPE_CHECKING:
     from toolroute.context import BuiltInToolContext
     from toolroute.router import ToolRouter
+    from toolroute.serve.connections import ConnectionLimits
     from toolroute.serve.idle import IdleRelease
     from toolroute.serve.recycle import Recycle
     from toolroute.serve.server import HttpAuth
@@ -79,6 +80,39 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         help="release a user unseen this long: cached door, workspace, own upstream servers (default 600)",
     )
     g.add_argument(
+        "--max-processes",
+        type=int,
+        metavar="N",
+        help="processes (and threads) each tenant's uid may have at once, commands and own servers "
+        f"together (root with tenant uids only; default {MAX_TENANT_PROCESSES})",
+    )
+    g.add_argument(
+        "--max-output-memory",
+        type=float,
+        metavar="MIB",
+        help="what all tenants' background processes' output may hold in memory (default 256); "
+        "a start beyond is refused, ended processes' output is released first",
+    )
+    g.add_argument(
+        "--request-head-timeout",
+        type=float,
+        metavar="S",
+        help="close a connection whose request head is not complete this long after it opened "
+        "(or after a next request's first byte) (default 10)",
+    )
+    g.add_argument(
+        "--max-unauthenticated-connections",
+        type=int,
+        metavar="N",
+        help="connections open at once that have not yet served a verified user; more are closed (default 256)",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="connections open at once (default 4096, at most half the descriptor limit)",
+    )
+    g.add_argument(
         "--recycle-above",
         type=float,
         metavar="MIB",
@@ -96,6 +130,7 @@ class ServedMode:
     store: UserStore | None
     idle: IdleRelease | None = None
     recycle: Recycle | None = None  # set when the process may replace itself (authenticated only)
+    connections: ConnectionLimits | None = None  # the HTTP server's (serve/connections.py)
 
     def close(self) -> None:
         if self.idle is not None:
@@ -118,6 +153,21 @@ def _limits(args: argparse.Namespace) -> UserLimits:
         raise ToolArgumentError(str(exc)) from None
 
 
+def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    from toolroute.serve.connections import ConnectionLimits
+
+    names = {
+        "request_head_timeout": "head_timeout",
+        "max_unauthenticated_connections": "max_unauthenticated",
+        "max_connections": "max_connections",
+    }
+    changes = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag, None) is not None}
+    try:
+        return ConnectionLimits(**changes)
+    except ValueError as exc:
+        raise ToolArgumentError(str(exc)) from None
+
+
 def auth_requested(args: argparse.Namespace) -> bool:
     return bool(args.auth_jwks or args.auth_public_key or args.api_keys)
 
@@ -131,6 +181,8 @@ def build_served_mode(
     base_context: BuiltInToolContext | None = None,
 ) -> ServedMode:
     from toolroute._workers import WORKERS
+    from toolroute.builtins._process import ProcessTable
+    from toolroute.builtins.bash import RESOURCE_KEY
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
     from toolroute.serve.heap import limit_arenas
@@ -190,6 +242,12 @@ def build_served_mode(
             uids=uids,
             secret_files=[] if store is None else store.secret_files(),
         )
+    if uids is not None:
+        cap = MAX_TENANT_PROCESSES if getattr(args, "max_processes", None) is None else args.max_processes
+        try:
+            cap_tenant_processes(cap)
+        except ValueError as exc:
+            raise ToolArgumentError(f"--max-processes: {exc}") from None
     if auth is not None and store is not None and uids is not None and args.workspace_template:
         # Users' own stdio servers run as their uids in their workspaces (own_servers.py).
         require_reachable_workspaces(args.workspace_template)
@@ -213,6 +271,12 @@ def build_served_mode(
     # No user holds more of the shared worker threads than its calls may be at once; work a
     # cancelled call left running still counts (serve/limits.py, _workers.py).
     WORKERS.share = limits.max_concurrent_calls
+    # Every tenant's background processes, and the memory their output may hold in all.
+    tenancy.processes = router.resources.get(RESOURCE_KEY, ProcessTable)
+    if getattr(args, "max_output_memory", None) is not None:
+        if args.max_output_memory <= 0:
+            raise ToolArgumentError("--max-output-memory must be a positive number of MiB")
+        tenancy.processes.max_buffer_bytes = int(args.max_output_memory * 2**20)
     doors = TenantDoors(
         tenancy,
         limits=LimitBook(limits),
@@ -227,8 +291,9 @@ def build_served_mode(
     # unless the index's own lifetime was set.
     os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
     recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
+    connections = _connection_limits(args)
     release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)
-    return ServedMode(auth, doors, store, release.start(), recycle)
+    return ServedMode(auth, doors, store, release.start(), recycle, connections)
 
 
 def _recycle(args: argparse.Namespace, doors: TenantDoors) -> Recycle | None:

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
     from mcp.server.auth.settings import AuthSettings
 
+    from toolroute.serve.connections import ConnectionLimits
     from toolroute.serve.recycle import Recycle
+
+
+def descriptor_limit() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
 def progress_sink(ctx: ServerContext) -> ProgressSink | None:
@@ -181,12 +189,16 @@ async def serve_http(
     sock: socket.socket | None = None,
     auth: HttpAuth | None = None,
     recycle: Recycle | None = None,
+    connections: ConnectionLimits | None = None,
 ) -> None:
     """Serve streamable HTTP on `sock` (or a new socket bound to host:port); `on_ready(url)` is
     called once the socket listens. With `auth`, every request needs a valid bearer token and
     the server is stateless (any replica can answer any request). `recycle` is told when the
-    server is up and may then stop it (see serve/recycle.py)."""
+    server is up and may then stop it (see serve/recycle.py). `connections` bounds the
+    connections and how long a request head may take (serve/connections.py)."""
     import uvicorn  # an `mcp` dependency, only needed here
+
+    from toolroute.serve.connections import ConnectionLimits, guarded_protocol, proven
 
     # A stateless server (with auth) keeps no connection to tell of a change.
     server = build_server(served, list_changes=auth is None)
@@ -200,8 +212,15 @@ async def serve_http(
         custom_starlette_routes=[Route(HEALTH_PATH, _health, methods=["GET"])],
     )
     sock = sock if sock is not None else bind_socket(host, port)
+    limits = (connections or ConnectionLimits()).fitted(descriptor_limit())
     http = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS))
+        uvicorn.Config(
+            proven(app),
+            http=guarded_protocol(limits, authenticated=auth is not None),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
+        )
     )
     previous: dict[int, Any] = {}
 

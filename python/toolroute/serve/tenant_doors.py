@@ -79,10 +79,16 @@ class TenantDoors:
         return counters + self.watchers.prune()
 
     def quiet(self) -> bool:
-        """Nobody here: every user released (unseen for the idle timeout) and no call running
-        (a call longer than the timeout outlives its user's release)."""
+        """Nobody here: every user released (unseen for the idle timeout), no call running (a
+        call longer than the timeout outlives its user's release) and no background process
+        running (a released user's run on, and a recycle would end them)."""
         # Without the limits' counters, calls running are not known: never quiet.
-        return self.limits is not None and self.tenancy.present() == 0 and self.limits.running() == 0
+        return (
+            self.limits is not None
+            and self.tenancy.present() == 0
+            and self.limits.running() == 0
+            and self.tenancy.background_running() == 0
+        )
 
     def _tools_changed(self, user_id: str | None) -> None:
         """A shared server's change reaches every user; a user's own server's, that user."""

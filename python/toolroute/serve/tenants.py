@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolroute.builtins.bash import owner_of
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError, ToolError, ToolRegistrationError
 from toolroute.router import ToolRouter
@@ -28,6 +29,7 @@ from toolroute.serve.identities import Workspaces
 from toolroute.types import using_resources
 
 if TYPE_CHECKING:
+    from toolroute.builtins._process import ProcessTable
     from toolroute.serve.store import UserStore
 
 log = logging.getLogger("toolroute.serve")
@@ -84,6 +86,8 @@ class Tenancy:
         self.registry_ttl = registry_ttl
         # Rewrites a user's server configuration into what is started (own_servers.confined).
         self.confine = confine
+        # The router's background processes (bash's table), when served mode made it.
+        self.processes: ProcessTable | None = None
         self._lock = threading.Lock()
         # Least recently used first; beyond MAX_CACHED_USERS the oldest is dropped (it is made again
         # on its user's next request): each context holds its workspace root open.
@@ -181,6 +185,10 @@ class Tenancy:
         with self._lock:
             return len(self._last_seen)
 
+    def background_running(self) -> int:
+        """Background processes running for any user (a released user's keep running)."""
+        return 0 if self.processes is None else self.processes.running_count()
+
     def release_idle(self, idle: float = IDLE_TIMEOUT) -> list[str]:
         """Release every user unseen for `idle` seconds: their door and workspace context go (a
         context holds its workspace root open) and the gateway forgets their own upstream servers
@@ -192,7 +200,11 @@ class Tenancy:
             for user in gone:
                 del self._last_seen[user]
                 self._doors.pop(user, None)
-                self._contexts.pop(user, None)
+                context = self._contexts.pop(user, None)
+                if context is not None and self.processes is not None:
+                    # Running ones run on (and are listed when the user is back); the output of
+                    # ended ones nobody came back for goes.
+                    self.processes.release_ended(owner_of(context))
                 # Under the lock, as registration is: a user back at once registers anew after.
                 gateway = self.router.gateway
                 if self._registered.pop(user, None) is not None and gateway is not None:

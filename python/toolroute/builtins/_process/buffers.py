@@ -39,7 +39,7 @@ class RingBuffer:
     one never holds more than `capacity` bytes.
     """
 
-    __slots__ = ("_buf", "_capacity", "_lock", "_total")
+    __slots__ = ("_buf", "_capacity", "_floor", "_lock", "_total")
 
     def __init__(self, capacity: int) -> None:
         if capacity <= 0:
@@ -47,7 +47,23 @@ class RingBuffer:
         self._capacity = capacity
         self._buf = bytearray()
         self._total = 0
+        self._floor = 0  # offsets below this were released (`release`)
         self._lock = threading.Lock()
+
+    @property
+    def held(self) -> int:
+        """Bytes of storage this buffer holds now."""
+        return len(self._buf)
+
+    def release(self) -> int:
+        """Let go of everything held (a stream that has ended, whose output nobody may read any
+        more: over a memory budget); reads then find nothing before the current end. Returns
+        the bytes freed."""
+        with self._lock:
+            freed = len(self._buf)
+            self._buf = bytearray()
+            self._floor = self._total
+            return freed
 
     @property
     def capacity(self) -> int:
@@ -61,7 +77,7 @@ class RingBuffer:
     @property
     def start(self) -> int:
         """Offset of the oldest byte still held."""
-        return max(0, self._total - self._capacity)
+        return max(0, self._total - self._capacity, self._floor)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
@@ -98,7 +114,7 @@ class RingBuffer:
         """Up to `limit` bytes from `offset` (clamped to what is held): (actual offset, bytes)."""
         with self._lock:
             cap = self._capacity
-            lo = min(max(offset, self._total - cap, 0), self._total)
+            lo = min(max(offset, self._total - cap, self._floor, 0), self._total)
             hi = min(self._total, lo + max(limit, 0))
             size = hi - lo
             if size <= 0:

@@ -42,6 +42,13 @@ Owner = tuple[str, str | None]  # (canonical workspace, user id)
 STOP_WAIT = TERM_GRACE + KILL_WAIT + DRAIN_WAIT + 1.0
 STDIN_WAIT = 5.0  # how long `write` waits for a process that does not read its stdin
 RETAIN_FINISHED = 32  # ended processes kept per owner for status/logs, oldest dropped first
+# What background processes' output may hold in all, per table (a served server's: every
+# tenant's): a start that would pass it is refused; ended processes' output goes first.
+TABLE_BUFFER_BYTES = 256 * 1024 * 1024
+
+STOPPED_ON_REQUEST = "it was stopped on request (action=stop)"
+ROUTER_CLOSED = "its router was closed, or the server is shutting down"
+HOST_ENDING = "the host received a signal to end (SIGTERM or SIGHUP) and ended its commands first"
 
 
 # A random tag of this server process, embedded in every process id it hands out. Behind a
@@ -107,6 +114,10 @@ class BackgroundProcess:
         self._ended: float | None = None
         self.ended_at: float | None = None
         self.outcome: Outcome | None = None
+        # Why toolroute ended it, when it did (None: it ended by itself, or still runs).
+        self.stopped_because: str | None = None
+        # Why its output is gone, once released to keep the servers' memory bounded.
+        self.output_released: str | None = None
         self._done = threading.Event()
         self._stdin_lock = threading.Lock()
         self._stdin_closed = False
@@ -152,15 +163,27 @@ class BackgroundProcess:
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
-    def stop(self) -> bool:
+    def stop(self, because: str = STOPPED_ON_REQUEST) -> bool:
         """End the group (SIGTERM, grace, SIGKILL); True once it has ended."""
         if self._done.is_set():
             return True
-        self._pump.request_stop()
+        self.request_stop(because)
         return self._done.wait(STOP_WAIT)
 
-    def request_stop(self) -> None:
+    def request_stop(self, because: str) -> None:
+        if self.stopped_because is None and not self._done.is_set():
+            self.stopped_because = because
         self._pump.request_stop()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes its output buffers hold now."""
+        return self.stdout.held + self.stderr.held
+
+    def release_output(self, because: str) -> int:
+        """Let go of an ended process's output (its status stays); the bytes freed."""
+        self.output_released = because
+        return self.stdout.release() + self.stderr.release()
 
     @property
     def pump(self) -> Pump:
@@ -225,7 +248,20 @@ class BackgroundProcess:
             "stdoutBytes": self.stdout.total,
             "stderrBytes": self.stderr.total,
             "stdinOpen": not self._stdin_closed,
+            **({"endedBecause": self.ended_because()} if outcome is not None else {}),
+            **({"outputReleased": self.output_released} if self.output_released else {}),
         }
+
+    def ended_because(self) -> str:
+        """Why it ended, in words: stopped by toolroute (and why), or on its own."""
+        outcome = self.outcome
+        if self.stopped_because is not None:
+            return self.stopped_because
+        if outcome is not None and outcome.stopped:  # by the host's own signal handling
+            return HOST_ENDING
+        if outcome is not None and outcome.signal_name is not None:
+            return f"it was killed by {outcome.signal_name}, not by toolroute"
+        return "it exited by itself"
 
 
 def _end_all(
@@ -238,7 +274,7 @@ def _end_all(
         procs = list(processes.values())
         running = list(commands)
     for proc in procs:
-        proc.request_stop()
+        proc.request_stop(ROUTER_CLOSED)
     for pump in running:
         pump.request_stop()
     for proc in procs:
@@ -253,7 +289,8 @@ class ProcessTable:
     It also owns the private temp folders of sandboxed commands, and while it is open the host's
     SIGTERM and SIGHUP end its commands first (see `hostsignals`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_buffer_bytes: int = TABLE_BUFFER_BYTES) -> None:
+        self.max_buffer_bytes = max_buffer_bytes
         self._lock = threading.Lock()
         self._procs: dict[str, BackgroundProcess] = {}
         self._commands: set[Pump] = set()  # exec calls running right now
@@ -283,6 +320,10 @@ class ProcessTable:
                 self._commands.discard(pump)
 
     def start(self, owner: Owner, spec: CommandSpec, *, max_running: int, buffer_bytes: int) -> BackgroundProcess:
+        """Start `spec` for `owner`. What its output may hold counts against two budgets: the
+        owner's (`max_running` processes' worth of buffers, its ended ones' output included) and
+        the table's (`max_buffer_bytes`, every owner's); ended processes' output is released,
+        oldest first, to make room, and a start that still does not fit is refused."""
         with self._lock:
             if self._closed:
                 raise TooManyProcesses("the process table is closed (its router was closed)")
@@ -294,9 +335,46 @@ class ProcessTable:
                     f"workspace ({ids}); stop one with action=stop before starting another"
                 )
             self._prune(owner)
+            need = 2 * buffer_bytes
+            mine = [p for p in self._procs.values() if p.owner == owner]
+            self._make_room(mine, max_running * need - need, "this workspace's")
+            self._make_room(list(self._procs.values()), self.max_buffer_bytes - need, "the server's")
+            if self._committed(list(self._procs.values())) + need > self.max_buffer_bytes:
+                raise TooManyProcesses(
+                    f"the background processes running on this server already hold what their output may "
+                    f"({self.max_buffer_bytes // 2**20} MiB in all); stop one of yours or try again later"
+                )
             proc = BackgroundProcess(new_process_id(), owner, spec, buffer_bytes)
             self._procs[proc.id] = proc
             return proc
+
+    @staticmethod
+    def _committed(procs: list[BackgroundProcess]) -> int:
+        """What `procs`' output holds or may grow to: a running process's whole buffers, an
+        ended one's what it holds."""
+        return sum(2 * p.stdout.capacity if p.running else p.buffered for p in procs)
+
+    def _make_room(self, procs: list[BackgroundProcess], room: int, whose: str) -> None:
+        """Release ended processes' output, oldest first, until `procs` commit at most `room`."""
+        over = self._committed(procs) - room
+        ended = sorted((p for p in procs if not p.running and p.buffered), key=lambda p: p.started_at)
+        for proc in ended:
+            if over <= 0:
+                return
+            over -= proc.release_output(f"released to keep {whose} background output within its memory budget")
+
+    def release_ended(self, owner: Owner) -> int:
+        """Forget `owner`'s ended processes (their owner left: served mode's idle release);
+        running ones stay. Returns how many went."""
+        with self._lock:
+            ended = [pid for pid, p in self._procs.items() if p.owner == owner and not p.running]
+            for pid in ended:
+                del self._procs[pid]
+        return len(ended)
+
+    def running_count(self) -> int:
+        """Background processes running now, every owner's."""
+        return sum(1 for p in list(self._procs.values()) if p.running)
 
     def _prune(self, owner: Owner) -> None:
         ended = [p for p in self._procs.values() if p.owner == owner and not p.running]
