@@ -48,6 +48,7 @@ def test_jsonl_round_trip(ws: Workspace, tmp_path: Path) -> None:
         results = run_tool_calls(batch(), ws.router, sinks=[store])
     lines = path.read_text().splitlines()
     assert len(lines) == 6
+    assert path.stat().st_mode & 0o777 == 0o600  # arguments and results are nobody else's to read
     assert all(json.loads(line)["run_id"] == "run-1" for line in lines)
     records = read_trace(path, strict=True)
     assert [r.seq for r in records] == [1, 2, 3, 4, 5, 6]

@@ -85,6 +85,7 @@ def test_every_call_gets_exactly_one_audit_line_on_every_path(deployed: Path) ->
         anyio.run(_abandon, url, bearer, marker)
         calls.append(("bash", "cancelled"))
         records = _wait_for(audit, len(calls))
+        assert audit.stat().st_mode & 0o777 == 0o600  # who called what is the operator's alone
         time.sleep(1)  # nothing else arrives late
         records = _records(audit)
     assert [(r["tool"], r["outcome"]) for r in records] == calls

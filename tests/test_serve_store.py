@@ -181,6 +181,7 @@ def test_rotation_moves_every_secret_to_the_new_key(tmp_path: Path, monkeypatch:
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     key_file = tmp_path / "store.key"
     key_file.write_text(old + "\n")
+    key_file.chmod(0o600)
     url = f"sqlite:///{tmp_path / 'users.db'}"
     with UserStore(url, SecretBox(key_file)) as store:
         store.add_user("alice")
@@ -242,3 +243,78 @@ def test_ten_replicas_opening_a_fresh_postgres_registry_at_once_all_start(postgr
         with UserStore(dsn) as store:
             rows = store._query("SELECT version FROM toolroute_schema")
             assert sorted(r[0] for r in rows) == list(range(1, store.schema_version + 1))
+
+
+def test_a_key_file_others_may_read_is_refused(tmp_path: Path) -> None:
+    """Whoever reads the key reads every secret in the registry: a key file with group or other
+    read permission is refused, naming the fix."""
+    key_file = tmp_path / "store.key"
+    key_file.write_text(Fernet.generate_key().decode() + "\n")
+    key_file.chmod(0o644)
+    url = f"sqlite:///{tmp_path / 'users.db'}"
+    with UserStore(url, SecretBox(key_file)) as store:
+        store.add_user("alice")
+        with pytest.raises(SecretError, match="chmod 600"):
+            store.add_server("alice", "notes", SERVER)
+    key_file.chmod(0o600)
+    with UserStore(url, SecretBox(key_file)) as store:
+        store.add_server("alice", "notes", SERVER)
+        assert store.servers("alice")["notes"]["env"] == {"API_TOKEN": "s3cret-value"}
+
+
+REPLACER = """
+import json, sys
+from toolroute.serve.secrets import SecretBox
+from toolroute.serve.store import UserStore
+url, key_file, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with UserStore(url, SecretBox(key_file)) as store:
+    for n in range(rounds):
+        config = {"command": "python3", "args": ["server.py"], "env": {"API_TOKEN": f"rotated-{n}"}}
+        store.add_server("alice", "notes", config, replace=True)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_rotation_never_reverts_a_credential_replaced_meanwhile(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`users rotate-key` on one replica while another replaces a user's leaked credential
+    (`servers add --replace`): the rotation read every row and wrote back what it had read, so
+    the new credential could be reverted to the old, leaked one. Each row is now written back
+    only if it still holds what was read."""
+    url = f"sqlite:///{tmp_path / 'users.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_dsn")
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    key_file = tmp_path / "store.key"
+    key_file.write_text(f"{new}\n{old}\n")
+    key_file.chmod(0o600)
+    rounds = 150
+    with UserStore(url, SecretBox(key_file)) as store:
+        for user in store.users():
+            store.remove_user(user)
+        store.add_user("alice")
+        store.add_server("alice", "notes", SERVER)
+        replacer = subprocess.Popen(
+            [sys.executable, "-c", REPLACER, url, str(key_file), str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        rotations = 0
+        try:
+            deadline = time.monotonic() + 120
+            while replacer.poll() is None and time.monotonic() < deadline:
+                store.rotate_secrets()
+                rotations += 1
+            out, err = replacer.communicate(timeout=60)
+        finally:
+            if replacer.poll() is None:
+                replacer.kill()
+                replacer.wait()
+        assert out.strip() == "done", err[-2000:]
+        assert rotations > 0
+        # The replacer's last credential stands, whatever the rotations in between did.
+        assert store.servers("alice")["notes"]["env"] == {"API_TOKEN": f"rotated-{rounds - 1}"}
+        store.rotate_secrets()
+        assert store.servers("alice")["notes"]["env"] == {"API_TOKEN": f"rotated-{rounds - 1}"}
+        store.remove_user("alice")

@@ -72,7 +72,9 @@ class JsonlAppender:
         self._lock = threading.Lock()
         self._seq = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # Private: what it records (a trace's arguments and results, served mode's audit of who
+        # called what) is nobody else's to read.
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         if _ends_mid_line(self.path):
             os.write(self._fd, b"\n")
 

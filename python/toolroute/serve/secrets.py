@@ -43,6 +43,19 @@ def _fernet() -> Any:
     return Fernet, MultiFernet
 
 
+def _private_text(path: Path) -> str:
+    """The key file's text, refused when others may read it: whoever can read the key can read
+    every secret the registry holds."""
+    with path.open(encoding="utf-8") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if mode & 0o044:
+            raise SecretError(
+                f"the registry key file {path} is readable by its group or by others (mode {mode & 0o777:o}): "
+                f"'chmod 600 {path}'"
+            )
+        return f.read()
+
+
 class SecretBox:
     """Encrypts and decrypts the secret values of server configs with the operator's key(s)."""
 
@@ -67,7 +80,7 @@ class SecretBox:
         path = self.key_file
         assert path is not None
         try:
-            text = path.read_text()
+            text = _private_text(path)
         except FileNotFoundError:
             if path != default_key_file():
                 raise SecretError(f"the registry key file {path} does not exist") from None
@@ -84,7 +97,7 @@ class SecretBox:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:  # another process made it first: use theirs
-            return path.read_text().splitlines()[0].strip().encode()
+            return _private_text(path).splitlines()[0].strip().encode()
         with os.fdopen(fd, "wb") as out:
             out.write(key + b"\n")
             out.flush()

@@ -40,6 +40,8 @@ REDACTED = "***"
 # pg_advisory_xact_lock's key for migrations: any constant that other users of the database
 # are unlikely to pick ("toolrout" in ASCII).
 MIGRATION_LOCK = 0x746F6F6C726F7574
+# How often a rotation re-reads a config that changed between its read and its write.
+ROTATE_TRIES = 20
 
 # Each entry moves the schema one version up; a database records the versions it has applied.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -75,6 +77,7 @@ class ApiKeyInfo:
 class _Backend(Protocol):
     placeholder: str
     begin_exclusive: str  # starts a transaction that holds off other migrators
+    begin_write: str  # starts a transaction that writes (after reading what it checks)
 
     def connect(self) -> Any: ...
 
@@ -84,6 +87,9 @@ class _Backend(Protocol):
 class _Sqlite:
     placeholder = "?"
     begin_exclusive = "BEGIN IMMEDIATE"
+    # The write lock from the start: a deferred transaction that reads, then writes, fails at
+    # once ("database is locked") when another process writes meanwhile, instead of waiting.
+    begin_write = "BEGIN IMMEDIATE"
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -103,6 +109,7 @@ class _Sqlite:
 class _Postgres:
     placeholder = "%s"
     begin_exclusive = f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
+    begin_write = "BEGIN"
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -162,10 +169,10 @@ class UserStore:
         return statement.replace("?", self._backend.placeholder)
 
     @contextmanager
-    def _transaction(self, begin: str = "BEGIN") -> Iterator[Any]:
+    def _transaction(self, begin: str | None = None) -> Iterator[Any]:
         with self._lock:
             cur = self._conn.cursor()
-            for statement in begin.split("; "):
+            for statement in (begin or self._backend.begin_write).split("; "):
                 cur.execute(statement)
             try:
                 yield cur
@@ -348,17 +355,39 @@ class UserStore:
 
     def rotate_secrets(self) -> int:
         """Encrypt every stored secret again under the first key (plain ones, from a registry
-        older than encryption, get encrypted); the number of server configs rewritten."""
-        with self._transaction() as cur:
-            cur.execute("SELECT user_id, server_id, config FROM toolroute_user_servers")
-            rows = list(cur.fetchall())
-            for user_id, server_id, config in rows:
-                text = json.dumps(self.secrets.seal(json.loads(config), "rotate"), sort_keys=True)
+        older than encryption, get encrypted); the number of server configs rewritten.
+
+        Each row is written back only if it still holds what was read (compare and swap): a
+        config replaced meanwhile (`servers add --replace` on another replica, a new key for
+        a leaked one) is read again and re-encrypted, never reverted to the value read before."""
+        rows = self._query("SELECT user_id, server_id FROM toolroute_user_servers")
+        rewritten = 0
+        for user_id, server_id in rows:
+            rewritten += self._rotate_row(user_id, server_id)
+        return rewritten
+
+    def _rotate_row(self, user_id: str, server_id: str) -> int:
+        """Re-encrypt one config, retrying while others change it under us; 0 if it is gone."""
+        for _ in range(ROTATE_TRIES):
+            with self._transaction() as cur:
                 cur.execute(
-                    self._sql("UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ?"),
-                    (text, user_id, server_id),
+                    self._sql("SELECT config FROM toolroute_user_servers WHERE user_id = ? AND server_id = ?"),
+                    (user_id, server_id),
                 )
-        return len(rows)
+                found = cur.fetchall()
+                if not found:
+                    return 0  # removed meanwhile: nothing to rotate
+                read = found[0][0]
+                text = json.dumps(self.secrets.seal(json.loads(read), "rotate"), sort_keys=True)
+                cur.execute(
+                    self._sql(
+                        "UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ? AND config = ?"
+                    ),
+                    (text, user_id, server_id, read),
+                )
+                if cur.rowcount == 1:
+                    return 1
+        raise StoreError(f"the config of {user_id!r}/{server_id!r} kept changing while its secrets were rotated")
 
     def server_listing(self, user_id: str) -> dict[str, dict[str, Any]]:
         """The same configs with `env` and `headers` values redacted, for people to read."""
