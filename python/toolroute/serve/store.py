@@ -78,6 +78,7 @@ class _Backend(Protocol):
     placeholder: str
     begin_exclusive: str  # starts a transaction that holds off other migrators
     begin_write: str  # starts a transaction that writes (after reading what it checks)
+    lock_rows: str  # appended to a SELECT whose rows the transaction then writes
 
     def connect(self) -> Any: ...
 
@@ -90,6 +91,7 @@ class _Sqlite:
     # The write lock from the start: a deferred transaction that reads, then writes, fails at
     # once ("database is locked") when another process writes meanwhile, instead of waiting.
     begin_write = "BEGIN IMMEDIATE"
+    lock_rows = ""  # the write lock is the database's: rows read are held already
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -110,6 +112,7 @@ class _Postgres:
     placeholder = "%s"
     begin_exclusive = f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
     begin_write = "BEGIN"
+    lock_rows = " FOR UPDATE"  # rows read in a write transaction, held until it ends
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -357,9 +360,10 @@ class UserStore:
         """Encrypt every stored secret again under the first key (plain ones, from a registry
         older than encryption, get encrypted); the number of server configs rewritten.
 
-        Each row is written back only if it still holds what was read (compare and swap): a
-        config replaced meanwhile (`servers add --replace` on another replica, a new key for
-        a leaked one) is read again and re-encrypted, never reverted to the value read before."""
+        Each row is read locked (PostgreSQL's FOR UPDATE; SQLite's write lock) and written back
+        only if it still holds what was read: a config replaced meanwhile (`servers add
+        --replace` on another replica, a new key for a leaked one) is read again and
+        re-encrypted, never reverted to the value read before."""
         rows = self._query("SELECT user_id, server_id FROM toolroute_user_servers")
         rewritten = 0
         for user_id, server_id in rows:
@@ -370,21 +374,15 @@ class UserStore:
         """Re-encrypt one config, retrying while others change it under us; 0 if it is gone."""
         for _ in range(ROTATE_TRIES):
             with self._transaction() as cur:
-                cur.execute(
-                    self._sql("SELECT config FROM toolroute_user_servers WHERE user_id = ? AND server_id = ?"),
-                    (user_id, server_id),
-                )
+                read_row = "SELECT config FROM toolroute_user_servers WHERE user_id = ? AND server_id = ?"
+                cur.execute(self._sql(read_row) + self._backend.lock_rows, (user_id, server_id))
                 found = cur.fetchall()
                 if not found:
                     return 0  # removed meanwhile: nothing to rotate
                 read = found[0][0]
                 text = json.dumps(self.secrets.seal(json.loads(read), "rotate"), sort_keys=True)
-                cur.execute(
-                    self._sql(
-                        "UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ? AND config = ?"
-                    ),
-                    (text, user_id, server_id, read),
-                )
+                write_row = "UPDATE toolroute_user_servers SET config = ? WHERE user_id = ? AND server_id = ?"
+                cur.execute(self._sql(write_row + " AND config = ?"), (text, user_id, server_id, read))
                 if cur.rowcount == 1:
                     return 1
         raise StoreError(f"the config of {user_id!r}/{server_id!r} kept changing while its secrets were rotated")
