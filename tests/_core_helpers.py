@@ -98,7 +98,7 @@ class DictGateway:
             out += [self.tools[("global", sid, t)] for t in self.services[sid]]
         return out
 
-    def user_tools(self, service_ids: Sequence[str], user_id: str) -> list[Any]:
+    def user_tools(self, service_ids: Sequence[str], user_id: str, *, available_only: bool = False) -> list[Any]:
         out = []
         for sid in service_ids:
             if (user_id, sid) not in self.user_services:

@@ -34,17 +34,23 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Yield the DSN of a fresh PostgreSQL server; stopped (and its folder removed) afterwards."""
+def postgres_server(socket_dir: Path | None = None) -> Iterator[str]:
+    """Yield the DSN of a fresh PostgreSQL server; stopped (and its folder removed) afterwards.
+    With `socket_dir`, the DSN reaches it over its unix socket there (made, handed to the
+    server's account), as a registry on the same machine is often reached, with trust auth:
+    whoever connects to that socket is the registry's owner."""
     initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
     if initdb is None or pg_ctl is None:
         pytest.skip("PostgreSQL server binaries (Debian package postgresql) are not installed")
     base = Path(tempfile.mkdtemp(prefix="toolroute-pg-"))
     data = base / "data"
     port = free_port()
+    sockets = base if socket_dir is None else socket_dir
+    sockets.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         try:
             shutil.chown(base, "postgres", "postgres")
+            shutil.chown(sockets, "postgres", "postgres")
         except (LookupError, PermissionError):
             pytest.skip("no `postgres` account to run the server as")
     try:
@@ -54,7 +60,7 @@ def postgres_server() -> Iterator[str]:
             capture_output=True,
             timeout=120,
         )
-        options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
+        options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off"
         subprocess.run(
             _as_server_user(
                 [pg_ctl, "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "-t", "60", "start"]
@@ -64,7 +70,10 @@ def postgres_server() -> Iterator[str]:
             timeout=120,
         )
         try:
-            yield f"postgresql://toolroute@127.0.0.1:{port}/postgres"
+            if socket_dir is None:
+                yield f"postgresql://toolroute@127.0.0.1:{port}/postgres"
+            else:
+                yield f"postgresql://toolroute@/postgres?host={socket_dir}&port={port}"
         finally:
             subprocess.run(
                 _as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "-t", "60", "stop"]),

@@ -85,3 +85,12 @@ def nap(seconds: float) -> str:
 
     time.sleep(min(max(seconds, 0.0), 5.0))
     return "rested"
+
+
+@function_tool(name="stubborn")
+def stubborn(seconds: float) -> str:
+    """Sleep, deaf to cancellation (a thread cannot be stopped): for the shutdown bound tests."""
+    import time
+
+    time.sleep(min(max(seconds, 0.0), 120.0))
+    return "finally"

@@ -27,6 +27,14 @@ T = TypeVar("T")
 # little); a tool that ignores the token is then abandoned, as a thread cannot be killed.
 CANCEL_WAIT = 10.0
 _POLL = 0.02
+# Set when the process is ending (a served server's SIGTERM): a cancelled call no longer waits
+# for its thread, as its slot means nothing any more and the exit has a promised bound.
+_ENDING = threading.Event()
+
+
+def process_ending() -> None:
+    """The process is ending: cancelled calls stop waiting for their threads (now and later)."""
+    _ENDING.set()
 
 
 class CancelToken:
@@ -115,7 +123,7 @@ async def run_sync_cancellable(fn: Callable[[], T]) -> T:
         if waiting:
             with anyio.CancelScope(shield=True):
                 deadline = time.monotonic() + CANCEL_WAIT
-                while not finished.is_set() and time.monotonic() < deadline:
+                while not finished.is_set() and not _ENDING.is_set() and time.monotonic() < deadline:
                     await anyio.sleep(_POLL)
         raise
     finally:

@@ -338,7 +338,10 @@ class ToolRouter:
         if user_servers:
             if user_id is None:
                 raise ToolArgumentError("user_servers needs the user_id they belong to")
-            tools += self._require_gateway(user_servers[0]).user_tools(list(user_servers), user_id)
+            # A user's own servers come and go with the user: one that cannot be reached is
+            # left out (logged by the gateway), never the user's whole exposure with it.
+            gateway = self._require_gateway(user_servers[0])
+            tools += gateway.user_tools(list(user_servers), user_id, available_only=True)
         unique: dict[str, Tool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)

@@ -69,8 +69,9 @@ class ToolGateway(Protocol):
     def global_tools(self, service_ids: Sequence[str]) -> list[Tool]:
         """The allowlisted global services' tools (loading them); unknown ids raise."""
 
-    def user_tools(self, service_ids: Sequence[str], user_id: str) -> list[Tool]:
-        """That user's services' tools, named `user_{userId}_tool_{key}`."""
+    def user_tools(self, service_ids: Sequence[str], user_id: str, *, available_only: bool = False) -> list[Tool]:
+        """That user's services' tools, named `user_{userId}_tool_{key}`; with `available_only`,
+        those of servers that cannot be reached now are left out instead of raising."""
 
     def user_ids(self) -> list[str]:
         """Users with servers of their own (a user-form name may name one of them)."""

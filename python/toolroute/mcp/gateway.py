@@ -240,11 +240,19 @@ class McpGateway:
         self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
         return self._tools_of(services)
 
-    def user_tools(self, service_ids: Sequence[str], user_id: str) -> list[Tool]:
+    def user_tools(self, service_ids: Sequence[str], user_id: str, *, available_only: bool = False) -> list[Tool]:
         """That user's services' tools (names `user_{userId}_tool_{key}`); an id the user has no
-        server for falls back to the global server of that id, which every user may see."""
+        server for falls back to the global server of that id, which every user may see. With
+        `available_only`, a server that cannot be reached (or failed moments ago, and waits
+        for its retry) is left out, logged, instead of failing the whole listing: one dead
+        upstream of a served tenant must not take the tenant's other tools with it."""
         services = [self._user_or_global_service(sid, user_id) for sid in dict.fromkeys(service_ids)]
-        self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
+        if available_only:
+            now = time.monotonic()
+            todo = [s for s in services if not _failed_recently(s, now)]
+            self._loop.run(self._load_all(todo, raise_errors=False, only_missing=True))
+        else:
+            self._loop.run(self._load_all(services, raise_errors=True, only_missing=True))
         return self._tools_of(services)
 
     def get_global_mcp_tools(self, service_ids: Sequence[str]) -> list[ToolDefinition]:
@@ -387,6 +395,9 @@ class McpGateway:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and raise_errors:
             raise errors[0]
+        for service, result in zip(todo, results, strict=True):
+            if isinstance(result, BaseException):  # left out of this listing: say why
+                log.warning("MCP server %r is left out: %s", service.key, result)
         return any(changed)
 
     async def _load(self, service: _Service) -> bool:

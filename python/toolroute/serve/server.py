@@ -23,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from toolroute import __version__
+from toolroute.cancellation import process_ending
 from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.doors import FixedDoor, ServedRequests, ServedTools, ServerContext
 
@@ -229,6 +230,7 @@ async def serve_http(
 
     def stop(*_: object) -> None:
         finish()
+        process_ending()  # calls cancelled at the grace's end do not wait for their threads
         if recycle is not None:  # a signal during a recycle ends the process instead
             recycle.withdraw()
 

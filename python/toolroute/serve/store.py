@@ -125,7 +125,15 @@ class _Postgres:
         return psycopg.connect(self.dsn, autocommit=True)
 
     def files(self) -> list[Path]:
-        return []
+        """The folders of the unix sockets this DSN reaches the server through (whoever may
+        connect there may be the registry's owner: peer or trust authentication), so that no
+        command's view shows them; none over TCP."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        hosts = str(conninfo_to_dict(self.dsn).get("host") or "")
+        if not hosts:  # libpq's default: the socket folder Debian's PostgreSQL uses
+            return [Path("/var/run/postgresql"), Path("/run/postgresql")]
+        return [Path(h) for h in hosts.split(",") if h.startswith("/")]
 
 
 def _backend(url: str) -> _Backend:

@@ -226,6 +226,7 @@ fn regex_error(pattern: &str, fallback: &str) -> SearchError {
 }
 
 /// Split a match block (one line, or several in multiline mode) into rows.
+#[allow(clippy::too_many_arguments)] // one row's worth of facts, and the search's cancel
 fn push_lines(
     rows: &mut Vec<Row>,
     kind: RowKind,
@@ -234,10 +235,15 @@ fn push_lines(
     offset: u64,
     spans: &[(usize, usize)],
     max_line_bytes: usize,
+    cancel: Option<&Cancel>,
 ) -> usize {
     let mut bytes = 0;
     let mut start = 0;
     let mut line = first_line;
+    // Spans come sorted and apart (find_iter's): each line looks only at those from the first
+    // that may still reach it (a multiline block of a whole file has as many spans as lines:
+    // scanning all of them for each line made 4 MiB cost 2 s, 40 MiB 191 s).
+    let mut first = 0;
     while start < block.len() {
         let end = memchr::memchr(b'\n', &block[start..]).map_or(block.len(), |i| start + i + 1);
         let mut content = &block[start..end];
@@ -247,9 +253,16 @@ fn push_lines(
         let truncated = content.len() > max_line_bytes;
         let shown = &content[..content.len().min(max_line_bytes)];
         let line_end = start + content.len();
+        while spans
+            .get(first)
+            .is_some_and(|&(s, e)| s < start && e <= start)
+        {
+            first += 1; // ended before this line: before every later one too
+        }
         // A span belongs to this line if it starts in it, or started earlier and runs into it.
-        let submatches = spans
+        let submatches = spans[first..]
             .iter()
+            .take_while(|&&(s, _)| s <= line_end)
             .filter(|&&(s, e)| (s >= start && s <= line_end) || (s < start && e > start))
             .map(|&(s, e)| {
                 (
@@ -271,6 +284,9 @@ fn push_lines(
         });
         start = end;
         line += 1;
+        if line % 4096 == 0 && cancel.is_some_and(Cancel::is_cancelled) {
+            break; // (the caller reports the file's search as cancelled)
+        }
     }
     bytes
 }
@@ -278,6 +294,9 @@ fn push_lines(
 struct Collect<'a> {
     matcher: &'a RegexMatcher,
     opts: &'a GrepOptions,
+    /// A search over a slice (a multiline search reads its file whole first) never reads
+    /// again: between its matches is where it learns it was cancelled.
+    cancel: Option<&'a Cancel>,
     store: bool,
     rows: Vec<Row>,
     row_count: usize,
@@ -287,6 +306,16 @@ struct Collect<'a> {
 }
 
 impl Collect<'_> {
+    /// An error (the file's search failed: cancelled) once the caller gave up.
+    fn go_on(&self) -> io::Result<()> {
+        match self.cancel {
+            Some(cancel) if cancel.is_cancelled() => {
+                Err(io::Error::other("the search was cancelled"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn lines_in(block: &[u8]) -> usize {
         let n = memchr::memchr_iter(b'\n', block).count();
         if block.last() == Some(&b'\n') {
@@ -308,10 +337,90 @@ impl Collector {
     }
 }
 
+/// The matcher, told of its search's cancel: each match attempt asks first, so a search that
+/// neither reads again nor reaches its sink (a multiline search merges its adjacent matches
+/// into one block, handed over at the very end) still stops within one attempt.
+struct Stoppable<'a> {
+    inner: &'a RegexMatcher,
+    cancel: &'a Cancel,
+}
+
+impl Stoppable<'_> {
+    fn go_on(&self) -> io::Result<()> {
+        if self.cancel.is_cancelled() {
+            return Err(io::Error::other("the search was cancelled"));
+        }
+        Ok(())
+    }
+}
+
+fn never<E: std::fmt::Display>(err: E) -> io::Error {
+    io::Error::other(err.to_string())
+}
+
+impl Matcher for Stoppable<'_> {
+    type Captures = <RegexMatcher as Matcher>::Captures;
+    type Error = io::Error;
+
+    fn find_at(&self, haystack: &[u8], at: usize) -> io::Result<Option<grep_matcher::Match>> {
+        self.go_on()?;
+        self.inner.find_at(haystack, at).map_err(never)
+    }
+
+    fn new_captures(&self) -> io::Result<Self::Captures> {
+        self.inner.new_captures().map_err(never)
+    }
+
+    fn capture_count(&self) -> usize {
+        self.inner.capture_count()
+    }
+
+    fn capture_index(&self, name: &str) -> Option<usize> {
+        self.inner.capture_index(name)
+    }
+
+    fn captures_at(
+        &self,
+        haystack: &[u8],
+        at: usize,
+        caps: &mut Self::Captures,
+    ) -> io::Result<bool> {
+        self.go_on()?;
+        self.inner.captures_at(haystack, at, caps).map_err(never)
+    }
+
+    fn is_match_at(&self, haystack: &[u8], at: usize) -> io::Result<bool> {
+        self.go_on()?;
+        self.inner.is_match_at(haystack, at).map_err(never)
+    }
+
+    fn shortest_match_at(&self, haystack: &[u8], at: usize) -> io::Result<Option<usize>> {
+        self.go_on()?;
+        self.inner.shortest_match_at(haystack, at).map_err(never)
+    }
+
+    fn non_matching_bytes(&self) -> Option<&grep_matcher::ByteSet> {
+        self.inner.non_matching_bytes()
+    }
+
+    fn line_terminator(&self) -> Option<grep_matcher::LineTerminator> {
+        self.inner.line_terminator()
+    }
+
+    fn find_candidate_line(
+        &self,
+        haystack: &[u8],
+    ) -> io::Result<Option<grep_matcher::LineMatchKind>> {
+        self.go_on()?;
+        self.inner.find_candidate_line(haystack).map_err(never)
+    }
+}
+
 impl Sink for Collect<'_> {
     type Error = io::Error;
 
     fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.go_on()?;
         let block = m.bytes();
         // Without multiline, a match is one line.
         let lines = if self.opts.multiline {
@@ -332,12 +441,15 @@ impl Sink for Collect<'_> {
                 self.row_count += lines;
                 if self.store {
                     let mut spans = Vec::new();
+                    let cancel = self.cancel;
                     self.matcher
                         .find_iter(block, |found| {
                             spans.push((found.start(), found.end()));
-                            true
+                            // (a multiline block can be the whole file: its spans as long to find)
+                            !cancel.is_some_and(Cancel::is_cancelled)
                         })
                         .map_err(|e| io::Error::other(e.to_string()))?;
+                    self.go_on()?;
                     self.bytes += push_lines(
                         &mut self.rows,
                         RowKind::Match,
@@ -346,7 +458,9 @@ impl Sink for Collect<'_> {
                         m.absolute_byte_offset(),
                         &spans,
                         self.opts.max_line_bytes,
+                        self.cancel,
                     );
+                    self.go_on()?;
                 }
             }
         }
@@ -354,6 +468,7 @@ impl Sink for Collect<'_> {
     }
 
     fn context(&mut self, _s: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        self.go_on()?;
         if self.opts.mode == OutputMode::Content {
             self.row_count += 1;
             if self.store {
@@ -365,6 +480,7 @@ impl Sink for Collect<'_> {
                     c.absolute_byte_offset(),
                     &[],
                     self.opts.max_line_bytes,
+                    self.cancel,
                 );
             }
         }
@@ -397,9 +513,31 @@ pub(crate) struct Scanner {
 /// What one file's search reads: the open file, or its whole text already in memory.
 pub(crate) enum Source<'a> {
     File(File),
+    /// A file read through its search's cancel (`search_file` without memory maps reads it
+    /// the same way).
+    Reader(Cancellable<File>),
     Bytes(&'a [u8]),
     /// A text known to hold no NUL and no byte order mark (`index::texts::keepable`).
     Text(&'a [u8]),
+}
+
+fn search<M: Matcher>(
+    searcher: &mut Searcher,
+    matcher: &M,
+    source: Source<'_>,
+    sink: &mut Collect<'_>,
+) -> io::Result<()> {
+    match source {
+        Source::File(file) => searcher.search_file(matcher, &file, sink),
+        Source::Reader(reader) => searcher.search_reader(matcher, reader, sink),
+        // A slice is checked for binary data only near its start; the reader path checks all
+        // of it, as reading the file does.
+        Source::Bytes(text) if memchr::memchr(0, text).is_none() => {
+            searcher.search_slice(matcher, text, sink)
+        }
+        Source::Bytes(text) => searcher.search_reader(matcher, text, sink),
+        Source::Text(text) => searcher.search_slice(matcher, text, sink),
+    }
 }
 
 struct Scan {
@@ -525,6 +663,7 @@ impl Grep {
         let mut sink = Collect {
             matcher,
             opts: &self.opts,
+            cancel: self.cancel.as_ref(),
             store,
             rows: Vec::new(),
             row_count: 0,
@@ -532,25 +671,23 @@ impl Grep {
             bytes: 0,
             binary: false,
         };
-        match source {
-            Source::File(file) => match &self.cancel {
-                // The same search as `search_file` makes without memory maps, read by read.
-                Some(cancel) => {
-                    let reader = Cancellable {
-                        inner: file,
+        match &self.cancel {
+            None => search(searcher, matcher, source, &mut sink)?,
+            Some(cancel) => {
+                // The same search, stopping at the next read or match attempt once cancelled.
+                let matcher = Stoppable {
+                    inner: matcher,
+                    cancel,
+                };
+                let source = match source {
+                    Source::File(inner) => Source::Reader(Cancellable {
+                        inner,
                         cancel: cancel.clone(),
-                    };
-                    searcher.search_reader(matcher, reader, &mut sink)?
-                }
-                None => searcher.search_file(matcher, &file, &mut sink)?,
-            },
-            // A slice is checked for binary data only near its start; the reader path checks
-            // all of it, as reading the file does.
-            Source::Bytes(text) if memchr::memchr(0, text).is_none() => {
-                searcher.search_slice(matcher, text, &mut sink)?
+                    }),
+                    other => other,
+                };
+                search(searcher, &matcher, source, &mut sink)?
             }
-            Source::Bytes(text) => searcher.search_reader(matcher, text, &mut sink)?,
-            Source::Text(text) => searcher.search_slice(matcher, text, &mut sink)?,
         }
         Ok(Scan {
             rows: store.then_some(sink.rows),
@@ -695,6 +832,96 @@ impl Grep {
             OutputMode::Content => rows,
             OutputMode::FilesWithMatches => vec![Row::bare(RowKind::File, hits.match_lines)],
             OutputMode::Count => vec![Row::bare(RowKind::Count, hits.match_lines)],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `push_lines` gave each line before it walked the spans once: every span tested
+    /// against every line.
+    fn naive_submatches(block: &[u8], spans: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < block.len() {
+            let end = memchr::memchr(b'\n', &block[start..]).map_or(block.len(), |i| start + i + 1);
+            let line_end = start
+                + block[start..end]
+                    .strip_suffix(b"\n")
+                    .map_or(end - start, <[u8]>::len);
+            out.push(
+                spans
+                    .iter()
+                    .filter(|&&(s, e)| (s >= start && s <= line_end) || (s < start && e > start))
+                    .map(|&(s, e)| {
+                        (
+                            s.max(start) - start,
+                            e.min(line_end).max(s.max(start)) - start,
+                        )
+                    })
+                    .collect(),
+            );
+            start = end;
+        }
+        out
+    }
+
+    #[test]
+    fn rows_get_the_same_submatches_as_every_span_tested_against_every_line() {
+        // Blocks of short and long lines, matches within lines, across lines, empty ones.
+        let block = b"ab\n\ncdef\ngh ij kl\n\n\nmnopqrstu\nv\nwxyz".repeat(37);
+        let matcher = RegexMatcherBuilder::new()
+            .multi_line(true)
+            .build(r"(?s)b\n\nc|f\ng|[ij]| |o.*?\n.|\n\n|z|(?m)^")
+            .unwrap();
+        let mut spans = Vec::new();
+        matcher
+            .find_iter(&block, |m| {
+                spans.push((m.start(), m.end()));
+                true
+            })
+            .unwrap();
+        assert!(spans.len() > 100);
+        let mut rows = Vec::new();
+        push_lines(
+            &mut rows,
+            RowKind::Match,
+            &block,
+            1,
+            0,
+            &spans,
+            1 << 20,
+            None,
+        );
+        let got: Vec<_> = rows.iter().map(|r| r.submatches.clone()).collect();
+        assert_eq!(got, naive_submatches(&block, &spans));
+    }
+
+    #[test]
+    fn a_search_over_a_slice_stops_at_its_next_match_once_cancelled() {
+        // A multiline search (or the index's texts) searches a slice read whole: no read is
+        // left to fail, so its sink refuses to go on.
+        let text = b"alpha\nneedle one\nneedle two\n".repeat(1000);
+        for multiline in [false, true] {
+            let opts = GrepOptions {
+                multiline,
+                ..GrepOptions::default()
+            };
+            let cancel = Cancel::new();
+            let grep = Grep::new("needle", opts)
+                .unwrap()
+                .cancelled_by(cancel.clone());
+            let mut scanner = grep.scanner();
+            let whole = grep.scan(&mut scanner, Source::Text(&text), true).unwrap();
+            assert_eq!(whole.row_count, 2000);
+            cancel.cancel();
+            let stopped = grep.scan(&mut scanner, Source::Text(&text), true);
+            assert!(
+                stopped.is_err_and(|e| e.to_string().contains("cancelled")),
+                "multiline={multiline}"
+            );
         }
     }
 }
