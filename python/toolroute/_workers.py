@@ -104,6 +104,7 @@ class WarmWorkers:
         self.share = share  # threads one owner may hold at once (None: no owner limit)
         self._ceiling = ceiling if ceiling is not None else max_workers * CEILING_FACTOR
         self._threads = 0
+        self._shed_busy = 0  # threads busy at the last shed, still to end once they are idle
         self._waiting: list[_Thread] = []  # threads with nothing to do, the warmest last
         self._queued: OrderedDict[Hashable | None, deque[_Item]] = OrderedDict()  # per owner, in turn
         self._holding: dict[Hashable | None, int] = {}  # threads each owner holds now
@@ -190,10 +191,13 @@ class WarmWorkers:
         return item
 
     def shed(self) -> int:
-        """Ask the threads waiting for work to end now; returns how many were asked."""
+        """Ask the threads waiting for work to end now, and the busy ones to end when they find
+        none next (one just back from its work would otherwise wait on for good); returns how
+        many were asked now."""
         with self._lock:
             ending, self._waiting = self._waiting, []
             self._threads -= len(ending)
+            self._shed_busy = self._threads
         for thread in ending:
             thread.inbox.put(None)
         return len(ending)
@@ -214,7 +218,9 @@ class WarmWorkers:
                     del self._holding[owner]
                 item = self._next()
                 if item is None:
-                    if self._threads > self._max:  # started beyond the pool for an owner: ends
+                    # Started beyond the pool for an owner, or busy when the pool was shed: ends.
+                    if self._threads > self._max or self._shed_busy > 0:
+                        self._shed_busy = max(0, self._shed_busy - 1)
                         self._threads -= 1
                         return
                     self._waiting.append(me)
