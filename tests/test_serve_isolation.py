@@ -447,3 +447,31 @@ def test_a_registry_inside_what_commands_see_is_refused(tmp_path: Path) -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert done.returncode != 0 and "in a read-only root" in done.stderr, done.stderr
+
+
+def test_bash_for_many_users_without_a_socket_filter_for_this_machine_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The minimal view keeps commands from the host's unix sockets with a seccomp filter; on a
+    machine none is written for, serving bash to many users is refused at start, in one line."""
+    from toolroute.builtins._process import landlock_exec
+    from toolroute.context import BuiltInToolContext
+    from toolroute.errors import ToolArgumentError
+    from toolroute.serve.isolation import tenant_base_context
+
+    if _available("landlock") and _available("bubblewrap"):
+        pytest.skip("no sandbox works here at all")
+
+    def unknown(machine: str, **_: bool) -> bytes:
+        raise landlock_exec.LandlockError(0, "no seccomp socket filter for machine 'riscv64'")
+
+    monkeypatch.setattr(landlock_exec, "socket_filter", unknown)
+    base = outside_tmp()
+    try:
+        context = BuiltInToolContext(base, sandbox="on")
+        with pytest.raises(ToolArgumentError, match=r"unix sockets.*riscv64"):
+            tenant_base_context(
+                context, ["bash"], workspace_template=str(base / "ws" / "{user}"), uids=None, secret_files=[]
+            )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

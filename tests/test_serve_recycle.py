@@ -171,6 +171,23 @@ def test_a_call_running_past_the_idle_timeout_holds_the_recycle_off(
     own_work(server.url, "alice", keys["alice"], 1)
 
 
+def test_a_running_background_process_holds_the_recycle_off(
+    server: ServedProcess, deployed: tuple[Path, dict[str, str]]
+) -> None:
+    """alice leaves a background process running and goes: she is released, but the process
+    runs on (and would die with a recycle's exec), so no recycle comes until it has ended."""
+    _, keys = deployed
+    own_work(server.url, "alice", keys["alice"], 1)
+    ((failed, text),) = calls(server.url, keys["alice"], ("bash", {"action": "start", "command": "sleep 6"}))
+    assert not failed, text
+    started = time.monotonic()
+    server.wait_for("recycling", timeout=WAIT)  # once the process has ended (and alice is gone)
+    at = next(at for at, line in server.timed() if "recycling" in line)
+    # The release comes within a second or two of the start; the recycle only after the process
+    # ended, 6 s after it began (a second's margin for reading the line late).
+    assert at - started > 5.0, (at - started, server.drain())
+
+
 def test_a_stop_asked_for_during_a_recycle_is_not_lost(
     server: ServedProcess, deployed: tuple[Path, dict[str, str]]
 ) -> None:

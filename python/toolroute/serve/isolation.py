@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolroute.builtins import builtin_tools
+from toolroute.builtins._process import landlock_exec
 from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, resolve_kind
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
@@ -53,6 +54,16 @@ def _probe_bwrap_as(uid: int) -> None:
         raise SandboxUnavailable(
             f"bubblewrap cannot start as a tenant's uid {uid} (unprivileged user namespaces?): {reason}"
         )
+
+
+def _require_socket_filter() -> None:
+    """The minimal view refuses unix sockets with a seccomp filter (docs/bash.md): one must exist
+    for this machine, or every tenant's command would fail to start."""
+    try:
+        landlock_exec.socket_filter(os.uname().machine, network=False, unix=False)
+    except landlock_exec.LandlockError as exc:
+        why = f"no seccomp filter keeps a command from the host's unix sockets here: {exc}"
+        raise SandboxUnavailable(why) from None
 
 
 def _require_reachable(folder: Path) -> None:
@@ -124,6 +135,7 @@ def tenant_base_context(
         kind = resolve_kind(mode)
         if kind == "bubblewrap" and uids is not None:
             _probe_bwrap_as(uids.start)
+        _require_socket_filter()
     except SandboxUnavailable as exc:
         raise ToolArgumentError(
             f"refusing to serve bash to many users: no sandbox that hides other tenants works here ({exc}); "
