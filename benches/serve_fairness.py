@@ -16,7 +16,8 @@ Reported: the victim's p50 and p99 per condition, and each attack's ratio agains
 the attack costs the victim nothing). With `--old-python`, the interpreter of another build
 (a virtual environment with that build installed): a second server of that build, and the
 victim's calls alternating between the two servers (no attack), as the cost of this build's
-new limits on a normal served call: old p50 / new p50.
+new limits on a normal served call: old p50 / new p50; with `--attack-old` too, the attacks
+again on the old build's server (what a victim got before).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def _start(python: str, folder: Path, store: str, *, seed: Path | None = None) -
     cmd = [python, "-m", "toolroute", "serve", "--transport", "http", "--port", "0", "--api-keys"]
     cmd += ["--store", store, "--modules", "fair_tools", "--functions", "shout,hold,grep"]
     cmd += ["--workspace-template", str(folder / "ws" / "{user}"), "--sandbox", "auto", "--recycle-above", "0"]
+    cmd += ["--calls-per-minute", "1000000"]  # the victim measures: no rate limit in its way
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -164,13 +166,13 @@ def _users(store: str) -> dict[str, str]:
     return keys
 
 
-def bench_attacks(rounds: int, calls: int) -> None:
+def bench_attacks(rounds: int, calls: int, python: str = sys.executable) -> None:
     folder = _outside_tmp()
     try:
         (folder / "fair_tools.py").write_text(TOOLS)
         store = f"sqlite:///{folder / 'users.db'}"
         keys = _users(store)
-        proc, url = _start(sys.executable, folder, store)
+        proc, url = _start(python, folder, store)
         try:
             anyio.run(_victim, url, keys["victim"], 5)  # the victim's workspace and door exist
             anyio.run(_victim, url, keys["leaver"], 1)
@@ -196,7 +198,7 @@ def bench_attacks(rounds: int, calls: int) -> None:
             proc.wait(timeout=30)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"victim's calls under attack, {rounds} interleaved rounds of {calls} calls (ms):")
+    print(f"victim's calls under attack ({python}), {rounds} interleaved rounds of {calls} calls (ms):")
     for condition, values in times.items():
         print(f"  {condition}: p50 {_percentile(values, 0.5) * 1e3:.2f}  p99 {_percentile(values, 0.99) * 1e3:.2f}")
     for kind in ("holders", "leavers"):
@@ -255,8 +257,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--calls", type=int, default=25)
     parser.add_argument("--old-python", help="the python of a virtual environment with another build installed")
+    parser.add_argument("--attack-old", action="store_true", help="also attack the --old-python build's server")
     args = parser.parse_args()
     bench_attacks(args.rounds, args.calls)
+    if args.old_python and args.attack_old:
+        bench_attacks(args.rounds, args.calls, args.old_python)
     if args.old_python:
         bench_builds(args.old_python, args.calls * 20)
 
