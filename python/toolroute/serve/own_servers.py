@@ -11,8 +11,8 @@ and no unix socket where the sandbox cannot hide the host's.
 
 What differs from a command: a server lives for the connection, so it gets no parent-death
 signal (the thread the gateway happens to spawn from may end first); the SDK's shutdown and the
-host's watchdog (`deathwatch.py`) end it. HTTP servers are the network's, not the host's: they
-pass unchanged.
+host's watchdog (`deathwatch.py`) end it. (HTTP servers are the network's, not the host's:
+`Tenancy` hands them on as configured.)
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from toolroute.errors import ToolError, ToolRegistrationError
 
 
 def confined(config: Mapping[str, Any], context: BuiltInToolContext) -> dict[str, Any]:
-    """`config` (an `mcpServers` entry of the tenant whose built-ins' context is `context`) as
-    it is started: a stdio server's command inside the tenant's sandbox; anything else as is.
-    Raises ToolRegistrationError when no sandbox works here (the server is then not started)."""
-    if "command" not in config:
-        return dict(config)
+    """`config` (a stdio `mcpServers` entry of the tenant whose built-ins' context is `context`)
+    as it is started: its command inside the tenant's sandbox. Raises ToolRegistrationError
+    when no sandbox works here (the server is then not started)."""
     # Always confined and always in the minimal view, whatever the context's bash is allowed:
     # the server runs beside the tenant's commands with the same reach, never more.
     mode = context.sandbox if context.sandbox in ("bubblewrap", "landlock") else "on"

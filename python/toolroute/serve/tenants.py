@@ -131,12 +131,14 @@ class Tenancy:
         launch: dict[str, dict[str, Any]] = {}
         context: BuiltInToolContext | None = None
         for sid, config in servers.items():
-            # (under the router's resources: the sandbox's private /tmp is the one bash uses)
+            if "command" not in config:  # an HTTP server is the network's: reached as configured
+                launch[sid] = dict(config)
+                continue
             try:
-                if "command" in config and context is None:
-                    context = self._server_context(user_id)
+                context = context or self._server_context(user_id)
+                # (under the router's resources: the sandbox's private /tmp is the one bash uses)
                 with using_resources(self.router.resources):
-                    launch[sid] = self.confine(config, context) if context is not None else dict(config)
+                    launch[sid] = self.confine(config, context)
             except ToolError as exc:
                 log.warning("user %r: MCP server %r is not started: %s", user_id, sid, exc)
         return launch
