@@ -41,6 +41,7 @@ CALLS: dict[str, str] = {
     "write_file_text": "_core.write_file_text(conf, 'b.txt', 'x', 'overwrite', 1000)",
     "edit_file": "_core.edit_file(conf, 'a.txt', 'needle', 'pin', False, 1000)",
     "apply_patch": "_core.apply_patch(conf, '*** Begin Patch\\n*** Add File: c.txt\\n+c\\n*** End Patch', 1000)",
+    "apply_v4a": "_core.apply_v4a(conf, [('create_file', 'd.txt', '+d')], 1000)",
     "apply_update_to_text": (
         "_core.apply_update_to_text('*** Begin Patch\\n*** Update File: a\\n@@\\n-a\\n+b\\n*** End Patch', 'a\\n')"
     ),

@@ -1,21 +1,40 @@
-"""OpenAI adapter: tool definitions for Chat Completions and the Responses API, and the messages
-that answer a model's tool calls.
+"""OpenAI adapter: tool definitions for Chat Completions and the Responses API, and the items
+that answer every one of a model's tool calls, function calls and native tool types alike.
 
-    tools = OpenAITools(router, functions=["read_file", "grep"])
-    completion = client.chat.completions.create(model=..., messages=messages, tools=tools.chat_tools())
-    messages += [completion.choices[0].message, *tools.tool_messages(completion)]
+    tools = OpenAITools(router, functions=["read_file", "apply_patch", "bash"], native=["apply_patch", "shell"])
+    response = client.responses.create(model=..., input=items, tools=tools.responses_tools())
+    items += [*response.output, *tools.call_outputs(response)]
 
-Only exposed tools run; any other name the model produces gets an error message back.
+Native types (`native=`), each standing in for the built-in it is (docs/native.md):
+`apply_patch` (V4A operations, `apply_patch_call`) and `custom_apply_patch` (Codex's freeform
+form, `custom_tool_call` whose input is the whole patch) for `apply_patch`; `shell`
+(`shell_call`, several commands) and `local_shell` (`local_shell_call`, an argv) for `bash`.
+
+A native call runs whenever its built-in is exposed (`native=` chooses what is declared; the
+allowlist decides what runs). Every call item of a response gets exactly one answer, in order:
+a call the allowlist does not serve gets an error in its own type's output item, never silence
+(the next request would then fail far from the cause); a client-side type with no output form
+for an error (`computer_call`) raises `UnansweredCall` naming it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
+from toolroute._twins import Body, Step, run_async, run_sync
+from toolroute.adapters._native import (
+    PatchOperation,
+    apply_operations,
+    argv_command,
+    capped,
+    local_shell_output,
+    run_command,
+)
 from toolroute.adapters._optional import require
 from toolroute.allowlist import CallOutcome, ExposedTools, model_text
 from toolroute.formats import to_responses
+from toolroute.router import ToolRouter
 
 require("openai", "openai")
 
@@ -27,10 +46,44 @@ if TYPE_CHECKING:
         ChatCompletionToolMessageParam,
         ChatCompletionToolParam,
     )
-    from openai.types.responses import FunctionToolParam, Response
-    from openai.types.responses.response_input_param import FunctionCallOutput
+    from openai.types.responses import Response, ToolParam
 
     ToolCallSource = ChatCompletion | ChatCompletionMessage | Iterable[ChatCompletionMessageToolCallUnion]
+
+NativeType = Literal["apply_patch", "custom_apply_patch", "shell", "local_shell"]
+# The built-in each native type is.
+BACKING: dict[str, str] = {
+    "apply_patch": "apply_patch",
+    "custom_apply_patch": "apply_patch",
+    "shell": "bash",
+    "local_shell": "bash",
+}
+CUSTOM_PATCH_DESCRIPTION = (
+    "Apply a patch in the Codex format, the whole patch as the input: '*** Begin Patch', then "
+    "'*** Add File: <path>' with '+' lines, '*** Delete File: <path>', or '*** Update File: <path>' "
+    "with '@@' hunks of ' ' context, '-' removed and '+' added lines; then '*** End Patch'. All files "
+    "change, or none."
+)
+# Items the API runs itself (or that are not calls): nothing for the host to answer.
+SERVER_SIDE = frozenset(
+    {
+        "message",
+        "reasoning",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction",
+    }
+)
+
+
+class UnansweredCall(RuntimeError):
+    """A client-side call the adapter cannot run and cannot answer with an error item."""
 
 
 def _tool_calls(source: Any) -> list[Any]:
@@ -44,64 +97,201 @@ def _tool_calls(source: Any) -> list[Any]:
     return list(source)
 
 
-def _function_calls(response: Any) -> list[Any]:
-    """The `function_call` items of a Responses API response (or an iterable of output items)."""
-    items = response.output if hasattr(response, "output") else response
-    return [item for item in items if getattr(item, "type", None) == "function_call"]
+def _items(response: Any) -> list[Any]:
+    """The output items of a Responses API response (or an iterable of items)."""
+    return list(response.output if hasattr(response, "output") else response)
+
+
+def _get(item: Any, key: str, default: Any = None) -> Any:
+    """A field of an SDK model or of a plain dict (items may come back either way)."""
+    return item.get(key, default) if isinstance(item, dict) else getattr(item, key, default)
 
 
 class OpenAITools(ExposedTools):
-    """An allowlist of router tools in OpenAI's shapes."""
+    """An allowlist of router tools in OpenAI's shapes, native tool types included."""
+
+    def __init__(
+        self,
+        router: ToolRouter,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        *,
+        user_servers: Sequence[str] = (),
+        native: Iterable[NativeType] = (),
+    ) -> None:
+        super().__init__(router, functions, mcp_servers, user_id, user_servers=user_servers)
+        self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
+        for kind in self.native:
+            if kind not in BACKING:
+                raise ValueError(f"unknown native tool type {kind!r}: expected one of {', '.join(BACKING)}")
+            if BACKING[kind] not in self:
+                raise ValueError(f"the native {kind!r} tool type is the {BACKING[kind]!r} built-in: expose it")
+        if {"apply_patch", "custom_apply_patch"} <= set(self.native):
+            raise ValueError("apply_patch is either the native apply_patch type or the custom one, not both")
+
+    # ---- declarations -------------------------------------------------------------------
 
     def chat_tools(self) -> list[ChatCompletionToolParam]:
-        """`tools=` for `chat.completions.create` (strict mode off: it would make every field required)."""
-        return [{"type": "function", "function": dict(fn)} for fn in self.definitions.values()]  # type: ignore[typeddict-item]
+        """`tools=` for `chat.completions.create` (strict mode off: it would make every field
+        required); with `custom_apply_patch`, apply_patch as a freeform custom tool."""
+        tools: list[Any] = [
+            {"type": "function", "function": dict(fn)}
+            for name, fn in self.definitions.items()
+            if not self._custom(name)
+        ]
+        if "custom_apply_patch" in self.native:
+            tools.append({"type": "custom", "custom": {"name": "apply_patch", "description": CUSTOM_PATCH_DESCRIPTION}})
+        return tools
 
-    def responses_tools(self) -> list[FunctionToolParam]:
-        """`tools=` for `responses.create`: the flat function tool shape, `strict` true only for
-        schemas strict mode takes as they are (see `toolroute.formats.strict_eligible`)."""
-        return to_responses(self.tool_definitions)  # type: ignore[return-value]
+    def responses_tools(self) -> list[ToolParam]:
+        """`tools=` for `responses.create`: function tools (`strict` true only for schemas strict
+        mode takes as they are, see `toolroute.formats.strict_eligible`), then the native types
+        asked for, each in place of its built-in's function."""
+        replaced = {BACKING[kind] for kind in self.native}
+        functions = [d for d in self.tool_definitions if d["function"]["name"] not in replaced]
+        tools: list[Any] = to_responses(functions)
+        for kind in self.native:
+            if kind == "custom_apply_patch":
+                tools.append({"type": "custom", "name": "apply_patch", "description": CUSTOM_PATCH_DESCRIPTION})
+            else:
+                tools.append({"type": kind})
+        return tools
+
+    def _custom(self, name: str) -> bool:
+        return name == "apply_patch" and "custom_apply_patch" in self.native
 
     # ---- Chat Completions ---------------------------------------------------------------
 
-    def _call_outcome(self, call: Any) -> CallOutcome:
-        if getattr(call, "type", "function") != "function":
-            return CallOutcome(f"tool call type {call.type!r} is not supported; use function tools", is_error=True)
-        return self.execute(call.function.name, call.function.arguments)
-
-    async def _acall_outcome(self, call: Any) -> CallOutcome:
-        if getattr(call, "type", "function") != "function":
-            return CallOutcome(f"tool call type {call.type!r} is not supported; use function tools", is_error=True)
-        return await self.aexecute(call.function.name, call.function.arguments)
-
-    @staticmethod
-    def _tool_message(call: Any, outcome: CallOutcome) -> ChatCompletionToolMessageParam:
+    def _chat_answer(self, call: Any) -> Body[ChatCompletionToolMessageParam]:
+        kind = getattr(call, "type", "function")
+        if kind == "function":
+            outcome: CallOutcome = yield Step(
+                self.execute, self.aexecute, (call.function.name, call.function.arguments)
+            )
+        elif kind == "custom":
+            outcome = yield from self._custom_call(call.custom.name, call.custom.input)
+        else:
+            outcome = CallOutcome(f"tool call type {kind!r} is not served here", is_error=True)
         return {"role": "tool", "tool_call_id": call.id, "content": model_text(outcome)}
 
     def tool_messages(self, source: ToolCallSource) -> list[ChatCompletionToolMessageParam]:
         """Run every tool call of `source` (a ChatCompletion, its message, or the calls), in order;
         returns one `tool` message per call, errors included as text."""
-        return [self._tool_message(call, self._call_outcome(call)) for call in _tool_calls(source)]
+        return [run_sync(self._chat_answer(call)) for call in _tool_calls(source)]
 
     async def atool_messages(self, source: ToolCallSource) -> list[ChatCompletionToolMessageParam]:
-        return [self._tool_message(call, await self._acall_outcome(call)) for call in _tool_calls(source)]
+        return [await run_async(self._chat_answer(call)) for call in _tool_calls(source)]
 
     # ---- Responses API ------------------------------------------------------------------
 
-    @staticmethod
-    def _output_item(call: Any, outcome: CallOutcome) -> FunctionCallOutput:
-        return {"type": "function_call_output", "call_id": call.call_id, "output": model_text(outcome)}
+    def call_outputs(self, response: Response | Iterable[Any], *, all_or_nothing: bool = False) -> list[Any]:
+        """Run every call item of a Responses API response, in order; returns one input item
+        answering each (matched by `call_id`). With `all_or_nothing`, the response's
+        `apply_patch_call`s are applied together: all of them, or (one failing) none."""
+        return run_sync(self._answers(_items(response), all_or_nothing))
 
-    def function_call_outputs(self, response: Response | Iterable[Any]) -> list[FunctionCallOutput]:
-        """Run each `function_call` item of a Responses API response; returns the input items
-        to send back (`function_call_output`, matched by `call_id`)."""
-        return [self._output_item(call, self.execute(call.name, call.arguments)) for call in _function_calls(response)]
+    async def acall_outputs(self, response: Response | Iterable[Any], *, all_or_nothing: bool = False) -> list[Any]:
+        return await run_async(self._answers(_items(response), all_or_nothing))
 
-    async def afunction_call_outputs(self, response: Response | Iterable[Any]) -> list[FunctionCallOutput]:
-        return [
-            self._output_item(call, await self.aexecute(call.name, call.arguments))
-            for call in _function_calls(response)
-        ]
+    # The name of the first release, which answered function calls alone: it answers all now.
+    function_call_outputs = call_outputs
+    afunction_call_outputs = acall_outputs
+
+    def _answers(self, items: list[Any], all_or_nothing: bool) -> Body[list[Any]]:
+        patches = [item for item in items if _get(item, "type") == "apply_patch_call"]
+        together: dict[str, Any] = {}
+        if all_or_nothing and len(patches) > 1:
+            together = yield from self._patches_together(patches)
+        answers = []
+        for item in items:
+            kind = _get(item, "type")
+            if kind in SERVER_SIDE or kind is None:
+                continue
+            call_id = _get(item, "call_id")
+            if kind == "apply_patch_call" and call_id in together:
+                answers.append(together[call_id])
+            else:
+                answers.append((yield from self._answer(item, kind)))
+        return answers
+
+    def _answer(self, item: Any, kind: str) -> Body[Any]:
+        call_id = _get(item, "call_id")
+        if kind == "function_call":
+            outcome: CallOutcome = yield Step(
+                self.execute, self.aexecute, (_get(item, "name"), _get(item, "arguments"))
+            )
+            return {"type": "function_call_output", "call_id": call_id, "output": model_text(outcome)}
+        if kind == "custom_tool_call":
+            outcome = yield from self._custom_call(_get(item, "name"), _get(item, "input"))
+            return {"type": "custom_tool_call_output", "call_id": call_id, "output": model_text(outcome)}
+        if kind == "apply_patch_call":
+            operation = PatchOperation.of(_get(item, "operation"))
+            outcome = yield from apply_operations(self, [operation])
+            return _patch_output(call_id, outcome, operation.done())
+        if kind == "shell_call":
+            return (yield from self._shell(item, call_id))
+        if kind == "local_shell_call":
+            return (yield from self._local_shell(item, call_id))
+        raise UnansweredCall(
+            f"the response holds a {kind!r} item (call {call_id!r}), which toolroute cannot run and has no "
+            "error form to answer with; answer it yourself or do not offer that tool"
+        )
+
+    def _custom_call(self, name: str, text: str) -> Body[CallOutcome]:
+        if name != "apply_patch":
+            return CallOutcome(f"custom (freeform) tool {name!r} is not served here", is_error=True)
+        outcome: CallOutcome = yield Step(self.execute, self.aexecute, ("apply_patch", {"patch": text}))
+        return outcome
+
+    def _patches_together(self, patches: list[Any]) -> Body[dict[str, Any]]:
+        """One transaction for every `apply_patch_call` of a response; the answer of each."""
+        operations = [PatchOperation.of(_get(item, "operation")) for item in patches]
+        outcome = yield from apply_operations(self, operations)
+        answers = {}
+        for item, operation in zip(patches, operations, strict=True):
+            if outcome.is_error:
+                why = f"{outcome.text} (the response's {len(patches)} operations are applied together: none was)"
+                answers[_get(item, "call_id")] = _patch_output(_get(item, "call_id"), CallOutcome(why, True), "")
+            else:
+                answers[_get(item, "call_id")] = _patch_output(_get(item, "call_id"), outcome, operation.done())
+        return answers
+
+    def _shell(self, item: Any, call_id: str) -> Body[Any]:
+        action = _get(item, "action")
+        commands = list(_get(action, "commands") or [])
+        limit = _get(action, "max_output_length")
+        timeout_ms = _get(action, "timeout_ms")
+        outputs = []
+        for command in commands:
+            run = yield from run_command(self, command, timeout=None if timeout_ms is None else timeout_ms / 1000)
+            outcome: dict[str, Any] = (
+                {"type": "timeout"} if run.timed_out else {"type": "exit", "exit_code": run.exit_code}
+            )
+            outputs.append(
+                {"stdout": capped(run.stdout, limit), "stderr": capped(run.stderr, limit), "outcome": outcome}
+            )
+        answer: dict[str, Any] = {"type": "shell_call_output", "call_id": call_id, "output": outputs}
+        if limit is not None:
+            answer["max_output_length"] = limit  # passed back with the raw output, as the API asks
+        return answer
+
+    def _local_shell(self, item: Any, call_id: str) -> Body[Any]:
+        action = _get(item, "action")
+        timeout_ms = _get(action, "timeout_ms")
+        run = yield from run_command(
+            self,
+            argv_command(list(_get(action, "command") or []), _get(action, "env")),
+            timeout=None if timeout_ms is None else timeout_ms / 1000,
+            cwd=_get(action, "working_directory"),
+        )
+        return {"type": "local_shell_call_output", "id": call_id, "output": local_shell_output(run)}
 
 
-__all__ = ["OpenAITools"]
+def _patch_output(call_id: str, outcome: CallOutcome, done: str) -> dict[str, Any]:
+    if outcome.is_error:
+        return {"type": "apply_patch_call_output", "call_id": call_id, "status": "failed", "output": outcome.text}
+    return {"type": "apply_patch_call_output", "call_id": call_id, "status": "completed", "output": done}
+
+
+__all__ = ["BACKING", "NativeType", "OpenAITools", "UnansweredCall"]

@@ -1,19 +1,50 @@
-"""apply_patch: the Codex CLI patch format, applied to every file or to none."""
+"""apply_patch: the Codex CLI patch format, applied to every file or to none.
+
+Besides the patch text (the function tool's one argument, and Codex's freeform form), the
+request takes `operations`: OpenAI's `apply_patch` tool type sends each file's change apart as
+a V4A diff (`create_file`, `update_file`, `delete_file`), which the native adapters hand over
+here, so a native call is the same tool call (allowlist, approval, trace, audit) applied by the
+same engine, by V4A's rules (docs/native.md). Models calling the function are not shown it.
+"""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from toolroute._core import apply_patch as apply_patch_core
+from toolroute._core import apply_v4a
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.types import ToolOutput
 
 
+class PatchOperation(BaseModel):
+    """One file's change as OpenAI's `apply_patch` tool type sends it (a V4A diff)."""
+
+    type: Literal["create_file", "update_file", "delete_file"]
+    path: str = Field(min_length=1)
+    diff: str | None = None
+
+
+def _patch_required(schema: dict[str, Any]) -> None:
+    """The schema models see: the patch text, required, as ever (`operations` is the adapters')."""
+    schema["required"] = ["patch"]
+    schema["properties"]["patch"].pop("default", None)
+
+
 class ApplyPatchRequest(BuiltinRequest):
-    patch: str = Field(
+    model_config = ConfigDict(json_schema_extra=_patch_required)
+
+    patch: str | SkipJsonSchema[None] = Field(
+        default=None,
         description="The whole patch, from '*** Begin Patch' to '*** End Patch'.",
         validation_alias=AliasChoices("patch", "input"),
+    )
+    operations: SkipJsonSchema[list[PatchOperation] | None] = Field(
+        default=None, description="V4A operations (OpenAI's apply_patch tool type), applied all or none"
     )
     write_read_only: bool = Field(
         default=False,
@@ -21,11 +52,24 @@ class ApplyPatchRequest(BuiltinRequest):
         validation_alias=AliasChoices("write_read_only", "writeReadOnly"),
     )
 
+    @model_validator(mode="after")
+    def _one_form(self) -> ApplyPatchRequest:
+        if (self.patch is None) == (self.operations is None):
+            raise ValueError("give either the patch text or V4A operations, not both and not neither")
+        return self
+
 
 def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutput:
-    result = apply_patch_core(
-        ctx.confinement, request.patch, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
-    )
+    if request.operations is not None:
+        operations: list[tuple[str, str, str | None]] = [(op.type, op.path, op.diff) for op in request.operations]
+        result = apply_v4a(
+            ctx.confinement, operations, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
+        )
+    else:
+        assert request.patch is not None
+        result = apply_patch_core(
+            ctx.confinement, request.patch, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
+        )
     trace = {
         "added": result.added,
         "modified": result.modified,

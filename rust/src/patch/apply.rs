@@ -90,10 +90,34 @@ fn replacement<'a>(
     })
 }
 
+/// Which tool's rules a patch was written to: the grammar is one, where an update's chunks go
+/// differs in two ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// The Codex CLI's `apply_patch`: every `@@` anchor must be found; a pure addition without
+    /// one goes at the end of the file.
+    #[default]
+    Codex,
+    /// OpenAI's `apply_patch` tool type (V4A), as its reference editor applies it: a lone
+    /// anchor that is not found is passed over (the chunk's own lines place it), stacked ones
+    /// must all be found; a pure addition without one goes where the previous chunk ended (the
+    /// top of the file, for the first).
+    V4a,
+}
+
 pub fn apply_chunks(
     path: &str,
     content: &str,
     chunks: &[Chunk],
+) -> Result<(String, Vec<ChunkReport>), ChunkError> {
+    apply_chunks_as(path, content, chunks, Dialect::Codex)
+}
+
+pub fn apply_chunks_as(
+    path: &str,
+    content: &str,
+    chunks: &[Chunk],
+    dialect: Dialect,
 ) -> Result<(String, Vec<ChunkReport>), ChunkError> {
     let file = TextFile::parse(content);
     let texts = &file.texts;
@@ -112,9 +136,11 @@ pub fn apply_chunks(
             chunk: n + 1,
             message,
         };
+        let advisory = dialect == Dialect::V4a && chunk.anchors.len() == 1;
         for anchor in &chunk.anchors {
             match seeker.seek(&[anchor.as_str()], line_index, false) {
                 Some((i, _)) => line_index = i + 1,
+                None if advisory => {}
                 None => {
                     return Err(fail(format!(
                         "Failed to find context '{anchor}' in {path} (hunk {} at patch line {})",
@@ -125,7 +151,7 @@ pub fn apply_chunks(
             }
         }
         if chunk.old_lines().is_empty() {
-            let at = if chunk.anchors.is_empty() {
+            let at = if chunk.anchors.is_empty() && dialect == Dialect::Codex {
                 texts.len()
             } else {
                 line_index
@@ -176,7 +202,16 @@ pub fn apply_chunks(
         }
         cursor = r.start + r.old_len;
     }
-    Ok((file.render(&replacements), reports))
+    let mut text = file.render(&replacements);
+    if dialect == Dialect::V4a && !content.is_empty() && !content.ends_with('\n') {
+        // V4A keeps a file without a final line ending without one (Codex gives it one).
+        let end = text
+            .strip_suffix("\r\n")
+            .or_else(|| text.strip_suffix('\n'))
+            .map(str::len);
+        text.truncate(end.unwrap_or(text.len()));
+    }
+    Ok((text, reports))
 }
 
 #[cfg(test)]
@@ -270,6 +305,32 @@ mod tests {
         assert_eq!(out, "\u{feff}one\r\n\tTWO\r\n\tadded\r\nthree\r\n");
         let out = apply(src, "@@\n one\n+new").unwrap();
         assert_eq!(out, "\u{feff}one\r\nnew\r\n\ttwo\nthree\r\n");
+    }
+
+    #[test]
+    fn v4a_places_chunks_as_openais_reference_does() {
+        use super::super::parse::{parse_create_diff, parse_update_diff};
+        let v4a = |content: &str, diff: &str| {
+            let chunks = parse_update_diff(diff).unwrap();
+            apply_chunks_as("f", content, &chunks, Dialect::V4a).map(|(s, _)| s)
+        };
+        // A lone anchor not found is passed over; Codex fails on it.
+        assert_eq!(v4a("a\nb\n", "@@ nowhere\n a\n-b\n+B\n").unwrap(), "a\nB\n");
+        assert!(apply("a\nb\n", "@@ nowhere\n a\n-b\n+B").is_err());
+        // Stacked anchors must all be found.
+        assert!(v4a("a\nb\n", "@@ nowhere\n@@ neither\n a\n-b\n+B\n").is_err());
+        // A pure addition without an anchor goes where the last chunk ended (the top, first).
+        assert_eq!(v4a("a\nb\n", "@@\n+top\n").unwrap(), "top\na\nb\n");
+        assert_eq!(apply("a\nb\n", "@@\n+top").unwrap(), "a\nb\ntop\n");
+        // A file without a final newline keeps it that way.
+        assert_eq!(v4a("a\nb", "@@\n a\n-b\n+B\n").unwrap(), "a\nB");
+        assert_eq!(v4a("a\r\nb", "@@\n a\n-b\n+B\n").unwrap(), "a\r\nB");
+        // A create diff is its `+` lines, without a final line ending; anything else fails.
+        assert_eq!(parse_create_diff("+x\n+\n+y\n").unwrap(), "x\n\ny");
+        assert_eq!(parse_create_diff("+x\r\n+y\r\n").unwrap(), "x\r\ny");
+        assert!(parse_create_diff("+x\ny\n").is_err());
+        assert!(parse_update_diff("").is_err());
+        assert!(parse_update_diff("@@\n a\n*** Update File: g\n").is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 
-use super::apply::{apply_chunks, ChunkReport};
+use super::apply::{apply_chunks_as, ChunkReport, Dialect};
 use super::parse::{parse_patch, Hunk, ParseError};
 use crate::files::confine::Roots;
 use crate::files::error::FsError;
@@ -198,6 +198,33 @@ fn run(
     if hunks.is_empty() {
         return Err(PatchError::Empty("No files were modified.".into()));
     }
+    stage_and_commit(roots, &hunks, Dialect::Codex, max_bytes, opts, fail_write)
+}
+
+/// Apply file operations already parsed (OpenAI's `apply_patch` tool type sends them one by
+/// one, as V4A diffs), all of them or none, by `dialect`'s rules: under V4A a created file must
+/// not exist yet.
+pub fn apply_hunks(
+    roots: &Roots,
+    hunks: &[Hunk],
+    dialect: Dialect,
+    max_bytes: u64,
+    opts: WriteOptions,
+) -> Result<Outcome, PatchError> {
+    if hunks.is_empty() {
+        return Err(PatchError::Empty("No files were modified.".into()));
+    }
+    stage_and_commit(roots, hunks, dialect, max_bytes, opts, None)
+}
+
+fn stage_and_commit(
+    roots: &Roots,
+    hunks: &[Hunk],
+    dialect: Dialect,
+    max_bytes: u64,
+    opts: WriteOptions,
+    fail_write: Option<usize>,
+) -> Result<Outcome, PatchError> {
     let mut staging = Staging {
         roots,
         max_bytes,
@@ -221,6 +248,12 @@ fn run(
         match hunk {
             Hunk::Add { path, contents } => {
                 let slot = staging.slot(path, true).map_err(file_err)?;
+                if dialect == Dialect::V4a && slot.exists() {
+                    return Err(mismatch(format!(
+                        "cannot create {path} because it already exists; use an update_file \
+                         operation to change an existing file"
+                    )));
+                }
                 slot.want = Want::Bytes(contents.clone().into_bytes());
                 outcome.added.push(path.clone());
                 outcome.files.push(FileReport {
@@ -261,8 +294,8 @@ fn run(
                         e.valid_up_to()
                     ))
                 })?;
-                let (new_text, reports) =
-                    apply_chunks(path, text, chunks).map_err(|e| mismatch(e.message))?;
+                let (new_text, reports) = apply_chunks_as(path, text, chunks, dialect)
+                    .map_err(|e| mismatch(e.message))?;
                 let meta = slot.meta.or(slot.target.existing().map(|e| e.meta));
                 let action = match move_to {
                     Some(dest) => {

@@ -10,9 +10,11 @@ pub mod parse;
 pub mod seek;
 pub mod text;
 
-pub use apply::{apply_chunks, ChunkError, ChunkReport};
-pub use commit::{apply_patch, FileReport, Outcome, PatchError};
-pub use parse::{parse_patch, Chunk, ChunkLine, Hunk, ParseError};
+pub use apply::{apply_chunks, apply_chunks_as, ChunkError, ChunkReport, Dialect};
+pub use commit::{apply_hunks, apply_patch, FileReport, Outcome, PatchError};
+pub use parse::{
+    parse_create_diff, parse_patch, parse_update_diff, Chunk, ChunkLine, Hunk, ParseError,
+};
 pub use seek::{seek, Tier};
 
 #[cfg(test)]

@@ -154,6 +154,57 @@ pub fn parse_patch(text: &str) -> Result<Vec<Hunk>, ParseError> {
     Ok(hunks)
 }
 
+/// The lines of a diff sent without the patch's envelope (OpenAI's `apply_patch` tool type, V4A):
+/// split on `\n` or `\r\n`, a final empty line (the text's last newline) dropped.
+fn diff_lines(diff: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = diff
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    if lines.last() == Some(&"") {
+        lines.pop();
+    }
+    lines
+}
+
+/// The chunks of a V4A `update_file` diff: the body of one `*** Update File:` section, parsed
+/// as that section's is (the first chunk may omit `@@`; `*** End of File` marks a chunk that
+/// must match at the end).
+pub fn parse_update_diff(diff: &str) -> Result<Vec<Chunk>, ParseError> {
+    let lines = diff_lines(diff);
+    let mut parser = Parser {
+        lines: &lines,
+        pos: 0,
+        first_line: 1,
+    };
+    let mut chunks = Vec::new();
+    while let Some(line) = parser.peek() {
+        if line.starts_with("***") {
+            return Err(hunk_err(parser.line_no(), format!("Invalid Line: {line}")));
+        }
+        chunks.push(parser.chunk(chunks.is_empty())?);
+    }
+    if chunks.is_empty() {
+        return Err(hunk_err(1, "the update diff is empty"));
+    }
+    Ok(chunks)
+}
+
+/// The text of a V4A `create_file` diff: every line `+`, joined with the diff's own line ending
+/// (`\r\n` if it has any), without a final one (as OpenAI's reference editor writes it).
+pub fn parse_create_diff(diff: &str) -> Result<String, ParseError> {
+    let newline = if diff.contains("\r\n") { "\r\n" } else { "\n" };
+    let lines = diff_lines(diff);
+    let mut contents = Vec::with_capacity(lines.len());
+    for (n, line) in lines.iter().enumerate() {
+        let Some(added) = line.strip_prefix('+') else {
+            return Err(hunk_err(n + 1, format!("Invalid Add File Line: {line}")));
+        };
+        contents.push(added);
+    }
+    Ok(contents.join(newline))
+}
+
 struct Parser<'a> {
     lines: &'a [&'a str],
     pos: usize,

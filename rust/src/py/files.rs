@@ -17,7 +17,10 @@ use crate::files::txn::WriteOptions;
 use crate::files::txn::{recover, Durability};
 use crate::files::write::{self, write_text, EditFailure, WriteMode};
 use crate::patch::commit::apply_patch_with;
-use crate::patch::{apply_chunks, parse_patch, Hunk, Outcome};
+use crate::patch::{
+    apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,
+    Outcome,
+};
 
 /// The open roots of one context; `resolve` confines a user-supplied path to them.
 #[pyclass(frozen, name = "Confinement", module = "toolroute._core")]
@@ -386,6 +389,57 @@ fn py_apply_patch(
     })
 }
 
+/// Apply OpenAI `apply_patch` operations (V4A diffs) inside the confinement, all or none:
+/// `operations` are `(type, path, diff)`, `type` one of `create_file`, `update_file`,
+/// `delete_file` (whose diff is None); V4A's rules (`patch::Dialect::V4a`).
+#[pyfunction]
+#[pyo3(signature = (confinement, operations, max_bytes, write_read_only=false))]
+fn apply_v4a(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
+    operations: Vec<(String, String, Option<String>)>,
+    max_bytes: u64,
+    write_read_only: bool,
+) -> PyResult<PyPatchResult> {
+    guard(|| {
+        let conf = confinement.get();
+        let opts = conf.options(write_read_only);
+        let hunks = operations
+            .into_iter()
+            .map(v4a_hunk)
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(argument)?;
+        let outcome =
+            py.detach(|| apply_hunks(&conf.roots, &hunks, Dialect::V4a, max_bytes, opts))?;
+        PyPatchResult::new(py, outcome)
+    })
+}
+
+/// One V4A operation as the patch engine's hunk; the message says what is wrong with it.
+fn v4a_hunk((kind, path, diff): (String, String, Option<String>)) -> Result<Hunk, String> {
+    let diff_of =
+        |diff: Option<String>| diff.ok_or_else(|| format!("{kind} of {path} needs a diff"));
+    match kind.as_str() {
+        "create_file" => {
+            let contents =
+                parse_create_diff(&diff_of(diff)?).map_err(|e| format!("{path}: {e}"))?;
+            Ok(Hunk::Add { path, contents })
+        }
+        "update_file" => {
+            let chunks = parse_update_diff(&diff_of(diff)?).map_err(|e| format!("{path}: {e}"))?;
+            Ok(Hunk::Update {
+                path,
+                move_to: None,
+                chunks,
+            })
+        }
+        "delete_file" => Ok(Hunk::Delete { path }),
+        other => Err(format!(
+            "unknown operation type {other:?}: expected create_file, update_file or delete_file"
+        )),
+    }
+}
+
 /// In memory: apply the single `*** Update File:` section of `patch` to `content`.
 #[pyfunction]
 fn apply_update_to_text(py: Python<'_>, patch: &str, content: &str) -> PyResult<String> {
@@ -436,6 +490,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_file_text, m)?)?;
     m.add_function(wrap_pyfunction!(edit_file, m)?)?;
     m.add_function(wrap_pyfunction!(py_apply_patch, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_v4a, m)?)?;
     m.add_function(wrap_pyfunction!(apply_update_to_text, m)?)?;
     m.add_function(wrap_pyfunction!(edit_bytes, m)?)?;
     Ok(())

@@ -1,0 +1,123 @@
+"""The providers' native coding tools, run as calls of the allowlist's own built-ins.
+
+A model of late 2026 does not call a function named `apply_patch` or `bash`: it calls a tool
+type the provider defines (OpenAI's `apply_patch`, `shell`, `local_shell`; Anthropic's `bash`,
+`str_replace_based_edit_tool`, `memory`), and the host executes it. Each is one of toolroute's
+built-ins in another shape, so each native call is run here as a call of that built-in through
+the same `ExposedTools` door: the allowlist decides (a native type whose built-in is not exposed
+is refused), the built-in's confinement, sandbox, caps and atomic writes apply, and the trace,
+the agent layer's approval and served mode's audit see an ordinary `apply_patch` or `bash` call.
+What differs is only the vocabulary, which the provider adapters translate.
+
+Each operation is written once, as a generator yielding its tool calls (`_twins`): the sync and
+async adapters drive the same body.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolroute._twins import Body, Step
+from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.textsafety import cut_notice
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """One shell command's end, as the native shell types report it."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    duration: float
+    refused: str | None = None  # the door's or the tool's reason, when the command never ran
+
+
+def run_command(
+    tools: ExposedTools, command: str, *, timeout: float | None = None, cwd: str | None = None
+) -> Body[CommandRun]:
+    """`command` through the allowlist's `bash` (exec): its streams, exit code and timeout."""
+    arguments: dict[str, Any] = {"command": command}
+    if timeout is not None:
+        arguments["timeout"] = max(timeout, 0.001)
+    if cwd is not None:
+        arguments["cwd"] = cwd
+    outcome: CallOutcome = yield Step(tools.execute, tools.aexecute, ("bash", arguments))
+    result = outcome.trace if isinstance(outcome.trace, dict) else None
+    if outcome.is_error or result is None:
+        return CommandRun("", outcome.text, 126, False, 0.0, refused=outcome.text)
+    return CommandRun(
+        stdout=str(result.get("stdout", "")),
+        stderr=str(result.get("stderr", "")),
+        exit_code=int(result.get("exitCode", 1)),
+        timed_out=bool(result.get("timedOut")),
+        duration=float(result.get("durationSeconds", 0.0)),
+    )
+
+
+def capped(text: str, limit: int | None) -> str:
+    """`text` cut to `limit` characters (a native call's own cap), head kept, the cut said."""
+    if limit is None or len(text) <= limit:
+        return text
+    notice = "\n" + cut_notice(len(text) - limit, len(text), "characters", "the call's max_output_length") + "\n"
+    keep = max(limit - len(notice), 0)
+    return text[:keep] + notice[: max(limit - keep, 0)]
+
+
+@dataclass(frozen=True)
+class PatchOperation:
+    """One V4A operation of OpenAI's `apply_patch` tool type."""
+
+    type: str
+    path: str
+    diff: str | None = None
+
+    @classmethod
+    def of(cls, operation: Any) -> PatchOperation:
+        """From the SDK's model or a plain mapping."""
+        get = operation.get if isinstance(operation, Mapping) else lambda k, d=None: getattr(operation, k, d)
+        return cls(str(get("type")), str(get("path")), get("diff"))
+
+    def done(self) -> str:
+        """What OpenAI's reference editor answers when it is applied."""
+        verb = {"create_file": "Created", "update_file": "Updated", "delete_file": "Deleted"}.get(self.type, "Applied")
+        return f"{verb} {self.path}"
+
+
+def apply_operations(tools: ExposedTools, operations: Sequence[PatchOperation]) -> Body[CallOutcome]:
+    """The operations through the allowlist's `apply_patch`, all of them or none."""
+    ops = [{"type": op.type, "path": op.path, "diff": op.diff} for op in operations]
+    outcome: CallOutcome = yield Step(tools.execute, tools.aexecute, ("apply_patch", {"operations": ops}))
+    return outcome
+
+
+def argv_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A shell command that runs `argv` as given (no word splitting, no expansion), with
+    `env`'s variables set on top of the command environment's."""
+    assignments = [f"{k}={v}" for k, v in (env or {}).items()]
+    return shlex.join(["env", *assignments, *argv] if assignments else list(argv))
+
+
+def local_shell_output(run: CommandRun) -> str:
+    """`local_shell_call_output`'s JSON text, as Codex's CLI writes it."""
+    output = run.stdout + run.stderr
+    metadata = {"exit_code": run.exit_code, "duration_seconds": round(run.duration, 3)}
+    if run.timed_out:
+        metadata["timed_out"] = True
+    return json.dumps({"output": output, "metadata": metadata}, ensure_ascii=False)
+
+
+__all__ = [
+    "CommandRun",
+    "PatchOperation",
+    "apply_operations",
+    "argv_command",
+    "capped",
+    "local_shell_output",
+    "run_command",
+]
