@@ -1,25 +1,53 @@
-"""Anthropic adapter: tool definitions for the Messages API, and `tool_use` -> `tool_result`.
+"""Anthropic adapter: tool definitions for the Messages API, and `tool_use` -> `tool_result`,
+for function tools and for Anthropic's native coding tools.
 
-    tools = AnthropicTools(router, functions=["read_file", "grep"])
+    tools = AnthropicTools(router, functions=["read_file", "write_file", "edit", "bash"],
+                           native=["bash", "text_editor", "memory"], memory="/srv/memory/alice")
     message = client.messages.create(model=..., messages=messages, tools=tools.anthropic_tools(), ...)
     messages += [{"role": "assistant", "content": message.content}, tools.tool_result_message(message)]
 
-Only exposed tools run; any other name the model produces gets an `is_error` result back.
+Native tools (`native=`; docs/native.md): `bash` (`bash_20250124`: one shell for the
+conversation, `cd` and exported variables carry over, `restart` starts afresh), `text_editor`
+(`text_editor_20250728`, the tool named `str_replace_based_edit_tool`: view, create,
+str_replace, insert), each run as the allowlist's own built-ins (`bash`; `read_file`,
+`write_file`, `edit`), and `memory` (`memory_20250818`, `/memories` in the folder `memory=`
+names, `_memory.MemoryTool`). Replies are in the native tools' own words.
+
+Every `tool_use` gets exactly one `tool_result`; a name not served gets an `is_error` one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
+import anyio.to_thread
+
+from toolroute._twins import Body, Step, run_async, run_sync
+from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
 from toolroute.adapters._optional import require
 from toolroute.allowlist import CallOutcome, ExposedTools
 from toolroute.formats import to_anthropic
+from toolroute.router import ToolRouter
 
 require("anthropic", "anthropic")
 
+from anthropic.lib.tools import ToolError  # noqa: E402  (after the optional dependency's check)
+
+from toolroute.adapters._memory import MemoryTool  # noqa: E402
+
 if TYPE_CHECKING:
     from anthropic.types import Message, MessageParam, ToolParam, ToolResultBlockParam
+
+NativeType = Literal["bash", "text_editor", "memory"]
+EDITOR_NAME = "str_replace_based_edit_tool"
+# The built-ins each native tool is.
+BACKING: dict[str, tuple[str, ...]] = {
+    "bash": ("bash",),
+    "text_editor": ("read_file", "write_file", "edit"),
+    "memory": (),
+}
 
 
 def _tool_uses(source: Any) -> list[Any]:
@@ -36,18 +64,78 @@ def _result_block(block: Any, outcome: CallOutcome) -> ToolResultBlockParam:
 
 
 class AnthropicTools(ExposedTools):
-    """An allowlist of router tools in Anthropic's shapes."""
+    """An allowlist of router tools in Anthropic's shapes, native tools included."""
+
+    def __init__(
+        self,
+        router: ToolRouter,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        *,
+        user_servers: Sequence[str] = (),
+        native: Iterable[NativeType] = (),
+        memory: str | os.PathLike[str] | MemoryTool | None = None,
+        max_characters: int | None = None,
+    ) -> None:
+        super().__init__(router, functions, mcp_servers, user_id, user_servers=user_servers)
+        self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
+        for kind in self.native:
+            if kind not in BACKING:
+                raise ValueError(f"unknown native tool {kind!r}: expected one of {', '.join(BACKING)}")
+            missing = [name for name in BACKING[kind] if name not in self]
+            if missing:
+                raise ValueError(f"the native {kind!r} tool is the {', '.join(missing)} built-in(s): expose them")
+        if ("memory" in self.native) != (memory is not None):
+            raise ValueError("the native memory tool needs memory= (the folder /memories names), and only it does")
+        self.memory = memory if isinstance(memory, MemoryTool) or memory is None else MemoryTool(memory)
+        self.max_characters = max_characters
+        self.session = BashSession(self)
+        self.editor = TextEditor(self, max_characters)
 
     def anthropic_tools(self) -> list[ToolParam]:
-        """`tools=` for `messages.create`: `{name, description, input_schema}`."""
-        return to_anthropic(self.tool_definitions)  # type: ignore[return-value]
+        """`tools=` for `messages.create`: function tools `{name, description, input_schema}`
+        (the `bash` function gives way to the native bash), then the native tools asked for."""
+        functions = [
+            d for d in self.tool_definitions if not (d["function"]["name"] == "bash" and "bash" in self.native)
+        ]
+        tools: list[Any] = to_anthropic(functions)
+        if "bash" in self.native:
+            tools.append({"type": "bash_20250124", "name": "bash"})
+        if "text_editor" in self.native:
+            editor: dict[str, Any] = {"type": "text_editor_20250728", "name": EDITOR_NAME}
+            if self.max_characters is not None:
+                editor["max_characters"] = self.max_characters
+            tools.append(editor)
+        if "memory" in self.native:
+            tools.append({"type": "memory_20250818", "name": "memory"})
+        return tools
+
+    def _answer(self, block: Any) -> Body[ToolResultBlockParam]:
+        name, arguments = block.name, block.input
+        native: Body[str] | None = None
+        if name == "bash" and "bash" in self.native:
+            native = self.session.run(arguments)
+        elif name == EDITOR_NAME and "text_editor" in self.native:
+            native = self.editor.run(arguments)
+        elif name == "memory" and self.memory is not None:
+            memory = self.memory
+            native = _memory(memory, arguments)
+        if native is None:
+            outcome: CallOutcome = yield Step(self.execute, self.aexecute, (name, arguments))
+            return _result_block(block, outcome)
+        try:
+            text = yield from native
+        except (NativeError, ToolError) as exc:
+            return _result_block(block, CallOutcome(str(exc), is_error=True))
+        return _result_block(block, CallOutcome(text))
 
     def tool_results(self, source: Message | Iterable[Any]) -> list[ToolResultBlockParam]:
         """Run every `tool_use` block in order; one `tool_result` block per call."""
-        return [_result_block(block, self.execute(block.name, block.input)) for block in _tool_uses(source)]
+        return [run_sync(self._answer(block)) for block in _tool_uses(source)]
 
     async def atool_results(self, source: Message | Iterable[Any]) -> list[ToolResultBlockParam]:
-        return [_result_block(block, await self.aexecute(block.name, block.input)) for block in _tool_uses(source)]
+        return [await run_async(self._answer(block)) for block in _tool_uses(source)]
 
     def tool_result_message(self, source: Message | Iterable[Any]) -> MessageParam:
         """The `user` turn that answers the assistant's tool calls."""
@@ -56,5 +144,25 @@ class AnthropicTools(ExposedTools):
     async def atool_result_message(self, source: Message | Iterable[Any]) -> MessageParam:
         return {"role": "user", "content": await self.atool_results(source)}
 
+    def close(self) -> None:
+        """End the conversation's shell (the router ends it too, when it closes)."""
+        run_sync(self.session.stop())
 
-__all__ = ["AnthropicTools"]
+    async def aclose(self) -> None:
+        await run_async(self.session.stop())
+
+
+def _memory(memory: MemoryTool, arguments: Any) -> Body[str]:
+    """One memory command, on a worker thread when async (it touches the disk)."""
+    result = yield Step(memory.call, _in_thread(memory.call), (arguments,))
+    return str(result)
+
+
+def _in_thread(fn: Any) -> Any:
+    async def run(*args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    return run
+
+
+__all__ = ["AnthropicTools", "MemoryTool", "NativeType"]
