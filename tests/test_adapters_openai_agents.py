@@ -106,3 +106,137 @@ def test_side_effect_tools_can_require_approval(tools: AgentsTools, tmp_path: Pa
     result = anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
     assert [i.raw_item.name for i in result.interruptions] == ["touch_marker"]  # paused for approval
     assert not (tmp_path / "ran").exists()
+
+
+# ---- the SDK's native ShellTool, LocalShellTool and ApplyPatchTool on toolroute ---------------
+
+
+def _shell_call(call_id: str, *commands: str, **action: Any) -> Any:
+    from openai.types.responses import ResponseFunctionShellToolCall
+
+    return ResponseFunctionShellToolCall.model_validate(
+        {
+            "type": "shell_call",
+            "id": f"s_{call_id}",
+            "call_id": call_id,
+            "status": "completed",
+            "action": {"commands": list(commands), **action},
+        }
+    )
+
+
+def _patch_call(call_id: str, **operation: Any) -> dict[str, Any]:
+    return {"type": "apply_patch_call", "call_id": call_id, "status": "completed", "operation": operation}
+
+
+def _outputs(model: Any) -> dict[str, dict[str, Any]]:
+    """The output items the run sent back to the model, by call id."""
+    sent = model.calls[-1].input
+    return {i["call_id"]: i for i in sent if isinstance(i, dict) and str(i.get("type", "")).endswith("_output")}
+
+
+def test_a_scripted_run_drives_shell_and_apply_patch_through_toolroute(tmp_path: Path) -> None:
+    from agents.testing import ScriptedModel, assistant_message
+
+    from toolroute import BuiltInToolContext, ToolRouter
+
+    (tmp_path / "a.txt").write_text("one\n")
+    with ToolRouter(context=BuiltInToolContext(tmp_path)) as router:
+        tools = AgentsTools(router, functions=["bash", "apply_patch"])
+        model = ScriptedModel(
+            [
+                [
+                    _patch_call("p1", type="update_file", path="a.txt", diff="@@\n-one\n+ONE\n"),
+                    _patch_call("p2", type="create_file", path="a.txt", diff="+clobber"),
+                ],
+                [_shell_call("s1", "cat a.txt", "exit 4", "sleep 30", timeout_ms=1500)],
+                [assistant_message("done")],
+            ]
+        )
+        agent = Agent(name="coder", model=model, tools=[tools.shell_tool(), tools.apply_patch_tool()])
+        result = anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+    assert result.final_output == "done"
+    assert (tmp_path / "a.txt").read_text() == "ONE\n"  # updated, and never clobbered by the create
+    # The second turn saw the patches' answers.
+    patches = {
+        i["call_id"]: i
+        for i in model.calls[1].input
+        if isinstance(i, dict) and i.get("type") == "apply_patch_call_output"
+    }
+    assert patches["p1"]["status"] == "completed" and patches["p2"]["status"] == "failed"
+    assert "already exists" in patches["p2"]["output"]
+    shell = _outputs(model)["s1"]["output"]
+    assert shell[0]["stdout"] == "ONE\n" and shell[1]["outcome"] == {"type": "exit", "exit_code": 4}
+    assert shell[2]["outcome"] == {"type": "timeout"}
+
+
+def test_the_native_tools_run_only_as_exposed_built_ins_and_in_the_sandbox() -> None:
+    """ShellTool and ApplyPatchTool need bash and apply_patch exposed; under a sandbox the
+    shell writes nowhere but the workspace and sees no host secret (the SDK's unix_local
+    backend wrote outside and leaked $OPENAI_API_KEY)."""
+    import os
+    import shutil
+
+    from _serve_helpers import outside_tmp
+    from agents.testing import ScriptedModel, assistant_message
+
+    from toolroute import BuiltInToolContext, ToolRouter
+    from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
+
+    base = outside_tmp()
+    try:
+        with ToolRouter(context=BuiltInToolContext(base)) as router:
+            narrow = AgentsTools(router, functions=["read_file"])
+            with pytest.raises(ValueError, match="bash"):
+                narrow.shell_tool()
+            with pytest.raises(ValueError, match="apply_patch"):
+                narrow.apply_patch_tool()
+        try:
+            resolve_kind("on")
+        except SandboxUnavailable as exc:
+            pytest.skip(f"no sandbox here: {exc}")
+        ws = base / "ws"
+        ws.mkdir()
+        os.environ["OPENAI_API_KEY"] = "sk-host-secret-456"
+        try:
+            with ToolRouter(context=BuiltInToolContext(ws, sandbox="on")) as router:
+                tools = AgentsTools(router, functions=["bash"])
+                model = ScriptedModel(
+                    [
+                        [_shell_call("s1", f"echo x > {base}/outside.txt; echo key=[$OPENAI_API_KEY]")],
+                        [assistant_message("done")],
+                    ]
+                )
+                agent = Agent(name="coder", model=model, tools=[tools.shell_tool()])
+                anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+        finally:
+            del os.environ["OPENAI_API_KEY"]
+        (out,) = _outputs(model)["s1"]["output"]
+        assert out["stdout"] == "key=[]\n" and not (base / "outside.txt").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_local_shell_tool_runs_its_argv(tmp_path: Path) -> None:
+    from agents.testing import ScriptedModel, assistant_message
+    from openai.types.responses import ResponseOutputItem
+    from pydantic import TypeAdapter
+
+    from toolroute import BuiltInToolContext, ToolRouter
+
+    call = TypeAdapter(ResponseOutputItem).validate_python(
+        {
+            "type": "local_shell_call",
+            "id": "l1",
+            "call_id": "l1",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["printf", "%s", "a b; c"], "env": {}},
+        }
+    )
+    with ToolRouter(context=BuiltInToolContext(tmp_path)) as router:
+        tools = AgentsTools(router, functions=["bash"])
+        model = ScriptedModel([[call], [assistant_message("done")]])
+        agent = Agent(name="coder", model=model, tools=[tools.local_shell_tool()])
+        anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+    sent = [i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "local_shell_call_output"]
+    assert json.loads(sent[0]["output"])["output"] == "a b; c"

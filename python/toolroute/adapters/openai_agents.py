@@ -1,28 +1,43 @@
-"""OpenAI Agents SDK adapter: router tools as `agents.FunctionTool`s.
+"""OpenAI Agents SDK adapter: router tools as `agents.FunctionTool`s, and the SDK's native
+`ShellTool`, `LocalShellTool` and `ApplyPatchTool` backed by toolroute.
 
-    tools = AgentsTools(router, functions=["read_file", "grep"])
-    agent = Agent(name="coder", tools=tools.function_tools())
+    tools = AgentsTools(router, functions=["read_file", "grep", "bash", "apply_patch"])
+    agent = Agent(name="coder", tools=[*tools.function_tools(), tools.shell_tool(), tools.apply_patch_tool()])
 
 Each tool runs through the router (sync tools in a worker thread); tool errors go back to the
-model as text instead of failing the run.
+model as text instead of failing the run. The native tools' executor and editor run each call
+as the allowlist's own `bash` or `apply_patch` (confined, sandboxed as the context says, capped,
+written atomically), where the SDK's own local backends run commands unconfined on the host and
+apply a multi-file patch one file at a time.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolroute._twins import run_async
+from toolroute.adapters._native import (
+    PatchOperation,
+    apply_operations,
+    argv_command,
+    capped,
+    local_shell_output,
+    run_command,
+)
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ExposedTools, model_text
 
 agents = require("agents", "agents", package="openai-agents")
 
 if TYPE_CHECKING:
-    from agents import FunctionTool
+    from agents import ApplyPatchTool, FunctionTool, LocalShellTool, ShellTool
+    from agents.editor import ApplyPatchOperation, ApplyPatchResult
+    from agents.tool import LocalShellCommandRequest, ShellCommandRequest, ShellResult
     from agents.tool_context import ToolContext
 
 
 class AgentsTools(ExposedTools):
-    """An allowlist of router tools as Agents SDK function tools."""
+    """An allowlist of router tools as Agents SDK tools."""
 
     def function_tools(self, *, approve_side_effects: bool = False) -> list[FunctionTool]:
         """One `FunctionTool` per exposed tool. With `approve_side_effects`, every tool not
@@ -47,5 +62,80 @@ class AgentsTools(ExposedTools):
         )
         return tool
 
+    # ---- native tools ---------------------------------------------------------------------
 
-__all__ = ["AgentsTools"]
+    def shell_tool(self, *, needs_approval: bool = False) -> ShellTool:
+        """The SDK's `ShellTool` (OpenAI's `shell` type), each command the allowlist's `bash`."""
+        self._require("bash", "ShellTool")
+        tool: ShellTool = agents.ShellTool(executor=self._shell, needs_approval=needs_approval)
+        return tool
+
+    def local_shell_tool(self) -> LocalShellTool:
+        """The SDK's `LocalShellTool` (OpenAI's older `local_shell` type), through `bash`."""
+        self._require("bash", "LocalShellTool")
+        tool: LocalShellTool = agents.LocalShellTool(executor=self._local_shell)
+        return tool
+
+    def apply_patch_tool(self, *, needs_approval: bool = False) -> ApplyPatchTool:
+        """The SDK's `ApplyPatchTool` (OpenAI's `apply_patch` type), each operation the
+        allowlist's `apply_patch` in V4A's rules."""
+        self._require("apply_patch", "ApplyPatchTool")
+        tool: ApplyPatchTool = agents.ApplyPatchTool(editor=PatchEditor(self), needs_approval=needs_approval)
+        return tool
+
+    def _require(self, name: str, what: str) -> None:
+        if name not in self:
+            raise ValueError(f"{what} runs the {name!r} built-in: expose it")
+
+    async def _shell(self, request: ShellCommandRequest) -> ShellResult:
+        from agents.tool import ShellCallOutcome, ShellCommandOutput, ShellResult
+
+        action = request.data.action
+        limit = action.max_output_length
+        timeout = None if action.timeout_ms is None else action.timeout_ms / 1000
+        outputs = []
+        for command in action.commands:
+            run = await run_async(run_command(self, command, timeout=timeout))
+            outcome = ShellCallOutcome(type="timeout") if run.timed_out else ShellCallOutcome("exit", run.exit_code)
+            outputs.append(
+                ShellCommandOutput(
+                    stdout=capped(run.stdout, limit), stderr=capped(run.stderr, limit), outcome=outcome, command=command
+                )
+            )
+        return ShellResult(output=outputs, max_output_length=limit)
+
+    async def _local_shell(self, request: LocalShellCommandRequest) -> str:
+        action = request.data.action
+        timeout = None if action.timeout_ms is None else action.timeout_ms / 1000
+        command = argv_command(list(action.command), action.env)
+        run = await run_async(run_command(self, command, timeout=timeout, cwd=action.working_directory))
+        return local_shell_output(run)
+
+
+class PatchEditor:
+    """An `agents.editor.ApplyPatchEditor` over the allowlist's `apply_patch`: each operation
+    confined and written atomically; a refusal is a `failed` result the model reads."""
+
+    def __init__(self, tools: ExposedTools) -> None:
+        self.tools = tools
+
+    async def _apply(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        from agents.editor import ApplyPatchResult
+
+        op = PatchOperation(operation.type, operation.path, operation.diff)
+        outcome = await run_async(apply_operations(self.tools, [op]))
+        if outcome.is_error:
+            return ApplyPatchResult(status="failed", output=outcome.text)
+        return ApplyPatchResult(status="completed", output=op.done())
+
+    async def create_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        return await self._apply(operation)
+
+    async def update_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        return await self._apply(operation)
+
+    async def delete_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        return await self._apply(operation)
+
+
+__all__ = ["AgentsTools", "PatchEditor"]
