@@ -27,6 +27,7 @@ from _bash_helpers import (
 )
 
 from toolroute.context import BuiltInToolContext, ToolLimits, builtin_tool_context
+from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
 
 
@@ -283,6 +284,18 @@ def test_non_interactive_environment_is_set(ws: Path, monkeypatch: pytest.Monkey
     with bash_router(ws, env_allowlist=("*",)) as router:
         out = call(router, command='echo "$PAGER|$GIT_PAGER|$NO_COLOR|$TERM|${COLORTERM-unset}|$TOOLROUTE_TEST_VAR"')
     assert out["stdout"] == "cat|cat|1|dumb|unset|inherited\n"
+
+
+def test_a_host_api_sets_variables_per_call_unseen_by_models(bash: ToolRouter) -> None:
+    """`env` (a host API's per-call environment, e.g. an Agents SDK manifest's) is set for the
+    command on top of the context's; the schema models see does not offer it; bad names fail."""
+    out = call(bash, command='echo "$GREETING|$PAGER"', env={"GREETING": "hi there", "PAGER": "less"})
+    assert out["stdout"] == "hi there|cat\n"  # NON_INTERACTIVE still wins: no pager waits
+    schema = bash.get_all_tools(["bash"], [])[0]["function"]["parameters"]
+    assert "env" not in schema["properties"]
+    for bad in ({"A=B": "x"}, {"": "x"}, {"A": "x\0y"}):
+        with pytest.raises(ToolArgumentError, match="cannot be an environment variable"):
+            bash.execute("bash", {"command": "true", "env": bad})
 
 
 def test_secrets_are_not_passed_by_default(bash: ToolRouter, monkeypatch: pytest.MonkeyPatch) -> None:

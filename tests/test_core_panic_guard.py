@@ -39,9 +39,10 @@ CALLS: dict[str, str] = {
     "read_page": "_core.read_page(conf, 'a.txt', 1, 10, 1000)",
     "read_file_head": "_core.read_file_head(conf, 'a.txt', 100)",
     "write_file_text": "_core.write_file_text(conf, 'b.txt', 'x', 'overwrite', 1000)",
+    "write_file_bytes": "_core.write_file_bytes(conf, 'e.bin', b'\\xff\\x00', 'create', 1000)",
     "edit_file": "_core.edit_file(conf, 'a.txt', 'needle', 'pin', False, 1000)",
     "apply_patch": "_core.apply_patch(conf, '*** Begin Patch\\n*** Add File: c.txt\\n+c\\n*** End Patch', 1000)",
-    "apply_v4a": "_core.apply_v4a(conf, [('create_file', 'd.txt', '+d')], 1000)",
+    "apply_v4a": "_core.apply_v4a(conf, [('create_file', 'd.txt', '+d', None)], 1000)",
     "apply_update_to_text": (
         "_core.apply_update_to_text('*** Begin Patch\\n*** Update File: a\\n@@\\n-a\\n+b\\n*** End Patch', 'a\\n')"
     ),

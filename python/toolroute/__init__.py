@@ -21,6 +21,8 @@ from toolroute.default import (
 )
 from toolroute.errors import (
     PathDeniedError,
+    PathExistsError,
+    PathNotFoundError,
     ToolArgumentError,
     ToolError,
     ToolExecutionError,
@@ -43,6 +45,8 @@ __all__ = [
     "BuiltInToolContext",
     "Exposure",
     "PathDeniedError",
+    "PathExistsError",
+    "PathNotFoundError",
     "Tool",
     "ToolArgumentError",
     "ToolError",

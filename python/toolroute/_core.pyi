@@ -250,6 +250,14 @@ def write_file_text(
     keep_style: bool = True,
     write_read_only: bool = False,
 ) -> WriteResult: ...
+def write_file_bytes(
+    confinement: Confinement,
+    path: str,
+    content: bytes,
+    mode: str,
+    max_bytes: int,
+    write_read_only: bool = False,
+) -> WriteResult: ...
 def edit_file(
     confinement: Confinement,
     path: str,
@@ -262,7 +270,7 @@ def edit_file(
 def apply_patch(confinement: Confinement, patch: str, max_bytes: int, write_read_only: bool = False) -> PatchResult: ...
 def apply_v4a(
     confinement: Confinement,
-    operations: list[tuple[str, str, str | None]],
+    operations: list[tuple[str, str, str | None, str | None]],
     max_bytes: int,
     write_read_only: bool = False,
 ) -> PatchResult: ...

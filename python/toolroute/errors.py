@@ -44,6 +44,14 @@ class ToolPreconditionError(ToolArgumentError):
     not found, a patch whose context is missing. The tool ran and failed (CLI exit code 4)."""
 
 
+class PathNotFoundError(ToolPreconditionError):
+    """The path names nothing (no such file or folder inside the roots)."""
+
+
+class PathExistsError(ToolPreconditionError):
+    """Something is already there, and the call may not replace it (a create)."""
+
+
 class PathDeniedError(ToolArgumentError):
     """A path resolved outside the context's roots, or a write targeted a read-only root."""
 

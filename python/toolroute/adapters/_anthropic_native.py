@@ -20,6 +20,7 @@ import anyio
 
 from toolroute._core import read_file_head
 from toolroute._twins import Body, Step
+from toolroute.adapters._native import read_new_output
 from toolroute.allowlist import CallOutcome, ExposedTools
 from toolroute.context import BuiltInToolContext
 
@@ -280,11 +281,13 @@ class BashSession:
         self._offsets = {"stdout": 0, "stderr": 0}
 
     def _command(self, text: str) -> Body[str]:
+        process = self.process
+        assert process is not None  # started by run()
         sentinel = f"__toolroute_done_{uuid.uuid4().hex}__"
         wrote = yield from _call(
             self.tools,
             "bash",
-            {"action": "write", "process_id": self.process, "input": f"{text}\necho '{sentinel}'\n"},
+            {"action": "write", "process_id": process, "input": f"{text}\necho '{sentinel}'\n"},
         )
         if wrote.is_error:
             self.process = None  # the shell has gone: the next command starts another
@@ -292,30 +295,15 @@ class BashSession:
         out, err = "", ""
         deadline = time.monotonic() + self.timeout
         while True:
-            logs = yield from _call(
-                self.tools,
-                "bash",
-                {
-                    "action": "logs",
-                    "process_id": self.process,
-                    "offset": self._offsets["stdout"],
-                    "stderr_offset": self._offsets["stderr"],
-                },
-            )
-            trace = logs.trace if isinstance(logs.trace, dict) else {}
-            for stream in ("stdout", "stderr"):
-                chunk = trace.get(stream) or {}
-                self._offsets[stream] = int(chunk.get("nextOffset", self._offsets[stream]))
-                if stream == "stdout":
-                    out += chunk.get("content", "")
-                else:
-                    err += chunk.get("content", "")
+            new = yield from read_new_output(self.tools, process, self._offsets)
+            out, err = out + new.stdout, err + new.stderr
             if sentinel in out:
                 out = out[: out.index(sentinel)]
                 break
-            if trace.get("status") not in (None, "RUNNING"):
+            if not new.running:
                 self.process = None
-                raise NativeError(f"bash has exited with code {trace.get('exitCode')} and must be restarted")
+                why = new.error or f"bash has exited with code {new.exit_code}"
+                raise NativeError(f"{why} and must be restarted")
             if time.monotonic() > deadline:
                 yield from self.stop()  # the next command gets a fresh shell
                 raise NativeError(f"timed out: bash has not returned in {self.timeout:g} seconds and must be restarted")

@@ -39,10 +39,18 @@ class CommandRun:
 
 
 def run_command(
-    tools: ExposedTools, command: str, *, timeout: float | None = None, cwd: str | None = None
+    tools: ExposedTools,
+    command: str,
+    *,
+    timeout: float | None = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Body[CommandRun]:
-    """`command` through the allowlist's `bash` (exec): its streams, exit code and timeout."""
+    """`command` through the allowlist's `bash` (exec): its streams, exit code and timeout;
+    `env`'s variables set on top of the context's."""
     arguments: dict[str, Any] = {"command": command}
+    if env:
+        arguments["env"] = dict(env)
     if timeout is not None:
         arguments["timeout"] = max(timeout, 0.001)
     if cwd is not None:
@@ -58,6 +66,45 @@ def run_command(
         timed_out=bool(result.get("timedOut")),
         duration=float(result.get("durationSeconds", 0.0)),
     )
+
+
+@dataclass(frozen=True)
+class NewOutput:
+    """What a background process wrote since the last read, and whether it still runs."""
+
+    stdout: str
+    stderr: str
+    running: bool
+    exit_code: int | None
+    error: str | None = None  # the door's or the tool's answer when the process cannot be read
+
+
+LOG_PAGES = 64  # pages read at most in one go (each up to the context's output cap)
+
+
+def read_new_output(tools: ExposedTools, process_id: str, offsets: dict[str, int]) -> Body[NewOutput]:
+    """Background `process_id`'s output since `offsets` (advanced in place) through the
+    allowlist's `bash` (logs), page after page while more is waiting."""
+    out: list[str] = []
+    err: list[str] = []
+    trace: dict[str, Any] = {}
+    for _ in range(LOG_PAGES):
+        arguments = {"action": "logs", "process_id": process_id, "offset": offsets["stdout"]}
+        arguments["stderr_offset"] = offsets["stderr"]
+        logs: CallOutcome = yield Step(tools.execute, tools.aexecute, ("bash", arguments))
+        if logs.is_error or not isinstance(logs.trace, dict):
+            return NewOutput("".join(out), "".join(err), False, None, error=logs.text)
+        trace = logs.trace
+        more = False
+        for stream, parts in (("stdout", out), ("stderr", err)):
+            chunk = trace.get(stream) or {}
+            offsets[stream] = int(chunk.get("nextOffset", offsets[stream]))
+            parts.append(str(chunk.get("content", "")))
+            more = more or bool(chunk.get("more"))
+        if not more:
+            break
+    exit_code = trace.get("exitCode")
+    return NewOutput("".join(out), "".join(err), trace.get("status") == "RUNNING", exit_code)
 
 
 def capped(text: str, limit: int | None) -> str:
@@ -76,22 +123,24 @@ class PatchOperation:
     type: str
     path: str
     diff: str | None = None
+    move_to: str | None = None  # an update's new path (the Agents SDK's operations carry it)
 
     @classmethod
     def of(cls, operation: Any) -> PatchOperation:
         """From the SDK's model or a plain mapping."""
         get = operation.get if isinstance(operation, Mapping) else lambda k, d=None: getattr(operation, k, d)
-        return cls(str(get("type")), str(get("path")), get("diff"))
+        return cls(str(get("type")), str(get("path")), get("diff"), get("move_to"))
 
     def done(self) -> str:
         """What OpenAI's reference editor answers when it is applied."""
         verb = {"create_file": "Created", "update_file": "Updated", "delete_file": "Deleted"}.get(self.type, "Applied")
-        return f"{verb} {self.path}"
+        moved = f"\nMoved {self.path} to {self.move_to}" if self.move_to else ""
+        return f"{verb} {self.path}{moved}"
 
 
 def apply_operations(tools: ExposedTools, operations: Sequence[PatchOperation]) -> Body[CallOutcome]:
     """The operations through the allowlist's `apply_patch`, all of them or none."""
-    ops = [{"type": op.type, "path": op.path, "diff": op.diff} for op in operations]
+    ops = [{"type": op.type, "path": op.path, "diff": op.diff, "move_to": op.move_to} for op in operations]
     outcome: CallOutcome = yield Step(tools.execute, tools.aexecute, ("apply_patch", {"operations": ops}))
     return outcome
 
@@ -114,10 +163,12 @@ def local_shell_output(run: CommandRun) -> str:
 
 __all__ = [
     "CommandRun",
+    "NewOutput",
     "PatchOperation",
     "apply_operations",
     "argv_command",
     "capped",
     "local_shell_output",
+    "read_new_output",
     "run_command",
 ]

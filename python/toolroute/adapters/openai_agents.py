@@ -122,7 +122,7 @@ class PatchEditor:
     async def _apply(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
         from agents.editor import ApplyPatchResult
 
-        op = PatchOperation(operation.type, operation.path, operation.diff)
+        op = PatchOperation.of(operation)
         outcome = await run_async(apply_operations(self.tools, [op]))
         if outcome.is_error:
             return ApplyPatchResult(status="failed", output=outcome.text)

@@ -27,6 +27,7 @@ class PatchOperation(BaseModel):
     type: Literal["create_file", "update_file", "delete_file"]
     path: str = Field(min_length=1)
     diff: str | None = None
+    move_to: str | None = Field(default=None, min_length=1)  # an update's new path
 
 
 def _patch_required(schema: dict[str, Any]) -> None:
@@ -61,7 +62,7 @@ class ApplyPatchRequest(BuiltinRequest):
 
 def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutput:
     if request.operations is not None:
-        operations: list[tuple[str, str, str | None]] = [(op.type, op.path, op.diff) for op in request.operations]
+        operations = [(str(op.type), op.path, op.diff, op.move_to) for op in request.operations]
         result = apply_v4a(
             ctx.confinement, operations, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
         )

@@ -111,6 +111,9 @@ class BashRequest(BuiltinRequest):
         validation_alias=AliasChoices("close_stdin", "closeStdin"),
         description="write: close stdin after the input (end of file)",
     )
+    # Variables set for this command on top of the context's (a host API's per-call environment,
+    # e.g. an Agents SDK sandbox manifest's); hidden, as a model sets variables in its command.
+    env: SkipJsonSchema[dict[str, str] | None] = None
 
     @field_validator("timeout", "timeout_ms", "limit", mode="after")
     @classmethod
@@ -122,6 +125,14 @@ class BashRequest(BuiltinRequest):
     @classmethod
     def _negative_is_tail(cls, value: int | None) -> int | None:
         return value if value is not None and value >= 0 else None
+
+    @field_validator("env", mode="after")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, text in (value or {}).items():
+            if not name or "=" in name or "\0" in name or "\0" in text:
+                raise ValueError(f"env: {name!r} cannot be an environment variable (empty, '=' or NUL)")
+        return value
 
     @field_validator("command", "cwd", "process_id", mode="after")
     @classmethod
@@ -222,7 +233,7 @@ def command_spec(ctx: BuiltInToolContext, request: BashRequest) -> CommandSpec:
     command = _require(request.command, "command", request.action)
     cwd = resolve_cwd(ctx, request.cwd)
     plan = sandbox_plan(ctx)
-    env = command_environment(ctx.env_allowlist)
+    env = command_environment(ctx.env_allowlist, overrides=request.env)
     return CommandSpec(command, cwd, env if plan is None else sandbox_environment(plan, env), plan)
 
 
@@ -369,8 +380,8 @@ def _start(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
         )
     except (SpawnError, TooManyProcesses) as exc:
         raise ToolExecutionError(str(exc), tool=NAME) from None
-    if request.input:
-        _write_stdin(proc, request.input.encode(), close=request.close_stdin)
+    if request.input or request.close_stdin:
+        _write_stdin(proc, (request.input or "").encode(), close=request.close_stdin)
     return shown(proc)
 
 

@@ -59,6 +59,45 @@ pub fn write_text(
     keep_style: bool,
     opts: WriteOptions,
 ) -> Result<Written, FsError> {
+    put(
+        roots,
+        shown,
+        mode,
+        max_bytes,
+        opts,
+        |existing, appending| match existing {
+            Some(e) if keep_style => {
+                encode_like(e, content, appending).map_err(|s| FsError::from((shown, s)))
+            }
+            _ => Ok(content.as_bytes().to_vec()),
+        },
+    )
+}
+
+/// `content` to `shown` byte for byte (no encoding kept or changed): a file API's write.
+pub fn write_bytes(
+    roots: &Roots,
+    shown: &str,
+    content: &[u8],
+    mode: WriteMode,
+    max_bytes: u64,
+    opts: WriteOptions,
+) -> Result<Written, FsError> {
+    put(roots, shown, mode, max_bytes, opts, |_, _| {
+        Ok(content.to_vec())
+    })
+}
+
+/// The one write path: find the target by descriptor, make the new part from the old bytes
+/// (`encode(existing, appending)`), check the size, commit atomically.
+fn put(
+    roots: &Roots,
+    shown: &str,
+    mode: WriteMode,
+    max_bytes: u64,
+    opts: WriteOptions,
+    encode: impl FnOnce(Option<&[u8]>, bool) -> Result<Vec<u8>, FsError>,
+) -> Result<Written, FsError> {
     let mut target = roots.target(shown, true, mode != WriteMode::Create, max_bytes)?;
     if mode == WriteMode::Create && target.original.is_some() {
         return Err(FsError::Exists {
@@ -73,12 +112,7 @@ pub fn write_text(
     };
     let existing = old.as_deref();
     let appending = mode == WriteMode::Append && existing.is_some_and(|e| !e.is_empty());
-    let new_part = match existing {
-        Some(e) if keep_style => {
-            encode_like(e, content, appending).map_err(|s| FsError::from((shown, s)))?
-        }
-        _ => content.as_bytes().to_vec(),
-    };
+    let new_part = encode(existing, appending)?;
     let head: &[u8] = if appending {
         existing.unwrap_or_default()
     } else {

@@ -21,6 +21,8 @@ pyo3::import_exception!(toolroute.errors, ToolExecutionError);
 pyo3::import_exception!(toolroute.errors, ToolRegistrationError);
 pyo3::import_exception!(toolroute.errors, ToolPreconditionError);
 pyo3::import_exception!(toolroute.errors, PathDeniedError);
+pyo3::import_exception!(toolroute.errors, PathNotFoundError);
+pyo3::import_exception!(toolroute.errors, PathExistsError);
 
 /// A malformed call (the model's arguments, or a caller's): `ToolArgumentError`.
 pub fn argument(message: impl Into<String>) -> PyErr {
@@ -34,10 +36,12 @@ impl From<ConfineError> for PyErr {
 }
 
 /// A refused path is denied; a failing file system is an execution error; the rest (no such
-/// file, too large, exists, refused) are preconditions the caller can fix.
+/// file and already exists (each its own subclass), too large, refused) are preconditions the caller can fix.
 fn fs_exception(e: &FsError, message: String) -> PyErr {
     match e {
         FsError::Denied(_) => PathDeniedError::new_err(message),
+        FsError::NotFound { .. } => PathNotFoundError::new_err(message),
+        FsError::Exists { .. } => PathExistsError::new_err(message),
         FsError::Io { .. } => ToolExecutionError::new_err(message),
         _ => ToolPreconditionError::new_err(message),
     }

@@ -15,7 +15,7 @@ use crate::files::error::FsError;
 use crate::files::fs::{Page, Permit, ReadOutcome};
 use crate::files::txn::WriteOptions;
 use crate::files::txn::{recover, Durability};
-use crate::files::write::{self, write_text, EditFailure, WriteMode};
+use crate::files::write::{self, write_bytes, write_text, EditFailure, WriteMode};
 use crate::patch::commit::apply_patch_with;
 use crate::patch::{
     apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,
@@ -262,6 +262,33 @@ fn write_file_text(
     })
 }
 
+/// Write `content` to a confined path atomically, byte for byte (a file API's write, where
+/// write_file_text keeps a file's text style). `mode`: create | overwrite | append.
+#[pyfunction]
+#[pyo3(signature = (confinement, path, content, mode, max_bytes, write_read_only=false))]
+fn write_file_bytes(
+    py: Python<'_>,
+    confinement: &Bound<'_, PyConfinement>,
+    path: String,
+    content: &[u8],
+    mode: String,
+    max_bytes: u64,
+    write_read_only: bool,
+) -> PyResult<PyWriteResult> {
+    guard(|| {
+        let conf = confinement.get();
+        let mode = WriteMode::from_str(&mode).map_err(argument)?;
+        let opts = conf.options(write_read_only);
+        let w = py.detach(|| write_bytes(&conf.roots, &path, content, mode, max_bytes, opts))?;
+        Ok(PyWriteResult {
+            resolved: w.resolved,
+            created: w.created,
+            bytes_written: w.bytes_written,
+            size: w.size,
+        })
+    })
+}
+
 /// What edit did.
 #[pyclass(frozen, get_all, name = "EditResult", module = "toolroute._core")]
 pub struct PyEditResult {
@@ -390,14 +417,15 @@ fn py_apply_patch(
 }
 
 /// Apply OpenAI `apply_patch` operations (V4A diffs) inside the confinement, all or none:
-/// `operations` are `(type, path, diff)`, `type` one of `create_file`, `update_file`,
-/// `delete_file` (whose diff is None); V4A's rules (`patch::Dialect::V4a`).
+/// `operations` are `(type, path, diff, move_to)`, `type` one of `create_file`, `update_file`,
+/// `delete_file` (whose diff is None), `move_to` an update's new path (None otherwise); V4A's
+/// rules (`patch::Dialect::V4a`).
 #[pyfunction]
 #[pyo3(signature = (confinement, operations, max_bytes, write_read_only=false))]
 fn apply_v4a(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    operations: Vec<(String, String, Option<String>)>,
+    operations: Vec<V4aOperation>,
     max_bytes: u64,
     write_read_only: bool,
 ) -> PyResult<PyPatchResult> {
@@ -415,10 +443,18 @@ fn apply_v4a(
     })
 }
 
+/// `(type, path, diff, move_to)`, as `apply_v4a` takes them.
+type V4aOperation = (String, String, Option<String>, Option<String>);
+
 /// One V4A operation as the patch engine's hunk; the message says what is wrong with it.
-fn v4a_hunk((kind, path, diff): (String, String, Option<String>)) -> Result<Hunk, String> {
+fn v4a_hunk((kind, path, diff, move_to): V4aOperation) -> Result<Hunk, String> {
     let diff_of =
         |diff: Option<String>| diff.ok_or_else(|| format!("{kind} of {path} needs a diff"));
+    if move_to.is_some() && kind != "update_file" {
+        return Err(format!(
+            "{kind} of {path}: only update_file can move a file"
+        ));
+    }
     match kind.as_str() {
         "create_file" => {
             let contents =
@@ -429,7 +465,7 @@ fn v4a_hunk((kind, path, diff): (String, String, Option<String>)) -> Result<Hunk
             let chunks = parse_update_diff(&diff_of(diff)?).map_err(|e| format!("{path}: {e}"))?;
             Ok(Hunk::Update {
                 path,
-                move_to: None,
+                move_to,
                 chunks,
             })
         }
@@ -488,6 +524,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_page, m)?)?;
     m.add_function(wrap_pyfunction!(read_file_head, m)?)?;
     m.add_function(wrap_pyfunction!(write_file_text, m)?)?;
+    m.add_function(wrap_pyfunction!(write_file_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(edit_file, m)?)?;
     m.add_function(wrap_pyfunction!(py_apply_patch, m)?)?;
     m.add_function(wrap_pyfunction!(apply_v4a, m)?)?;
