@@ -132,3 +132,105 @@ def test_memory_against_the_anthropic_reference(folder: Path) -> None:
         {"anthropic BetaLocalFilesystemMemoryTool": lambda: _session(reference)},
         ROUNDS,
     )
+
+
+# ---- openai-agents' SandboxAgent backends: toolroute's client against unix_local ---------------
+
+SANDBOX_PATCH = """*** Begin Patch
+*** Update File: a.py
+@@
+-x = 1
++x = 2
+*** Update File: b.py
+@@
+-y = 1
++y = 2
+*** Add File: c.py
++z = 3
+*** End Patch"""
+
+
+def _sandbox_sessions(folder: Path, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
+    """A started session per backend, each on a folder of its own."""
+    from agents.sandbox.manifest import Manifest
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+
+    from toolroute.adapters.agents_sandbox import ToolrouteSandboxClient
+
+    clients = {
+        "toolroute (sandboxed: the default)": ToolrouteSandboxClient(),
+        "toolroute (sandbox off)": ToolrouteSandboxClient(context=lambda root: BuiltInToolContext(root)),
+        "unix_local": UnixLocalSandboxClient(),
+    }
+    sessions = {}
+    for i, (name, client) in enumerate(clients.items()):
+        root = folder / f"ws{i}"
+        session = loop.run_until_complete(client.create(manifest=Manifest(root=str(root))))
+        loop.run_until_complete(session.start())
+        sessions[name] = session
+    return sessions
+
+
+def test_sandbox_session_exec_against_unix_local(folder: Path) -> None:
+    loop = asyncio.new_event_loop()
+    sessions = _sandbox_sessions(folder, loop)
+
+    def run(session: Any) -> Any:
+        def call() -> bytes:
+            done = loop.run_until_complete(session.exec("echo hello; echo world"))
+            return bytes(done.stdout)
+
+        return call
+
+    try:
+        (first, *others) = sessions.items()
+        compare(
+            "SandboxAgent session exec, one command",
+            (first[0], run(first[1])),
+            {name: run(session) for name, session in others},
+            ROUNDS,
+        )
+    finally:
+        for session in sessions.values():
+            loop.run_until_complete(session.aclose())
+        loop.close()
+
+
+def test_sandbox_apply_patch_tool_against_unix_local(folder: Path) -> None:
+    from agents.sandbox.capabilities.tools.apply_patch_tool import SandboxApplyPatchTool
+
+    from toolroute.adapters.agents_sandbox import AtomicApplyPatchTool
+
+    loop = asyncio.new_event_loop()
+    sessions = _sandbox_sessions(folder, loop)
+
+    def case(session: Any, tool_class: type) -> Case:
+        root = Path(session.state.manifest.root)
+        tool = tool_class(session=session)
+
+        def setup() -> None:
+            (root / "a.py").write_text("x = 1\n")
+            (root / "b.py").write_text("y = 1\n")
+            (root / "c.py").unlink(missing_ok=True)
+
+        def call() -> list[str]:
+            loop.run_until_complete(tool._on_invoke_tool(None, SANDBOX_PATCH))
+            return [(root / n).read_text() for n in ("a.py", "b.py", "c.py")]
+
+        return Case(call, setup=setup)
+
+    try:
+        names = list(sessions)
+        compare(
+            "SandboxAgent apply_patch tool, a 3-file patch",
+            (names[0], case(sessions[names[0]], AtomicApplyPatchTool)),
+            {
+                names[1]: case(sessions[names[1]], AtomicApplyPatchTool),
+                "unix_local (the SDK's tool, file by file)": case(sessions["unix_local"], SandboxApplyPatchTool),
+            },
+            ROUNDS,
+        )
+    finally:
+        for session in sessions.values():
+            loop.run_until_complete(session.aclose())
+        loop.close()
