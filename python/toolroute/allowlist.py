@@ -10,12 +10,21 @@ change what an exposed name runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from toolroute._twins import Body, Step, run_async, run_sync
-from toolroute.errors import ToolError
+from toolroute.cancellation import current_cancel_token
+from toolroute.errors import (
+    PathDeniedError,
+    ToolArgumentError,
+    ToolError,
+    ToolNotFoundError,
+    ToolPreconditionError,
+)
 from toolroute.exposure import Exposure
 from toolroute.router import ToolRouter
 from toolroute.types import ToolDefinition
@@ -23,18 +32,80 @@ from toolroute.types import ToolDefinition
 Arguments = str | Mapping[str, Any] | None
 
 
+class OutcomeKind(str, Enum):
+    """What became of a call, in the terms frameworks tell apart: fix your arguments (a retry
+    of the model's), the tool ran and failed (a result the model acts on), refused, unknown."""
+
+    OK = "ok"
+    BAD_ARGUMENTS = "bad_arguments"  # not JSON, or not the tool's schema: the model should fix them
+    NOT_FOUND = "not_found"  # no tool of that name in this allowlist
+    REFUSED = "refused"  # a path outside the roots, a policy's or a person's no
+    APPROVAL_NEEDED = "approval_needed"  # not run: a person must approve it first
+    FAILED = "failed"  # the tool ran and failed (no such file, text not found, a command error)
+    CANCELLED = "cancelled"  # the call was cancelled before it finished
+
+
 @dataclass(frozen=True)
 class CallOutcome:
-    """What one tool call produced for the model: text, and whether it is an error report."""
+    """What one tool call produced for the model: its text, its kind, and the trace (the
+    structured side channel: a built-in's result fields, an MCP tool's metadata)."""
 
     text: str
-    is_error: bool = False
+    kind: OutcomeKind = OutcomeKind.OK
     trace: Any = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.kind is not OutcomeKind.OK
+
+    @property
+    def structured(self) -> dict[str, Any] | None:
+        """The tool's structured result, where it has one: an MCP tool's `structuredContent`, a
+        function tool's declared return shape (kept in the trace unless the text was cut)."""
+        value = self.trace.get("structured_content") if isinstance(self.trace, dict) else None
+        return value if isinstance(value, dict) else None
+
+    @property
+    def fields(self) -> dict[str, Any] | None:
+        """The result as fields, for frameworks that take a dict: the structured result, else a
+        built-in's trace (bash's exit code and streams, grep's counts), else None."""
+        return self.structured if self.structured is not None else self.trace if isinstance(self.trace, dict) else None
+
+
+def kind_of(exc: BaseException) -> OutcomeKind:
+    """The outcome kind of a tool error. A missing file or an `edit` whose text is not there is
+    the tool failing (the model acts on the result), not arguments to retry."""
+    if isinstance(exc, ToolNotFoundError):
+        return OutcomeKind.NOT_FOUND
+    if isinstance(exc, PathDeniedError):
+        return OutcomeKind.REFUSED
+    if isinstance(exc, ToolPreconditionError):
+        return OutcomeKind.FAILED
+    if isinstance(exc, ToolArgumentError):
+        return OutcomeKind.BAD_ARGUMENTS
+    return OutcomeKind.FAILED
+
+
+@dataclass(frozen=True)
+class ToolMeta:
+    """What a framework is told about one exposed tool besides its schema."""
+
+    name: str
+    read_only: bool
+    idempotent: bool
+    destructive: bool
+    needs_approval: bool  # every call needs a person's approval (a rule may still ask per call)
+
+
+# Which calls need a person's approval: none (False), every call of a tool that is not read-only
+# (True), the tools named, or a rule over (name, arguments).
+ApprovalRule = bool | Collection[str] | Callable[[str, Mapping[str, Any]], bool]
 
 
 class ExposedTools:
     """A fixed allowlist over a router: `get_all_tools(functions, mcp_servers, user_id)`, plus
-    `user_servers`, the ids of that user's own servers."""
+    `user_servers`, the ids of that user's own servers. `needs_approval` says which calls wait
+    for a person (each framework adapter asks in that framework's way)."""
 
     def __init__(
         self,
@@ -44,6 +115,7 @@ class ExposedTools:
         user_id: str | None = None,
         *,
         user_servers: Sequence[str] = (),
+        needs_approval: ApprovalRule = False,
     ) -> None:
         self.router = router
         self.user_id = user_id
@@ -55,6 +127,7 @@ class ExposedTools:
         self.definitions: dict[str, dict[str, Any]] = {
             t["function"]["name"]: t["function"] for t in self.tool_definitions
         }
+        self.approval_rule = needs_approval
 
     @property
     def names(self) -> list[str]:
@@ -63,27 +136,67 @@ class ExposedTools:
     def __contains__(self, name: object) -> bool:
         return name in self.definitions
 
+    def meta(self, name: str) -> ToolMeta:
+        """`name`'s declared side effects (an exposed name; KeyError otherwise)."""
+        tool = self.exposure.tools[name]
+        traits = tool.traits
+        destructive = (not traits.read_only) if traits.destructive is None else traits.destructive
+        rule = self.approval_rule
+        always = (rule is True and not traits.read_only) or (
+            not isinstance(rule, bool) and not callable(rule) and name in rule
+        )
+        return ToolMeta(name, traits.read_only, traits.idempotent, destructive, always)
+
+    def needs_approval(self, name: str, arguments: Arguments = None) -> bool:
+        """Whether this call must wait for a person's approval before it runs."""
+        if name not in self.definitions:
+            return False  # refused anyway, with nothing to approve
+        rule = self.approval_rule
+        if callable(rule):
+            return bool(rule(name, _mapping(arguments)))
+        return self.meta(name).needs_approval
+
     def refusal(self, name: str) -> CallOutcome:
         # The same answer for unknown and for existing-but-unexposed names: nothing leaks.
-        return CallOutcome(f"tool {name!r} is not available here", is_error=True)
+        return CallOutcome(f"tool {name!r} is not available here", OutcomeKind.NOT_FOUND)
 
-    def execute(self, name: str, arguments: Arguments = None) -> CallOutcome:
-        """Run the tool exposed as `name`, if any; tool errors become error outcomes, never raise."""
-        return run_sync(self._call(name, arguments))
+    def execute(self, name: str, arguments: Arguments = None, *, approved: bool = False) -> CallOutcome:
+        """Run the tool exposed as `name`, if any; tool errors become error outcomes, never raise.
+        A call that needs approval runs only with `approved=True` (the adapter asked)."""
+        return run_sync(self._call(name, arguments, approved))
 
-    async def aexecute(self, name: str, arguments: Arguments = None) -> CallOutcome:
-        return await run_async(self._call(name, arguments))
+    async def aexecute(self, name: str, arguments: Arguments = None, *, approved: bool = False) -> CallOutcome:
+        return await run_async(self._call(name, arguments, approved))
 
-    def _call(self, name: str, arguments: Arguments) -> Body[CallOutcome]:
+    def _call(self, name: str, arguments: Arguments, approved: bool) -> Body[CallOutcome]:
         """One call through the exposure, written once; running the tool is the twinned step."""
         tool = self.exposure.get(name)
         if tool is None:
             return self.refusal(name)
+        if not approved and self.approval_rule is not False and self.needs_approval(name, arguments):
+            return CallOutcome(f"{name} needs a person's approval before it runs", OutcomeKind.APPROVAL_NEEDED)
         try:
             output = yield Step(self.router.run, self.router.arun, (tool, arguments))
         except ToolError as exc:
-            return CallOutcome(str(exc), is_error=True)
+            return CallOutcome(str(exc), OutcomeKind.CANCELLED if _cancelled() else kind_of(exc))
         return CallOutcome(output.text, trace=output.trace)
+
+
+def _cancelled() -> bool:
+    """Whether this call was cancelled (its client went away): a tool stopped for that says so."""
+    token = current_cancel_token()
+    return token is not None and token.cancelled
+
+
+def _mapping(arguments: Arguments) -> Mapping[str, Any]:
+    """Arguments as a mapping for an approval rule (text that is not a JSON object: empty)."""
+    if arguments is None or isinstance(arguments, Mapping):
+        return arguments or {}
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def model_text(outcome: CallOutcome) -> str:

@@ -48,6 +48,9 @@ class ToolTraits:
     # A sync tool that never blocks (True: async callers run it inline), may block (False: always on
     # a worker thread), or has not said (None: measured, see `_pace.py`).
     quick: bool | None = None
+    # May destroy or overwrite what is there (MCP's destructiveHint); None: not said, which
+    # counts as "not read-only".
+    destructive: bool | None = None
 
 
 def describe_validation_error(tool: str, exc: ValidationError) -> str:

@@ -27,7 +27,7 @@ import anyio.to_thread
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
 from toolroute.adapters._optional import require
-from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.formats import to_anthropic
 from toolroute.router import ToolRouter
 
@@ -127,7 +127,7 @@ class AnthropicTools(ExposedTools):
         try:
             text = yield from native
         except (NativeError, ToolError) as exc:
-            return _result_block(block, CallOutcome(str(exc), is_error=True))
+            return _result_block(block, CallOutcome(str(exc), OutcomeKind.FAILED))
         return _result_block(block, CallOutcome(text))
 
     def tool_results(self, source: Message | Iterable[Any]) -> list[ToolResultBlockParam]:

@@ -32,7 +32,7 @@ from toolroute.adapters._native import (
     run_command,
 )
 from toolroute.adapters._optional import require
-from toolroute.allowlist import CallOutcome, ExposedTools, model_text
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind, model_text
 from toolroute.formats import to_responses
 from toolroute.router import ToolRouter
 
@@ -172,7 +172,7 @@ class OpenAITools(ExposedTools):
         elif kind == "custom":
             outcome = yield from self._custom_call(call.custom.name, call.custom.input)
         else:
-            outcome = CallOutcome(f"tool call type {kind!r} is not served here", is_error=True)
+            outcome = CallOutcome(f"tool call type {kind!r} is not served here", OutcomeKind.NOT_FOUND)
         return {"role": "tool", "tool_call_id": call.id, "content": model_text(outcome)}
 
     def tool_messages(self, source: ToolCallSource) -> list[ChatCompletionToolMessageParam]:
@@ -240,7 +240,7 @@ class OpenAITools(ExposedTools):
 
     def _custom_call(self, name: str, text: str) -> Body[CallOutcome]:
         if name != "apply_patch":
-            return CallOutcome(f"custom (freeform) tool {name!r} is not served here", is_error=True)
+            return CallOutcome(f"custom (freeform) tool {name!r} is not served here", OutcomeKind.NOT_FOUND)
         outcome: CallOutcome = yield Step(self.execute, self.aexecute, ("apply_patch", {"patch": text}))
         return outcome
 
@@ -250,11 +250,12 @@ class OpenAITools(ExposedTools):
         outcome = yield from apply_operations(self, operations)
         answers = {}
         for item, operation in zip(patches, operations, strict=True):
+            call_id = _get(item, "call_id")
             if outcome.is_error:
                 why = f"{outcome.text} (the response's {len(patches)} operations are applied together: none was)"
-                answers[_get(item, "call_id")] = _patch_output(_get(item, "call_id"), CallOutcome(why, True), "")
+                answers[call_id] = _patch_output(call_id, CallOutcome(why, outcome.kind), "")
             else:
-                answers[_get(item, "call_id")] = _patch_output(_get(item, "call_id"), outcome, operation.done())
+                answers[call_id] = _patch_output(call_id, outcome, operation.done())
         return answers
 
     def _shell(self, item: Any, call_id: str) -> Body[Any]:

@@ -81,7 +81,12 @@ class McpTarget:
         if not declared:
             return ToolTraits()
         read_only = declared.get("read_only_hint") is True and declared.get("destructive_hint") is not True
-        return ToolTraits(read_only=read_only, idempotent=read_only or declared.get("idempotent_hint") is True)
+        destructive = declared.get("destructive_hint")
+        return ToolTraits(
+            read_only=read_only,
+            idempotent=read_only or declared.get("idempotent_hint") is True,
+            destructive=None if read_only or not isinstance(destructive, bool) else destructive,
+        )
 
     def definition(self) -> ToolDefinition:
         return fresh(self.definition_)

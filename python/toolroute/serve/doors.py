@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from mcp import types
 
 from toolroute._workers import LOOKUPS, run_off_loop
-from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.serve.list_changes import ListWatchers, subscribe
 from toolroute.types import Tool
 
@@ -26,7 +26,7 @@ class ServedTools(ExposedTools):
     """The fixed allowlist one server exposes, and the only door to the router."""
 
     def refusal(self, name: str) -> CallOutcome:
-        return CallOutcome(f"tool {name!r} is not served by this server", is_error=True)
+        return CallOutcome(f"tool {name!r} is not served by this server", OutcomeKind.NOT_FOUND)
 
     @cached_property
     def _listing(self) -> list[types.Tool]:
@@ -62,7 +62,7 @@ class ServedTools(ExposedTools):
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
         outcome = await self.aexecute(name, dict(arguments or {}))
-        shape = None if outcome.is_error else structured(outcome.trace)
+        shape = None if outcome.is_error else outcome.structured
         if shape is None and not outcome.is_error and self._typed(name):
             # A client checks a typed tool's result against its output schema, and a result
             # without its structure fails that check: say why here instead.
@@ -127,13 +127,6 @@ class FixedDoor:
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)
-
-
-def structured(trace: Any) -> dict[str, Any] | None:
-    """The structured result an upstream server gave (`structuredContent`, kept in the trace by
-    `mcp/results.py` unless the text was cut), to pass on to the served client unchanged."""
-    value = trace.get("structured_content") if isinstance(trace, dict) else None
-    return value if isinstance(value, dict) else None
 
 
 def _was_cut(trace: Any) -> bool:

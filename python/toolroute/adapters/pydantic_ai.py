@@ -1,0 +1,117 @@
+"""pydantic-ai adapter: an allowlist of router tools as a pydantic-ai toolset.
+
+    toolset = RouterToolset(router, ["read_file", "edit", "bash"], needs_approval=True)
+    agent = Agent(model, toolsets=[toolset])
+
+`RouterToolset` is an `AbstractToolset`, so it composes with pydantic-ai's own wrappers
+(`filtered`, `prefixed`, `renamed`, `approval_required`, `defer_loading`). Each outcome reaches
+the model the way pydantic-ai tells them apart:
+
+- bad arguments (not JSON, not the schema): `ModelRetry`: the model fixes them, within the tool's
+  retries;
+- the tool ran and failed (no such file, an `edit` whose text is not there, a path outside the
+  workspace, a command's error): `ToolFailed`: a failed result the model adapts to, which does
+  not use up retries (so two misses in a row do not end the run);
+- a call that needs approval: `ApprovalRequired`: the run ends with `DeferredToolRequests`, and
+  the next run's `DeferredToolResults` runs an approved call once and a denied one never;
+- ok: a `ToolReturn` whose value is the structured result where the tool has one, else its text,
+  with the trace as its metadata.
+
+Tools that are not read-only are marked `sequential` (the agent layer's rule: only read-only
+calls run beside others); `metadata` carries each tool's side effects, for `filtered`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_core import SchemaValidator, core_schema
+
+from toolroute.adapters._optional import require
+from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
+from toolroute.router import ToolRouter
+
+require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
+
+from pydantic_ai import RunContext, ToolReturn  # noqa: E402
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed  # noqa: E402
+from pydantic_ai.tools import ToolDefinition  # noqa: E402
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool  # noqa: E402
+
+# toolroute validates the arguments itself (and says what is wrong in its own words), so the
+# toolset lets any JSON object through.
+ANY_OBJECT = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
+MAX_RETRIES = 2  # argument retries per tool, as pydantic-ai's default tools get
+
+
+class RouterToolset(AbstractToolset[Any]):
+    """The tools of one allowlist (`ExposedTools`) as a pydantic-ai toolset."""
+
+    def __init__(
+        self,
+        router: ToolRouter | ExposedTools,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        *,
+        needs_approval: ApprovalRule = False,
+        max_retries: int = MAX_RETRIES,
+        id: str | None = "toolroute",
+    ) -> None:
+        self.tools = (
+            router
+            if isinstance(router, ExposedTools)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+        )
+        self.max_retries = max_retries
+        self._id = id
+        self._listed = {name: self._definition(name) for name in self.tools.names}
+
+    @property
+    def id(self) -> str | None:
+        return self._id
+
+    def _definition(self, name: str) -> ToolDefinition:
+        fn = self.tools.definitions[name]
+        meta = self.tools.meta(name)
+        return ToolDefinition(
+            name=name,
+            description=fn.get("description"),
+            parameters_json_schema=fn["parameters"],
+            sequential=not meta.read_only,
+            metadata={
+                "read_only": meta.read_only,
+                "idempotent": meta.idempotent,
+                "destructive": meta.destructive,
+                "needs_approval": meta.needs_approval,
+            },
+        )
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        retries = self.max_retries
+        return {
+            name: ToolsetTool(toolset=self, tool_def=definition, max_retries=retries, args_validator=ANY_OBJECT)
+            for name, definition in self._listed.items()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        outcome = await self.tools.aexecute(name, tool_args, approved=ctx.tool_call_approved)
+        return answer(outcome)
+
+
+def answer(outcome: CallOutcome) -> Any:
+    """The outcome as pydantic-ai takes a tool's result: a value, or the exception it expects."""
+    if outcome.kind is OutcomeKind.OK:
+        value = outcome.structured if outcome.structured is not None else outcome.text
+        return ToolReturn(return_value=value, metadata=outcome.trace)
+    if outcome.kind is OutcomeKind.APPROVAL_NEEDED:
+        raise ApprovalRequired(metadata={"reason": outcome.text})
+    if outcome.kind is OutcomeKind.BAD_ARGUMENTS:
+        raise ModelRetry(outcome.text)
+    raise ToolFailed(outcome.text)
+
+
+__all__ = ["RouterToolset", "answer"]
