@@ -34,7 +34,7 @@ def test_structure_and_trace_reach_the_adapter(world: World) -> None:
     stats = tools.execute("word_stats", {"text": "a bb ccc"})
     assert stats.structured == {"words": 3, "longest": "ccc"} and stats.fields == stats.structured
     read = tools.execute("read_file", {"path": "notes.txt"})
-    assert read.structured is None and read.fields is not None and read.fields["path"] == "notes.txt"
+    assert read.structured is None and read.fields is None and read.trace["path"] == "notes.txt"
     echo = tools.execute("echo", {"text": "hi"})
     assert echo.trace["mcp"]["tool"] == "echo"
 

@@ -67,9 +67,17 @@ class CallOutcome:
 
     @property
     def fields(self) -> dict[str, Any] | None:
-        """The result as fields, for frameworks that take a dict: the structured result, else a
-        built-in's trace (bash's exit code and streams, grep's counts), else None."""
-        return self.structured if self.structured is not None else self.trace if isinstance(self.trace, dict) else None
+        """The result as fields, for frameworks that take a dict: the structured result, else
+        the text when it is a JSON object (bash's result, a function's dict), else None."""
+        if self.structured is not None:
+            return self.structured
+        if not self.text.startswith("{"):
+            return None
+        try:
+            value = json.loads(self.text)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
 
 def kind_of(exc: BaseException) -> OutcomeKind:

@@ -1,0 +1,110 @@
+"""Google ADK adapter: an allowlist of router tools as an ADK toolset.
+
+    toolset = RouterToolset(router, ["read_file", "edit", "bash"], needs_approval=True)
+    agent = LlmAgent(name="coder", model=..., tools=[toolset])
+
+`RouterToolset` is a `BaseToolset` (so `tool_filter` and `tool_name_prefix` apply as to any);
+each tool is a `BaseTool` declared with the router's JSON schema. As ADK's own tools do, a tool
+never raises into the runner: a result is a dict (the structured result where the tool has one,
+the tool's JSON object, else `{"result": text}`), a failure is `{"error": text, "kind": ...}`
+(the kind: bad_arguments, not_found, refused, failed...), and a call that needs approval asks
+with `tool_context.request_confirmation` and runs once confirmed (a rejected one never runs), as
+ADK's MCP tools do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolroute.adapters._optional import require
+from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools
+from toolroute.router import ToolRouter
+
+require("google.adk", "adk", package="google-adk")
+
+from google.adk.agents.readonly_context import ReadonlyContext  # noqa: E402
+from google.adk.tools.base_tool import BaseTool  # noqa: E402
+from google.adk.tools.base_toolset import BaseToolset, ToolPredicate  # noqa: E402
+from google.adk.tools.tool_context import ToolContext  # noqa: E402
+from google.genai.types import FunctionDeclaration  # noqa: E402
+
+ASK = "Please approve or reject the tool call {name}() by responding with a FunctionResponse with an expected ToolConfirmation payload."  # noqa: E501 - ADK's own wording
+
+
+class RouterTool(BaseTool):
+    """One exposed tool as an ADK tool."""
+
+    def __init__(self, tools: ExposedTools, name: str) -> None:
+        fn = tools.definitions[name]
+        meta = tools.meta(name)
+        super().__init__(
+            name=name,
+            description=fn.get("description", ""),
+            custom_metadata={
+                "read_only": meta.read_only,
+                "idempotent": meta.idempotent,
+                "destructive": meta.destructive,
+                "needs_approval": meta.needs_approval,
+            },
+        )
+        self.tools = tools
+        self.exposed_name = name  # a prefixing toolset renames its copy; the call keeps this one
+        self.parameters = fn["parameters"]
+
+    def _get_declaration(self) -> FunctionDeclaration:
+        return FunctionDeclaration(name=self.name, description=self.description, parameters_json_schema=self.parameters)
+
+    async def check_require_confirmation(self, args: dict[str, Any], tool_context: ToolContext) -> bool:
+        return self.tools.needs_approval(self.exposed_name, args)
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        approved = False
+        if await self.check_require_confirmation(args, tool_context):
+            confirmation = tool_context.tool_confirmation
+            if confirmation is None:
+                tool_context.request_confirmation(hint=ASK.format(name=self.name))
+                # The pause is not a result for the model to summarize (ADK's MCP tools do the same).
+                tool_context.actions.skip_summarization = True
+                return {"error": "This tool call requires confirmation, please approve or reject."}
+            if not confirmation.confirmed:
+                return {"error": "This tool call is rejected.", "kind": "refused"}
+            approved = True
+        return result(await self.tools.aexecute(self.exposed_name, args, approved=approved))
+
+
+def result(outcome: CallOutcome) -> dict[str, Any]:
+    """The outcome as ADK tools answer: a dict, `error` for a failure."""
+    if outcome.is_error:
+        return {"error": outcome.text, "kind": outcome.kind.value}
+    fields = outcome.fields
+    return fields if fields is not None else {"result": outcome.text}
+
+
+class RouterToolset(BaseToolset):
+    """The tools of one allowlist (`ExposedTools`) as an ADK toolset."""
+
+    def __init__(
+        self,
+        router: ToolRouter | ExposedTools,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        *,
+        needs_approval: ApprovalRule = False,
+        tool_filter: ToolPredicate | list[str] | None = None,
+        tool_name_prefix: str | None = None,
+    ) -> None:
+        super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
+        self.tools = (
+            router
+            if isinstance(router, ExposedTools)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+        )
+        self._all = [RouterTool(self.tools, name) for name in self.tools.names]
+
+    async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
+        return [tool for tool in self._all if self._is_tool_selected(tool, readonly_context)]
+
+
+__all__ = ["RouterTool", "RouterToolset", "result"]
