@@ -61,14 +61,22 @@ class World:
     log: Path
     seen: dict[str, str] = field(default_factory=dict)  # call id -> the answer the model got
 
-    def check(self) -> None:
-        """Every scripted call was answered as expected; the approved call ran once, the
-        rejected one never; the workspace file was never changed by the failing edits."""
+    def check(self, expect: dict[str, str] | None = None) -> None:
+        """Every scripted call was answered as expected (or as `expect` says, where a framework
+        answers a call itself, in its own words); the approved call ran once, the rejected one
+        never; the workspace file was never changed by the failing edits."""
         for turn in TURNS:
-            for call in turn:
+            for scripted in turn:
+                call = Call(
+                    scripted.id, scripted.name, scripted.arguments, (expect or {}).get(scripted.id, scripted.expect)
+                )
                 assert call.id in self.seen, f"{call.id} ({call.name}) got no answer: {sorted(self.seen)}"
-                squeezed = "".join(self.seen[call.id].lower().split())  # JSON spacing differs by framework
-                assert "".join(call.expect.lower().split()) in squeezed, (call, self.seen[call.id])
+
+                # JSON's spacing and quotes differ by framework (a dict's repr, compact JSON).
+                def squeeze(text: str) -> str:
+                    return "".join(text.lower().replace("'", '"').split())
+
+                assert squeeze(call.expect) in squeeze(self.seen[call.id]), (call, self.seen[call.id])
         assert self.log.read_text().splitlines() == ["approved"]
         assert (self.workspace / "notes.txt").read_text() == "alpha\nbeta\n"
 
@@ -81,7 +89,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     log = tmp_path / "record.log"
     log.write_text("")
     os.environ[LOG_ENV] = str(log)
-    gateway = McpGateway({"mcpServers": {"demo": demo_stdio("demo")}})
+    # The demo server, with a tool whose name is no Python identifier (smolagents needs one).
+    gateway = McpGateway({"mcpServers": {"demo": demo_stdio("demo", "word-count")}})
     router = ToolRouter(packages=["_framework_tools"], gateway=gateway, context=BuiltInToolContext(workspace))
     try:
         yield World(router, workspace, log)

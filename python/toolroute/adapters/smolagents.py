@@ -1,0 +1,175 @@
+"""smolagents adapter: an allowlist of router tools as smolagents `Tool`s.
+
+    tools = RouterTools(router, ["read_file", "edit", "bash"], mcp_servers=["docs"])
+    agent = ToolCallingAgent(tools=tools.smolagents_tools(), model=model)
+
+smolagents wants each tool name to be a Python identifier (a `CodeAgent` calls tools as
+functions); an MCP tool named `word-count` is shown as `word_count`. The mapping is stable (the
+same names give the same identifiers, in listing order) and reversible (`exposed_name(...)`);
+an identifier already taken gets a numbered suffix, a keyword or a leading digit an underscore.
+
+Each tool's inputs are its JSON schema's properties as they are (types, enums, items, nested
+objects, titles; a `$ref` resolved from the schema's `$defs`), an optional one marked
+`nullable`. A failure is returned as the observation the model reads (`Error: ...`), not raised:
+smolagents runs a step's calls in parallel and one raising would drop the others' results. A
+tool with a declared result shape answers with its structured result (a dict a `CodeAgent`
+program can index). smolagents has no approval step of its own: a call that needs approval asks
+`approve(name, arguments)`, which answers True, False or a reason for refusing; without one the
+call is held.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from toolroute.adapters._optional import require
+from toolroute.allowlist import ApprovalRule, ExposedTools, model_text
+from toolroute.router import ToolRouter
+
+require("smolagents", "smolagents", package="smolagents")
+
+from smolagents import Tool  # noqa: E402
+from smolagents.tools import AUTHORIZED_TYPES  # noqa: E402
+
+Approver = Callable[[str, Mapping[str, Any]], bool | str]
+MAX_REF_DEPTH = 16  # $ref chains resolved at most this deep (a cycle stays a reference)
+
+
+def identifiers(names: Sequence[str]) -> dict[str, str]:
+    """Exposed name -> a Python identifier, stable and distinct, in listing order."""
+    taken: set[str] = set()
+    out: dict[str, str] = {}
+    for name in names:
+        base = re.sub(r"\W", "_", name, flags=re.ASCII) or "tool"
+        if base[0].isdigit() or keyword.iskeyword(base) or keyword.issoftkeyword(base):
+            base = f"_{base}" if base[0].isdigit() else f"{base}_"
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}_{n}", n + 1
+        taken.add(candidate)
+        out[name] = candidate
+    return out
+
+
+def _resolve(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> Any:
+    """`schema` with each local `$ref` replaced by its definition."""
+    if depth > MAX_REF_DEPTH:
+        return schema
+    if isinstance(schema, list):
+        return [_resolve(item, defs, depth + 1) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        if isinstance(target, dict):
+            merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+            return _resolve(merged, defs, depth + 1)
+    return {k: _resolve(v, defs, depth + 1) for k, v in schema.items()}
+
+
+def _input_type(prop: Mapping[str, Any]) -> str | list[str]:
+    declared = prop.get("type")
+    if isinstance(declared, str) and declared in AUTHORIZED_TYPES:
+        return declared
+    if isinstance(declared, list) and declared and all(t in AUTHORIZED_TYPES for t in declared):
+        return list(declared)
+    members = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(members, list):
+        kinds = [m.get("type") for m in members if isinstance(m, dict)]
+        if kinds and all(isinstance(k, str) and k in AUTHORIZED_TYPES for k in kinds):
+            return kinds[0] if len(kinds) == 1 else list(dict.fromkeys(kinds))
+    return "any"
+
+
+def inputs(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """smolagents `inputs` from a JSON object schema: each property as declared."""
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    required = set(schema.get("required") or ())
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in (schema.get("properties") or {}).items():
+        prop = dict(_resolve(raw, defs)) if isinstance(raw, dict) else {}
+        kind = _input_type(prop)
+        # smolagents' own schema builder reads anyOf members' types; a member without one
+        # (a nested object) would break it, so a union it cannot read is left to "any".
+        if kind == "any":
+            prop.pop("anyOf", None)
+            prop.pop("oneOf", None)
+        prop["type"] = kind
+        prop["description"] = str(prop.get("description") or prop.get("title") or name)
+        if name not in required:
+            prop["nullable"] = True
+        out[name] = prop
+    return out
+
+
+class RouterTool(Tool):
+    """One exposed tool as a smolagents tool (its forward runs the router's tool)."""
+
+    skip_forward_signature_validation = True  # forward takes the schema's arguments as **kwargs
+
+    def __init__(self, tools: ExposedTools, exposed: str, identifier: str, approve: Approver | None = None) -> None:
+        fn = tools.definitions[exposed]
+        self.tools = tools
+        self.exposed_name = exposed
+        self.approve = approve
+        self.name = identifier
+        self.description = fn.get("description") or exposed
+        self.inputs = inputs(fn["parameters"])
+        shape = getattr(tools.exposure.tools[exposed], "output_schema", None)
+        self.output_type = "object" if isinstance(shape, dict) else "string"
+        self.output_schema = shape if isinstance(shape, dict) else None
+        super().__init__()  # smolagents then checks the name and inputs (validate_arguments)
+
+    def forward(self, **arguments: Any) -> Any:
+        # smolagents passes an omitted optional input as None; the router's schema wants it absent.
+        arguments = {k: v for k, v in arguments.items() if v is not None}
+        approved = False
+        if self.tools.needs_approval(self.exposed_name, arguments):
+            verdict = self.approve(self.exposed_name, arguments) if self.approve is not None else None
+            if verdict is None:
+                return f"Error: {self.exposed_name} needs a person's approval and none was asked (no approver)"
+            if verdict is not True:
+                why = f": {verdict}" if isinstance(verdict, str) and verdict else ""
+                return f"Error: the call of {self.exposed_name} was rejected{why}; it did not run"
+            approved = True
+        outcome = self.tools.execute(self.exposed_name, arguments, approved=approved)
+        if self.output_type == "object" and not outcome.is_error and outcome.structured is not None:
+            return outcome.structured
+        return model_text(outcome)
+
+
+class RouterTools:
+    """The tools of one allowlist (`ExposedTools`) as smolagents tools."""
+
+    def __init__(
+        self,
+        router: ToolRouter | ExposedTools,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        *,
+        needs_approval: ApprovalRule = False,
+        approve: Approver | None = None,
+    ) -> None:
+        self.tools = (
+            router
+            if isinstance(router, ExposedTools)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+        )
+        self.approve = approve
+        self.names = identifiers(self.tools.names)
+        self._exposed = {identifier: name for name, identifier in self.names.items()}
+
+    def exposed_name(self, identifier: str) -> str:
+        """The router's name behind a smolagents tool name (KeyError for none)."""
+        return self._exposed[identifier]
+
+    def smolagents_tools(self) -> list[Tool]:
+        return [RouterTool(self.tools, name, ident, self.approve) for name, ident in self.names.items()]
+
+
+__all__ = ["RouterTool", "RouterTools", "identifiers", "inputs"]
