@@ -26,6 +26,7 @@ CHECK = (
     "from openai import",
     "from anthropic import",
     "from agents import",
+    "from agents.run_config import",
     "from toolroute.adapters.langchain import",
 )
 PRELUDE = "from toolroute import BuiltInToolContext, ToolRouter\nrouter = ToolRouter(context=BuiltInToolContext('.'))\n"

@@ -80,8 +80,9 @@ def _input_type(prop: Mapping[str, Any]) -> str | list[str]:
     members = prop.get("anyOf") or prop.get("oneOf")
     if isinstance(members, list):
         kinds = [m.get("type") for m in members if isinstance(m, dict)]
-        if kinds and all(isinstance(k, str) and k in AUTHORIZED_TYPES for k in kinds):
-            return kinds[0] if len(kinds) == 1 else list(dict.fromkeys(kinds))
+        named = [k for k in kinds if isinstance(k, str) and k in AUTHORIZED_TYPES]
+        if named and len(named) == len(kinds):
+            return named[0] if len(named) == 1 else list(dict.fromkeys(named))
     return "any"
 
 
