@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _framework_script import World, world
 from _serve_helpers import make_router
 from _serve_tools import MARKER_ENV
 from agents import Agent, FunctionTool, ModelResponse, RunConfig, Runner, Usage
@@ -16,6 +17,8 @@ from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from toolroute.adapters.openai_agents import AgentsTools
+
+__all__ = ["world"]  # the shared scripted run's fixture
 
 
 @pytest.fixture
@@ -240,3 +243,83 @@ def test_the_local_shell_tool_runs_its_argv(tmp_path: Path) -> None:
         anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
     sent = [i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "local_shell_call_output"]
     assert json.loads(sent[0]["output"])["output"] == "a b; c"
+
+
+# ---- the shared scripted run (issue 42): every outcome, approval by the SDK's RunState ---------
+
+
+def test_a_scripted_run_reaches_every_outcome_as_the_agents_sdk_expects(world: World) -> None:
+    from _framework_script import APPROVED, FINAL, FUNCTIONS, MCP_SERVERS, NEEDS_APPROVAL, REJECTED, TURNS
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    tools = AgentsTools(world.router, FUNCTIONS, MCP_SERVERS, needs_approval=NEEDS_APPROVAL)
+    steps: list[Any] = [[function_call(c.name, c.arguments, call_id=c.id) for c in turn] for turn in TURNS]
+    model = ScriptedModel([*steps, [assistant_message(FINAL)]])
+    agent = Agent(name="coder", model=model, tools=tools.function_tools())
+    config = tools.run_config(tracing_disabled=True)
+    first = anyio.run(lambda: Runner.run(agent, "go", run_config=config))
+    assert sorted(i.raw_item.call_id for i in first.interruptions) == [APPROVED, REJECTED]
+    assert world.log.read_text() == ""
+    state = first.to_state()
+    for item in first.interruptions:
+        if item.raw_item.call_id == APPROVED:
+            state.approve(item)
+        else:
+            state.reject(item, rejection_message="rejected: not this one")
+    second = anyio.run(lambda: Runner.run(agent, state, run_config=config))
+    assert second.final_output == FINAL
+    world.seen = {
+        i["call_id"]: str(i.get("output"))
+        for call in model.calls
+        for i in call.input
+        if isinstance(i, dict) and i.get("type") == "function_call_output"
+    }
+    assert "not this one" in world.seen[REJECTED]
+    world.check()
+
+
+def test_the_trace_is_kept_and_an_invented_name_ends_a_run_only_without_run_config(world: World) -> None:
+    """Each call's kind and trace reach the SDK's tracing as a `toolroute` span; an invented
+    name is the model's error with `run_config()`, and (the SDK's default) ends the run without."""
+    from agents import ModelBehaviorError, set_trace_processors
+    from agents.testing import ScriptedModel, assistant_message, function_call
+    from agents.tracing.processor_interface import TracingProcessor
+
+    class Collect(TracingProcessor):
+        def __init__(self) -> None:
+            self.spans: list[Any] = []
+
+        def on_trace_start(self, trace: Any) -> None: ...
+        def on_trace_end(self, trace: Any) -> None: ...
+        def on_span_start(self, span: Any) -> None: ...
+        def on_span_end(self, span: Any) -> None:
+            self.spans.append(span)
+
+        def shutdown(self) -> None: ...
+        def force_flush(self) -> None: ...
+
+    tools = AgentsTools(world.router, ["read_file"])
+    collect = Collect()
+    set_trace_processors([collect])
+    try:
+        model = ScriptedModel(
+            [[function_call("read_file", {"path": "notes.txt"}, call_id="r1")], [assistant_message("ok")]]
+        )
+        agent = Agent(name="coder", model=model, tools=tools.function_tools())
+        anyio.run(lambda: Runner.run(agent, "go", run_config=tools.run_config()))
+    finally:
+        set_trace_processors([])
+    ours = [s.span_data.data for s in collect.spans if getattr(s.span_data, "name", None) == "toolroute"]
+    assert (
+        ours and ours[0]["tool"] == "read_file" and ours[0]["kind"] == "ok" and ours[0]["trace"]["path"] == "notes.txt"
+    )
+
+    invented = [[function_call("no_such_tool", {}, call_id="x1")], [assistant_message("ok")]]
+    model = ScriptedModel(invented)
+    agent = Agent(name="coder", model=model, tools=tools.function_tools())
+    done = anyio.run(lambda: Runner.run(agent, "go", run_config=tools.run_config(tracing_disabled=True)))
+    assert done.final_output == "ok"
+    with pytest.raises(ModelBehaviorError):
+        model = ScriptedModel(invented)
+        agent = Agent(name="coder", model=model, tools=tools.function_tools())
+        anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))

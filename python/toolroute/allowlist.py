@@ -10,11 +10,14 @@ change what an exposed name runs.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+from typing_extensions import Self
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.cancellation import current_cancel_token
@@ -136,6 +139,14 @@ class ExposedTools:
             t["function"]["name"]: t["function"] for t in self.tool_definitions
         }
         self.approval_rule = needs_approval
+        self._approved = False
+
+    def approving(self) -> Self:
+        """This allowlist, its held calls approved: the door an adapter runs a call a person
+        approved through (the native paths reach the built-ins through it too)."""
+        door = copy.copy(self)
+        door._approved = True
+        return door
 
     @property
     def names(self) -> list[str]:
@@ -181,7 +192,8 @@ class ExposedTools:
         tool = self.exposure.get(name)
         if tool is None:
             return self.refusal(name)
-        if not approved and self.approval_rule is not False and self.needs_approval(name, arguments):
+        held = not (approved or self._approved) and self.approval_rule is not False
+        if held and self.needs_approval(name, arguments):
             return CallOutcome(f"{name} needs a person's approval before it runs", OutcomeKind.APPROVAL_NEEDED)
         try:
             output = yield Step(self.router.run, self.router.arun, (tool, arguments))

@@ -254,38 +254,38 @@ class BashSession:
         self.process: str | None = None
         self._offsets = {"stdout": 0, "stderr": 0}
 
-    def run(self, command: Mapping[str, Any]) -> Body[str]:
+    def run(self, command: Mapping[str, Any], via: ExposedTools | None = None) -> Body[str]:
+        """One command; `via` is the door it goes through (an approved call's, say)."""
+        tools = via or self.tools
         if command.get("restart"):
-            yield from self.stop()
-            yield from self._start()
+            yield from self.stop(tools)
+            yield from self._start(tools)
             return "tool has been restarted."
         text = command.get("command")
         if not isinstance(text, str) or not text.strip():
             raise NativeError("no command provided.")
         if self.process is None:
-            yield from self._start()
-        return (yield from self._command(text))
+            yield from self._start(tools)
+        return (yield from self._command(text, tools))
 
-    def stop(self) -> Body[None]:
+    def stop(self, via: ExposedTools | None = None) -> Body[None]:
         if self.process is not None:
-            yield from _call(self.tools, "bash", {"action": "stop", "process_id": self.process})
+            yield from _call(via or self.tools, "bash", {"action": "stop", "process_id": self.process})
             self.process = None
 
-    def _start(self) -> Body[None]:
-        outcome = yield from _call(
-            self.tools, "bash", {"action": "start", "command": "exec bash --noprofile --norc -s"}
-        )
+    def _start(self, tools: ExposedTools) -> Body[None]:
+        outcome = yield from _call(tools, "bash", {"action": "start", "command": "exec bash --noprofile --norc -s"})
         if outcome.is_error or not isinstance(outcome.trace, dict):
             raise NativeError(outcome.text)
         self.process = str(outcome.trace["processId"])
         self._offsets = {"stdout": 0, "stderr": 0}
 
-    def _command(self, text: str) -> Body[str]:
+    def _command(self, text: str, tools: ExposedTools) -> Body[str]:
         process = self.process
         assert process is not None  # started by run()
         sentinel = f"__toolroute_done_{uuid.uuid4().hex}__"
         wrote = yield from _call(
-            self.tools,
+            tools,
             "bash",
             {"action": "write", "process_id": process, "input": f"{text}\necho '{sentinel}'\n"},
         )
@@ -295,7 +295,7 @@ class BashSession:
         out, err = "", ""
         deadline = time.monotonic() + self.timeout
         while True:
-            new = yield from read_new_output(self.tools, process, self._offsets)
+            new = yield from read_new_output(tools, process, self._offsets)
             out, err = out + new.stdout, err + new.stderr
             if sentinel in out:
                 out = out[: out.index(sentinel)]
@@ -305,7 +305,7 @@ class BashSession:
                 why = new.error or f"bash has exited with code {new.exit_code}"
                 raise NativeError(f"{why} and must be restarted")
             if time.monotonic() > deadline:
-                yield from self.stop()  # the next command gets a fresh shell
+                yield from self.stop(tools)  # the next command gets a fresh shell
                 raise NativeError(f"timed out: bash has not returned in {self.timeout:g} seconds and must be restarted")
             yield Step(time.sleep, anyio.sleep, (self.POLL,))
         out, err = out.removesuffix("\n"), err.removesuffix("\n")

@@ -19,7 +19,7 @@ Every `tool_use` gets exactly one `tool_result`; a name not served gets an `is_e
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
@@ -27,7 +27,7 @@ import anyio.to_thread
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
 from toolroute.adapters._optional import require
-from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
+from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
 from toolroute.formats import to_anthropic
 from toolroute.router import ToolRouter
 
@@ -74,11 +74,14 @@ class AnthropicTools(ExposedTools):
         user_id: str | None = None,
         *,
         user_servers: Sequence[str] = (),
+        needs_approval: ApprovalRule = False,
         native: Iterable[NativeType] = (),
         memory: str | os.PathLike[str] | MemoryTool | None = None,
         max_characters: int | None = None,
     ) -> None:
-        super().__init__(router, functions, mcp_servers, user_id, user_servers=user_servers)
+        super().__init__(
+            router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
+        )
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         for kind in self.native:
             if kind not in BACKING:
@@ -111,18 +114,19 @@ class AnthropicTools(ExposedTools):
             tools.append({"type": "memory_20250818", "name": "memory"})
         return tools
 
-    def _answer(self, block: Any) -> Body[ToolResultBlockParam]:
+    def _answer(self, block: Any, approved: Collection[str]) -> Body[ToolResultBlockParam]:
         name, arguments = block.name, block.input
+        door = self.approving() if block.id in approved else self
         native: Body[str] | None = None
         if name == "bash" and "bash" in self.native:
-            native = self.session.run(arguments)
+            native = self.session.run(arguments, door)
         elif name == EDITOR_NAME and "text_editor" in self.native:
-            native = self.editor.run(arguments)
+            native = TextEditor(door, self.max_characters).run(arguments)
         elif name == "memory" and self.memory is not None:
             memory = self.memory
             native = _memory(memory, arguments)
         if native is None:
-            outcome: CallOutcome = yield Step(self.execute, self.aexecute, (name, arguments))
+            outcome: CallOutcome = yield Step(door.execute, door.aexecute, (name, arguments))
             return _result_block(block, outcome)
         try:
             text = yield from native
@@ -130,19 +134,37 @@ class AnthropicTools(ExposedTools):
             return _result_block(block, CallOutcome(str(exc), OutcomeKind.FAILED))
         return _result_block(block, CallOutcome(text))
 
-    def tool_results(self, source: Message | Iterable[Any]) -> list[ToolResultBlockParam]:
-        """Run every `tool_use` block in order; one `tool_result` block per call."""
-        return [run_sync(self._answer(block)) for block in _tool_uses(source)]
+    def tool_results(
+        self, source: Message | Iterable[Any], *, approved: Collection[str] = ()
+    ) -> list[ToolResultBlockParam]:
+        """Run every `tool_use` block in order; one `tool_result` block per call. A call that
+        needs approval (`pending_approvals`) runs only if its id is in `approved`."""
+        return [run_sync(self._answer(block, approved)) for block in _tool_uses(source)]
 
-    async def atool_results(self, source: Message | Iterable[Any]) -> list[ToolResultBlockParam]:
-        return [await run_async(self._answer(block)) for block in _tool_uses(source)]
+    async def atool_results(
+        self, source: Message | Iterable[Any], *, approved: Collection[str] = ()
+    ) -> list[ToolResultBlockParam]:
+        return [await run_async(self._answer(block, approved)) for block in _tool_uses(source)]
 
-    def tool_result_message(self, source: Message | Iterable[Any]) -> MessageParam:
+    def tool_result_message(self, source: Message | Iterable[Any], *, approved: Collection[str] = ()) -> MessageParam:
         """The `user` turn that answers the assistant's tool calls."""
-        return {"role": "user", "content": self.tool_results(source)}
+        return {"role": "user", "content": self.tool_results(source, approved=approved)}
 
-    async def atool_result_message(self, source: Message | Iterable[Any]) -> MessageParam:
-        return {"role": "user", "content": await self.atool_results(source)}
+    async def atool_result_message(
+        self, source: Message | Iterable[Any], *, approved: Collection[str] = ()
+    ) -> MessageParam:
+        return {"role": "user", "content": await self.atool_results(source, approved=approved)}
+
+    def pending_approvals(self, source: Message | Iterable[Any]) -> list[dict[str, Any]]:
+        """The `tool_use` blocks that wait for a person's approval: `{"id", "name", "input"}`
+        each. Ask, then pass the approved ids to `tool_results` (the others are refused). A
+        native tool's call is asked about as the built-in it runs."""
+        pending = []
+        for block in _tool_uses(source):
+            backing = BACKING.get(_native_kind(block.name), ()) if block.name not in self else (block.name,)
+            if any(self.needs_approval(name, block.input) for name in backing):
+                pending.append({"id": block.id, "name": block.name, "input": block.input})
+        return pending
 
     def close(self) -> None:
         """End the conversation's shell (the router ends it too, when it closes)."""
@@ -150,6 +172,11 @@ class AnthropicTools(ExposedTools):
 
     async def aclose(self) -> None:
         await run_async(self.session.stop())
+
+
+def _native_kind(name: str) -> str:
+    """The native type a tool_use block's name stands for ("" for none)."""
+    return {"bash": "bash", EDITOR_NAME: "text_editor", "memory": "memory"}.get(name, "")
 
 
 def _memory(memory: MemoryTool, arguments: Any) -> Body[str]:

@@ -1,4 +1,5 @@
-"""LangChain adapter: router tools as `BaseTool`s, on `langchain-core` alone.
+"""LangChain and LangGraph adapter: router tools as `BaseTool`s, on `langchain-core` alone, and a
+LangGraph tool node that asks for approval once per batch.
 
 (`langchain-mcp-adapters` pins `mcp<2` and cannot be installed beside toolroute.)
 
@@ -7,15 +8,25 @@
     messages += [ai_message, *tools.tool_messages(ai_message)]  # one ToolMessage per call
 
 Tool errors, and calls of a name the model invented, come back as `ToolMessage(status="error")`
-for the model to read, not as exceptions; an invented name runs nothing.
+for the model to read, not as exceptions; an invented name runs nothing. Each message's
+`artifact` carries what the text cannot: the outcome's kind, the structured result and the trace
+(bash's exit code, grep's counts).
+
+In a LangGraph graph, `tool_node()` takes the place of the prebuilt `ToolNode`: when calls of
+the last AI message need approval (`needs_approval=`), it interrupts once for the whole batch
+(`interrupt({"approval": [...]})`), and on resume (`Command(resume={call_id: True | False |
+"reason"})`) runs each call once: approved ones, and the rest of the batch; rejected ones get an
+error message and never run. Nothing runs before the answer, so LangGraph's replay of the node
+on resume cannot run a call twice.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
 
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools
 
 require("langchain_core", "langchain", package="langchain-core")
 
@@ -23,15 +34,25 @@ from langchain_core.callbacks import (  # noqa: E402  (after the friendly import
     AsyncCallbackManagerForToolRun,
     CallbackManagerForToolRun,
 )
-from langchain_core.messages import ToolMessage  # noqa: E402
+from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_core.runnables import RunnableLambda  # noqa: E402
 from langchain_core.tools import BaseTool, ToolException  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
+Answers = Mapping[str, bool | str]  # call id -> approved, or refused (False, or the reason)
+
+
+def artifact(outcome: CallOutcome) -> dict[str, Any]:
+    """What a ToolMessage's `artifact` carries besides the text."""
+    return {"kind": outcome.kind.value, "structured": outcome.structured, "trace": outcome.trace}
+
 
 class RouterTool(BaseTool):
-    """One router tool; arguments are validated by the router, against the same schema."""
+    """One router tool; arguments are validated by the router, against the same schema. Its
+    result is content and artifact: the text, and the kind, structure and trace."""
 
     handle_tool_error: bool = True
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
     _exposed: ExposedTools = PrivateAttr()
 
     def __init__(self, exposed: ExposedTools, name: str) -> None:
@@ -39,17 +60,17 @@ class RouterTool(BaseTool):
         super().__init__(name=name, description=fn.get("description", ""), args_schema=fn["parameters"])
         self._exposed = exposed
 
-    def _run(self, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any) -> str:
-        outcome = self._exposed.execute(self.name, kwargs)
-        if outcome.is_error:
-            raise ToolException(outcome.text)
-        return outcome.text
+    def _run(self, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any) -> tuple[str, Any]:
+        return _content(self._exposed.execute(self.name, kwargs))
 
-    async def _arun(self, run_manager: AsyncCallbackManagerForToolRun | None = None, **kwargs: Any) -> str:
-        outcome = await self._exposed.aexecute(self.name, kwargs)
-        if outcome.is_error:
-            raise ToolException(outcome.text)
-        return outcome.text
+    async def _arun(self, run_manager: AsyncCallbackManagerForToolRun | None = None, **kwargs: Any) -> tuple[str, Any]:
+        return _content(await self._exposed.aexecute(self.name, kwargs))
+
+
+def _content(outcome: CallOutcome) -> tuple[str, Any]:
+    if outcome.is_error:
+        raise ToolException(outcome.text)  # handle_tool_error: an error ToolMessage, not a raise
+    return outcome.text, artifact(outcome)
 
 
 class LangChainTools(ExposedTools):
@@ -58,27 +79,96 @@ class LangChainTools(ExposedTools):
     def base_tools(self) -> list[BaseTool]:
         return [RouterTool(self, name) for name in self.names]
 
-    def _tool(self, name: str) -> RouterTool:
-        tools: dict[str, RouterTool] = self.__dict__.setdefault("_tools", {})
-        if name not in tools:
-            tools[name] = RouterTool(self, name)
-        return tools[name]
+    def _message(self, call: Mapping[str, Any], outcome: CallOutcome) -> ToolMessage:
+        return ToolMessage(
+            content=outcome.text,
+            tool_call_id=call.get("id") or "",
+            name=call.get("name"),
+            status="error" if outcome.is_error else "success",
+            artifact=artifact(outcome),
+        )
 
-    def _refusal_message(self, call: dict[str, Any]) -> ToolMessage:
-        text = self.refusal(str(call.get("name"))).text
-        return ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name"), status="error")
-
-    def tool_messages(self, source: Any) -> list[ToolMessage]:
+    def tool_messages(self, source: Any, *, approved: Collection[str] = ()) -> list[ToolMessage]:
         """Run every tool call of `source` (an AIMessage, or its `tool_calls`), in order; one
-        `ToolMessage` per call. A name outside the allowlist runs nothing and answers an error."""
-        calls = getattr(source, "tool_calls", source)
-        return [self._tool(c["name"]).invoke(c) if c.get("name") in self else self._refusal_message(c) for c in calls]
-
-    async def atool_messages(self, source: Any) -> list[ToolMessage]:
+        `ToolMessage` per call. A name outside the allowlist runs nothing and answers an error;
+        a call that needs approval runs only if its id is in `approved`."""
         calls = getattr(source, "tool_calls", source)
         return [
-            await self._tool(c["name"]).ainvoke(c) if c.get("name") in self else self._refusal_message(c) for c in calls
+            self._message(c, self.execute(str(c.get("name")), c.get("args") or {}, approved=c.get("id") in approved))
+            for c in calls
         ]
 
+    async def atool_messages(self, source: Any, *, approved: Collection[str] = ()) -> list[ToolMessage]:
+        calls = getattr(source, "tool_calls", source)
+        return [
+            self._message(
+                c, await self.aexecute(str(c.get("name")), c.get("args") or {}, approved=c.get("id") in approved)
+            )
+            for c in calls
+        ]
 
-__all__ = ["LangChainTools", "RouterTool"]
+    # ---- LangGraph ----------------------------------------------------------------------
+
+    def tool_node(self, messages_key: str = "messages") -> RunnableLambda[Any, dict[str, list[ToolMessage]]]:
+        """A LangGraph node for the tool calls of the state's last AI message, with approval
+        asked once per batch (see the module's docstring); sync and async."""
+
+        def run(state: Any) -> dict[str, list[ToolMessage]]:
+            calls, answers = self._batch(state, messages_key)
+            approved = {i for i, a in answers.items() if a is True}
+            messages = self.tool_messages(self._allowed(calls, answers), approved=approved)
+            return {messages_key: self._in_order(calls, answers, messages)}
+
+        async def arun(state: Any) -> dict[str, list[ToolMessage]]:
+            calls, answers = self._batch(state, messages_key)
+            approved = {i for i, a in answers.items() if a is True}
+            messages = await self.atool_messages(self._allowed(calls, answers), approved=approved)
+            return {messages_key: self._in_order(calls, answers, messages)}
+
+        return RunnableLambda(run, afunc=arun, name="toolroute_tools")
+
+    def _batch(self, state: Any, key: str) -> tuple[list[Any], dict[str, bool | str]]:
+        """The last AI message's calls, and the answers for those that need approval (asked
+        once, by interrupting the graph; nothing has run before this point)."""
+        from langgraph.types import interrupt
+
+        messages = state[key] if isinstance(state, Mapping) else getattr(state, key)
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        calls: list[Any] = list(last.tool_calls) if last is not None else []
+        held = [c for c in calls if self.needs_approval(str(c.get("name")), c.get("args") or {})]
+        if not held:
+            return calls, {}
+        asked = [{"id": c["id"], "name": c["name"], "args": c.get("args") or {}} for c in held]
+        answers = interrupt({"approval": asked})
+        if not isinstance(answers, Mapping):
+            raise TypeError("resume the approval with a mapping of call id to True, False or a reason")
+        # A held call nobody answered is refused: only an explicit True runs it.
+        return calls, {str(c["id"]): answers.get(c["id"], False) for c in held}
+
+    @staticmethod
+    def _allowed(calls: list[Any], answers: Answers) -> list[Any]:
+        return [c for c in calls if answers.get(c["id"], True) is True]
+
+    def _in_order(self, calls: list[dict[str, Any]], answers: Answers, ran: list[ToolMessage]) -> list[ToolMessage]:
+        """Every call's message, in the calls' order (a refused call's says why it did not run)."""
+        by_id = {m.tool_call_id: m for m in ran}
+        out = []
+        for c in calls:
+            answer = answers.get(c["id"], True)
+            if answer is True:
+                out.append(by_id[c["id"]])
+                continue
+            why = f": {answer}" if isinstance(answer, str) and answer else ""
+            out.append(
+                ToolMessage(
+                    content=f"the call of {c['name']} was rejected{why}; it did not run",
+                    tool_call_id=c["id"],
+                    name=c["name"],
+                    status="error",
+                    artifact={"kind": "refused", "structured": None, "trace": None},
+                )
+            )
+        return out
+
+
+__all__ = ["LangChainTools", "RouterTool", "artifact"]

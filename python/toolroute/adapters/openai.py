@@ -19,7 +19,7 @@ for an error (`computer_call`) raises `UnansweredCall` naming it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolroute._twins import Body, Step, run_async, run_sync
@@ -32,7 +32,7 @@ from toolroute.adapters._native import (
     run_command,
 )
 from toolroute.adapters._optional import require
-from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind, model_text
+from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind, model_text
 from toolroute.formats import to_responses
 from toolroute.router import ToolRouter
 
@@ -118,9 +118,12 @@ class OpenAITools(ExposedTools):
         user_id: str | None = None,
         *,
         user_servers: Sequence[str] = (),
+        needs_approval: ApprovalRule = False,
         native: Iterable[NativeType] = (),
     ) -> None:
-        super().__init__(router, functions, mcp_servers, user_id, user_servers=user_servers)
+        super().__init__(
+            router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
+        )
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         for kind in self.native:
             if kind not in BACKING:
@@ -163,46 +166,76 @@ class OpenAITools(ExposedTools):
 
     # ---- Chat Completions ---------------------------------------------------------------
 
-    def _chat_answer(self, call: Any) -> Body[ChatCompletionToolMessageParam]:
+    def _door(self, call_id: Any, approved: Collection[str]) -> OpenAITools:
+        """The door a call runs through: approved by a person, or as the allowlist holds it."""
+        return self.approving() if call_id in approved else self
+
+    def _chat_answer(self, call: Any, approved: Collection[str]) -> Body[ChatCompletionToolMessageParam]:
         kind = getattr(call, "type", "function")
+        door = self._door(call.id, approved)
         if kind == "function":
             outcome: CallOutcome = yield Step(
-                self.execute, self.aexecute, (call.function.name, call.function.arguments)
+                door.execute, door.aexecute, (call.function.name, call.function.arguments)
             )
         elif kind == "custom":
-            outcome = yield from self._custom_call(call.custom.name, call.custom.input)
+            outcome = yield from door._custom_call(call.custom.name, call.custom.input)
         else:
             outcome = CallOutcome(f"tool call type {kind!r} is not served here", OutcomeKind.NOT_FOUND)
         return {"role": "tool", "tool_call_id": call.id, "content": model_text(outcome)}
 
-    def tool_messages(self, source: ToolCallSource) -> list[ChatCompletionToolMessageParam]:
+    def tool_messages(
+        self, source: ToolCallSource, *, approved: Collection[str] = ()
+    ) -> list[ChatCompletionToolMessageParam]:
         """Run every tool call of `source` (a ChatCompletion, its message, or the calls), in order;
-        returns one `tool` message per call, errors included as text."""
-        return [run_sync(self._chat_answer(call)) for call in _tool_calls(source)]
+        returns one `tool` message per call, errors included as text. A call that needs approval
+        (`pending_approvals`) runs only if its id is in `approved`."""
+        return [run_sync(self._chat_answer(call, approved)) for call in _tool_calls(source)]
 
-    async def atool_messages(self, source: ToolCallSource) -> list[ChatCompletionToolMessageParam]:
-        return [await run_async(self._chat_answer(call)) for call in _tool_calls(source)]
+    async def atool_messages(
+        self, source: ToolCallSource, *, approved: Collection[str] = ()
+    ) -> list[ChatCompletionToolMessageParam]:
+        return [await run_async(self._chat_answer(call, approved)) for call in _tool_calls(source)]
+
+    def pending_approvals(self, source: Any) -> list[dict[str, Any]]:
+        """The calls of a ChatCompletion (or its message, or its calls) or of a Responses API
+        response that wait for a person's approval: `{"call_id", "name", "arguments"}` each. Ask,
+        then pass the approved ids to `tool_messages` or `call_outputs` (the others are refused)."""
+        items = _items(source) if hasattr(source, "output") else None
+        pending = []
+        for item in items if items is not None else _tool_calls(source):
+            name, arguments, call_id = _call_parts(item)
+            if name is not None and self.needs_approval(name, arguments):
+                pending.append({"call_id": call_id, "name": name, "arguments": arguments})
+        return pending
 
     # ---- Responses API ------------------------------------------------------------------
 
-    def call_outputs(self, response: Response | Iterable[Any], *, all_or_nothing: bool = False) -> list[Any]:
+    def call_outputs(
+        self, response: Response | Iterable[Any], *, all_or_nothing: bool = False, approved: Collection[str] = ()
+    ) -> list[Any]:
         """Run every call item of a Responses API response, in order; returns one input item
         answering each (matched by `call_id`). With `all_or_nothing`, the response's
-        `apply_patch_call`s are applied together: all of them, or (one failing) none."""
-        return run_sync(self._answers(_items(response), all_or_nothing))
+        `apply_patch_call`s are applied together: all of them, or (one failing) none. A call that
+        needs approval (`pending_approvals`) runs only if its id is in `approved`."""
+        return run_sync(self._answers(_items(response), all_or_nothing, approved))
 
-    async def acall_outputs(self, response: Response | Iterable[Any], *, all_or_nothing: bool = False) -> list[Any]:
-        return await run_async(self._answers(_items(response), all_or_nothing))
+    async def acall_outputs(
+        self, response: Response | Iterable[Any], *, all_or_nothing: bool = False, approved: Collection[str] = ()
+    ) -> list[Any]:
+        return await run_async(self._answers(_items(response), all_or_nothing, approved))
 
     # The name of the first release, which answered function calls alone: it answers all now.
     function_call_outputs = call_outputs
     afunction_call_outputs = acall_outputs
 
-    def _answers(self, items: list[Any], all_or_nothing: bool) -> Body[list[Any]]:
+    def _answers(self, items: list[Any], all_or_nothing: bool, approved: Collection[str]) -> Body[list[Any]]:
         patches = [item for item in items if _get(item, "type") == "apply_patch_call"]
         together: dict[str, Any] = {}
         if all_or_nothing and len(patches) > 1:
-            together = yield from self._patches_together(patches)
+            # One transaction: approved as a whole only when every one of its calls is.
+            whole = all(_get(item, "call_id") in approved for item in patches)
+            door = self.approving() if whole else self
+            together = yield from door._patches_together(patches)
         answers = []
         for item in items:
             kind = _get(item, "type")
@@ -212,7 +245,7 @@ class OpenAITools(ExposedTools):
             if kind == "apply_patch_call" and call_id in together:
                 answers.append(together[call_id])
             else:
-                answers.append((yield from self._answer(item, kind)))
+                answers.append((yield from self._door(call_id, approved)._answer(item, kind)))
         return answers
 
     def _answer(self, item: Any, kind: str) -> Body[Any]:
@@ -287,6 +320,25 @@ class OpenAITools(ExposedTools):
             cwd=_get(action, "working_directory"),
         )
         return {"type": "local_shell_call_output", "id": call_id, "output": local_shell_output(run)}
+
+
+def _call_parts(item: Any) -> tuple[str | None, Any, Any]:
+    """(the built-in or function it runs, its arguments, its call id) of a call of any kind."""
+    kind = _get(item, "type", "function")
+    function = _get(item, "function")
+    if function is not None:  # a Chat Completions tool call
+        return _get(function, "name"), _get(function, "arguments"), _get(item, "id")
+    call_id = _get(item, "call_id")
+    if kind == "function_call":
+        return _get(item, "name"), _get(item, "arguments"), call_id
+    if kind in ("custom", "custom_tool_call"):
+        custom = _get(item, "custom", item)
+        return _get(custom, "name"), {"patch": _get(custom, "input")}, call_id
+    if kind == "apply_patch_call":
+        return "apply_patch", {"operations": [_get(item, "operation")]}, call_id
+    if kind in ("shell_call", "local_shell_call"):
+        return "bash", {"action": _get(item, "action")}, call_id
+    return None, None, call_id
 
 
 def _patch_output(call_id: str, outcome: CallOutcome, done: str) -> dict[str, Any]:

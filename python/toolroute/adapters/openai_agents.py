@@ -1,11 +1,19 @@
 """OpenAI Agents SDK adapter: router tools as `agents.FunctionTool`s, and the SDK's native
 `ShellTool`, `LocalShellTool` and `ApplyPatchTool` backed by toolroute.
 
-    tools = AgentsTools(router, functions=["read_file", "grep", "bash", "apply_patch"])
+    tools = AgentsTools(router, functions=["read_file", "grep", "bash", "apply_patch"], needs_approval=True)
     agent = Agent(name="coder", tools=[*tools.function_tools(), tools.shell_tool(), tools.apply_patch_tool()])
+    result = await Runner.run(agent, task, run_config=tools.run_config())
 
 Each tool runs through the router (sync tools in a worker thread); tool errors go back to the
-model as text instead of failing the run. The native tools' executor and editor run each call
+model as text instead of failing the run. A tool name the model invents ends an Agents SDK run
+with `ModelBehaviorError` unless the run says otherwise: `run_config()` gives a `RunConfig` that
+returns the error to the model instead (`tool_not_found_behavior="return_error_to_model"`).
+Approval is the SDK's own (`needs_approval` on each tool, answered with `RunState.approve` or
+`reject`): which calls need it is the allowlist's rule (`needs_approval=`: all tools with side
+effects, named ones, or a rule over the call; an MCP server's tools count as read-only only
+when its annotations are trusted). Each call's kind and trace go into the SDK's tracing, as a
+`toolroute` span under the tool's span. The native tools' executor and editor run each call
 as the allowlist's own `bash` or `apply_patch` (confined, sandboxed as the context says, capped,
 written atomically), where the SDK's own local backends run commands unconfined on the host and
 apply a multi-file patch one file at a time.
@@ -13,6 +21,7 @@ apply a multi-file patch one file at a time.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from toolroute._twins import run_async
@@ -30,7 +39,7 @@ from toolroute.allowlist import ExposedTools, model_text
 agents = require("agents", "agents", package="openai-agents")
 
 if TYPE_CHECKING:
-    from agents import ApplyPatchTool, FunctionTool, LocalShellTool, ShellTool
+    from agents import ApplyPatchTool, FunctionTool, LocalShellTool, RunConfig, RunContextWrapper, ShellTool
     from agents.editor import ApplyPatchOperation, ApplyPatchResult
     from agents.tool import LocalShellCommandRequest, ShellCommandRequest, ShellResult
     from agents.tool_context import ToolContext
@@ -40,17 +49,40 @@ class AgentsTools(ExposedTools):
     """An allowlist of router tools as Agents SDK tools."""
 
     def function_tools(self, *, approve_side_effects: bool = False) -> list[FunctionTool]:
-        """One `FunctionTool` per exposed tool. With `approve_side_effects`, every tool not
-        declared read-only needs the run's approval (`needs_approval`) before it executes."""
+        """One `FunctionTool` per exposed tool, whose `needs_approval` is the allowlist's rule.
+        `approve_side_effects=True` asks for approval of every tool not read-only, whatever the
+        allowlist's rule (the older spelling of `needs_approval=True`)."""
         return [self._function_tool(name, approve_side_effects) for name in self.names]
+
+    def run_config(self, **options: Any) -> RunConfig:
+        """A `RunConfig` that returns an invented tool name's error to the model (the SDK's
+        default ends the run), with `options` as given."""
+        options.setdefault("tool_not_found_behavior", "return_error_to_model")
+        config: RunConfig = agents.RunConfig(**options)
+        return config
 
     def _function_tool(self, name: str, approve_side_effects: bool) -> FunctionTool:
         fn = self.definitions[name]
 
         async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str:
-            return model_text(await self.aexecute(name, arguments))
+            # The SDK invokes a tool only once its approval (if one is needed) was given.
+            outcome = await self.aexecute(name, arguments, approved=True)
+            with agents.custom_span(
+                "toolroute", data={"tool": name, "kind": outcome.kind.value, "trace": outcome.trace}
+            ):
+                return model_text(outcome)
 
-        read_only = self.router.traits(name, self.user_id).read_only
+        async def asks(ctx: RunContextWrapper[Any], parameters: dict[str, Any], call_id: str) -> bool:
+            return self.needs_approval(name, parameters)
+
+        meta = self.meta(name)
+        needs_approval: bool | Callable[..., Awaitable[bool]]
+        if approve_side_effects:
+            needs_approval = not meta.read_only
+        elif callable(self.approval_rule):
+            needs_approval = asks
+        else:
+            needs_approval = meta.needs_approval
         tool: FunctionTool = agents.FunctionTool(
             name=name,
             description=fn.get("description", ""),
@@ -58,7 +90,7 @@ class AgentsTools(ExposedTools):
             on_invoke_tool=on_invoke_tool,
             # Strict mode would make every optional parameter required; keep the router's schema.
             strict_json_schema=False,
-            needs_approval=approve_side_effects and not read_only,
+            needs_approval=needs_approval,
         )
         return tool
 
