@@ -156,7 +156,15 @@ class ExposedTools:
         return name in self.definitions
 
     def meta(self, name: str) -> ToolMeta:
-        """`name`'s declared side effects (an exposed name; KeyError otherwise)."""
+        """`name`'s declared side effects (an exposed name; KeyError otherwise). Made once per
+        name: the exposure is fixed, and so are its tools."""
+        cache: dict[str, ToolMeta] = self.__dict__.setdefault("_meta", {})
+        found = cache.get(name)
+        if found is None:
+            found = cache[name] = self._meta_of(name)
+        return found
+
+    def _meta_of(self, name: str) -> ToolMeta:
         tool = self.exposure.tools[name]
         traits = tool.traits
         destructive = (not traits.read_only) if traits.destructive is None else traits.destructive
@@ -168,9 +176,9 @@ class ExposedTools:
 
     def needs_approval(self, name: str, arguments: Arguments = None) -> bool:
         """Whether this call must wait for a person's approval before it runs."""
-        if name not in self.definitions:
-            return False  # refused anyway, with nothing to approve
         rule = self.approval_rule
+        if rule is False or name not in self.definitions:
+            return False  # nothing needs approval; or refused anyway, with nothing to approve
         if callable(rule):
             return bool(rule(name, _mapping(arguments)))
         return self.meta(name).needs_approval

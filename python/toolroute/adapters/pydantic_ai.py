@@ -34,7 +34,7 @@ from toolroute.router import ToolRouter
 
 require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
 
-from pydantic_ai import RunContext, ToolReturn  # noqa: E402
+from pydantic_ai import RunContext, Tool, ToolReturn  # noqa: E402
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed  # noqa: E402
 from pydantic_ai.tools import ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool  # noqa: E402
@@ -94,6 +94,30 @@ class RouterToolset(AbstractToolset[Any]):
             name: ToolsetTool(toolset=self, tool_def=definition, max_retries=retries, args_validator=ANY_OBJECT)
             for name, definition in self._listed.items()
         }
+
+    def as_tools(self) -> list[Tool[Any]]:
+        """The same tools as pydantic-ai `Tool`s, for `Agent(tools=...)`: pydantic-ai then holds
+        them in its own function toolset, which costs a run less than a toolset of its own
+        (benches/bench_frameworks.py); the outcomes reach the model alike."""
+        return [self._tool(name) for name in self._listed]
+
+    def _tool(self, name: str) -> Tool[Any]:
+        definition = self._listed[name]
+
+        async def call(ctx: RunContext[Any], **arguments: Any) -> Any:
+            return answer(await self.tools.aexecute(name, arguments, approved=ctx.tool_call_approved))
+
+        tool: Tool[Any] = Tool.from_schema(
+            call,
+            name=name,
+            description=definition.description,
+            json_schema=definition.parameters_json_schema,
+            takes_ctx=True,
+            sequential=definition.sequential,
+        )
+        tool.max_retries = self.max_retries
+        tool.metadata = definition.metadata
+        return tool
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
