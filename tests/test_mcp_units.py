@@ -10,7 +10,7 @@ import pytest
 
 from toolroute._core import RouteTable, ToolKind
 from toolroute.errors import ToolExecutionError, ToolRegistrationError
-from toolroute.mcp.projection import NOTHING_DECLARED, declared, tool_definition
+from toolroute.mcp.projection import declared, tool_definition
 from toolroute.mcp.results import content_text, to_output
 from toolroute.naming import has_user_form, is_valid_tool_name, mcp_tool_candidates
 
@@ -99,10 +99,16 @@ def test_what_a_tool_declares_is_kept_with_its_controls_made_visible() -> None:
     got = declared(hostile)
     assert got.title is not None and "\x1b" not in got.title and "\u202e" not in got.title
     assert got.title.startswith("Look ") and "up" in got.title
-    assert got.annotations == {"title": "T\\x07", "read_only_hint": True}
+    assert got.annotations == {"title": "T\\x07", "readOnlyHint": True}  # MCP's own keys
     assert "\x1b" not in str(got.output_schema)
-    # A tool that declares nothing shares the one empty record (publishing compares by it).
-    assert declared(types.Tool(name="plain", input_schema={"type": "object"})) is NOTHING_DECLARED
+    # A tool that declares nothing gets nothing invented: its wire form is what it sent.
+    plain = declared(types.Tool(name="plain", input_schema={"type": "object"}))
+    assert (plain.annotations, plain.title, plain.output_schema) == (None, None, None)
+    assert plain.wire == {"name": "plain", "inputSchema": {"type": "object"}}
+    # The input schema passes with its title and $defs (the router's own parameters inline them).
+    nested = {"type": "object", "title": "createArguments", "properties": {"p": {"$ref": "#/$defs/P"}},
+              "$defs": {"P": {"type": "object", "properties": {"n": {"type": "string"}}}}}  # fmt: skip
+    assert declared(types.Tool(name="c", input_schema=nested)).wire == {"name": "c", "inputSchema": nested}
 
 
 def test_nested_schema_fields_survive_projection() -> None:

@@ -56,6 +56,7 @@ class CallOutcome:
     text: str
     kind: OutcomeKind = OutcomeKind.OK
     trace: Any = None
+    content: Any = None  # an upstream MCP tool's content blocks, as it gave them
 
     @property
     def is_error(self) -> bool:
@@ -206,8 +207,9 @@ class ExposedTools:
         try:
             output = yield Step(self.router.run, self.router.arun, (tool, arguments))
         except ToolError as exc:
-            return CallOutcome(str(exc), OutcomeKind.CANCELLED if _cancelled() else kind_of(exc))
-        return CallOutcome(output.text, trace=output.trace)
+            kind = OutcomeKind.CANCELLED if _cancelled() else kind_of(exc)
+            return CallOutcome(str(exc), kind, getattr(exc, "trace", None), getattr(exc, "content", None))
+        return CallOutcome(output.text, trace=output.trace, content=output.content)
 
 
 def _cancelled() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class ToolError(Exception):
@@ -33,6 +34,17 @@ class ToolExecutionError(ToolError):
     def __init__(self, message: str, *, tool: str | None = None) -> None:
         self.tool = tool
         super().__init__(message)
+
+
+class UpstreamToolError(ToolExecutionError):
+    """An upstream MCP tool answered with `isError`: the message is the server's own text; the
+    gateway's context (which server, which tool) is in `trace`, and the server's content blocks,
+    for a served client, in `content`."""
+
+    def __init__(self, message: str, *, tool: str | None = None, trace: Any = None, content: Any = None) -> None:
+        super().__init__(message, tool=tool)
+        self.trace = trace
+        self.content = content
 
 
 class ToolRegistrationError(ToolError):

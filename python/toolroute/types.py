@@ -33,10 +33,13 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """A tool's result: `text` goes to the model (spec 11); `trace` is the structured side channel."""
+    """A tool's result: `text` goes to the model (spec 11); `trace` is the structured side channel;
+    `content`, when the tool answered in MCP content blocks (an upstream MCP tool), those blocks,
+    which a served MCP client gets as they came."""
 
     text: str
     trace: Any = None
+    content: Any = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, T
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
-from toolroute.mcp.projection import NOTHING_DECLARED, Declared, declared, tool_definition
+from toolroute.mcp.projection import Declared, declared, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
 from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
@@ -52,7 +52,7 @@ class _Service:
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
     definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by the server's tool name
-    declared: dict[str, Declared] = field(default_factory=dict)  # the tools that declare something
+    declared: dict[str, Declared] = field(default_factory=dict)  # each tool as its server declared it
     stale: bool = False
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
@@ -91,9 +91,7 @@ def _project(tools: list[types.Tool]) -> _Projection:
         except ToolRegistrationError as exc:
             out.skipped[tool.name] = str(exc)
             continue
-        what = declared(tool)
-        if what is not NOTHING_DECLARED:
-            out.declared[tool.name] = what
+        out.declared[tool.name] = declared(tool)
     return out
 
 

@@ -66,39 +66,47 @@ def output_schema(tool: types.Tool) -> JsonSchema | None:
 
 
 def declared_annotations(tool: types.Tool) -> dict[str, Any] | None:
-    """The tool's declared annotations (`title`, `readOnlyHint`, `destructiveHint`,
-    `idempotentHint`, `openWorldHint`) as the server sent them, the title's controls made
-    visible; None when it declares none."""
+    """The tool's declared annotations as the server sent them, with MCP's own (camelCase) keys
+    (`title`, `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`, and any
+    other it declared), the title's controls made visible; None when it declares none (nothing
+    is invented for a server that says nothing)."""
     declared = tool.annotations
     if declared is None:
         return None
-    fields = declared.model_dump(exclude_none=True)
+    fields: dict[str, Any] = declared.model_dump(by_alias=True, exclude_none=True, mode="json")
     if isinstance(fields.get("title"), str):
         fields["title"] = neutralize(fields["title"])
-    return {k: v for k, v in fields.items() if k in _ANNOTATION_FIELDS} or None
-
-
-_ANNOTATION_FIELDS = ("title", "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
+    return fields or None
 
 
 @dataclass(frozen=True)
 class Declared:
-    """What an upstream tool declares besides its parameters, passed on to served clients as it
-    declared it (controls made visible): its result shape (`outputSchema`), its annotations
-    (`readOnlyHint`...) and its display `title`."""
+    """What an upstream tool declares, as it declared it (strings' controls made visible): its
+    whole definition as on the wire (`wire`: inputSchema with its title and `$defs`, outputSchema,
+    annotations, title, icons, `_meta`; its name is the server's), and the parts the router reads."""
 
     output_schema: JsonSchema | None = None
     annotations: Mapping[str, Any] | None = None
     title: str | None = None
+    wire: Mapping[str, Any] | None = None
 
 
 NOTHING_DECLARED = Declared()
 
 
+def wire_definition(tool: types.Tool) -> dict[str, Any]:
+    """`tool` as the server sent it (camelCase, nothing added), every string a model or person
+    may read with its controls made visible."""
+    wire: dict[str, Any] = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {k: (v if k in _OPAQUE else neutralize_json(v)) for k, v in wire.items()}
+
+
+_OPAQUE = ("name", "_meta", "icons")  # routed by, or not text for a model: passed as sent
+
+
 def declared(tool: types.Tool) -> Declared:
     title = neutralize(tool.title) if tool.title else None
-    out = Declared(output_schema(tool), declared_annotations(tool), title)
-    return NOTHING_DECLARED if out == NOTHING_DECLARED else out
+    return Declared(output_schema(tool), declared_annotations(tool), title, wire_definition(tool))
 
 
 def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:

@@ -63,6 +63,11 @@ class McpTarget:
         return self.declared.title
 
     @property
+    def wire(self) -> Mapping[str, Any] | None:
+        """The tool's definition as the server declared it (its own name inside)."""
+        return self.declared.wire
+
+    @property
     def kind(self) -> ToolKind:
         return ToolKind.GLOBAL_MCP if self.user_id is None else ToolKind.USER_MCP
 
@@ -80,11 +85,11 @@ class McpTarget:
         declared = self.annotations if self.trusted else None
         if not declared:
             return ToolTraits()
-        read_only = declared.get("read_only_hint") is True and declared.get("destructive_hint") is not True
-        destructive = declared.get("destructive_hint")
+        read_only = declared.get("readOnlyHint") is True and declared.get("destructiveHint") is not True
+        destructive = declared.get("destructiveHint")
         return ToolTraits(
             read_only=read_only,
-            idempotent=read_only or declared.get("idempotent_hint") is True,
+            idempotent=read_only or declared.get("idempotentHint") is True,
             destructive=None if read_only or not isinstance(destructive, bool) else destructive,
         )
 

@@ -12,7 +12,7 @@ from typing import Any
 import mcp_types as types
 
 from toolroute._core import CUT_NOTICE
-from toolroute.errors import ToolExecutionError
+from toolroute.errors import UpstreamToolError
 from toolroute.textsafety import cut_notice, neutralize
 from toolroute.types import ToolOutput
 
@@ -166,14 +166,10 @@ def to_output(
     exposed_name: str,
     max_chars: int = DEFAULT_MAX_RESULT_CHARS,
 ) -> ToolOutput:
-    """The model-facing text (capped, controls visible); `is_error` raises with the server's own
-    message, capped and neutralised the same way."""
+    """The model-facing text (capped, controls visible), and the server's blocks as they came for
+    a served client (unless the text was cut: then the client gets the capped text too); an
+    `isError` result raises with the server's own text, the gateway's context in the trace."""
     text, cut = _capped(result.content, max_chars)
-    if result.is_error:
-        raise ToolExecutionError(
-            f"MCP tool {tool!r} on server {service!r} reported an error: {text or '(no message)'}",
-            tool=exposed_name,
-        )
     trace: dict[str, Any] = {
         "mcp": {"service": service, "tool": tool},
         # A cut result's structured copy is as large as what was cut: not kept alive in the trace.
@@ -183,4 +179,21 @@ def to_output(
     }
     if cut is not None:
         trace["truncated"] = cut
-    return ToolOutput(text, trace)
+    blocks = passed_blocks(result.content) if cut is None else None
+    if result.is_error:
+        trace["error"] = True
+        raise UpstreamToolError(text or "(the server gave no message)", tool=exposed_name, trace=trace, content=blocks)
+    return ToolOutput(text, trace, blocks)
+
+
+def passed_blocks(content: list[Any]) -> list[Any]:
+    """The server's blocks as a served client gets them: as they came, text blocks' control
+    characters made visible (as in the text a model reads)."""
+    out = []
+    for block in content:
+        if isinstance(block, types.TextContent):
+            safe = neutralize(block.text)
+            out.append(block if safe == block.text else block.model_copy(update={"text": safe}))
+        else:
+            out.append(block)
+    return out

@@ -17,7 +17,6 @@ from mcp import types
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.serve.list_changes import ListWatchers, subscribe
-from toolroute.types import Tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
 
@@ -33,15 +32,25 @@ class ServedTools(ExposedTools):
         tools = []
         for name, fn in self.definitions.items():
             tool = self.exposure.tools[name]
+            wire = getattr(tool, "wire", None)
+            if wire is not None:
+                # An upstream tool passes as its server declared it (input schema with its title
+                # and $defs, output schema, annotations only if declared, title, icons, _meta);
+                # only its name is the one this server exposes it under.
+                tools.append(types.Tool.model_validate({**wire, "name": name}))
+                continue
+            traits = tool.traits
             tools.append(
                 types.Tool(
                     name=name,
                     title=getattr(tool, "title", None),
                     description=fn.get("description") or None,
                     input_schema=fn["parameters"],
-                    # An upstream tool's declared result shape, annotations and title go on unchanged.
                     output_schema=getattr(tool, "output_schema", None),
-                    annotations=_annotations(tool),
+                    # toolroute's own tools declare what their traits say.
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
+                    ),
                 )
             )
         return tools
@@ -57,21 +66,27 @@ class ServedTools(ExposedTools):
         return list(self._listing)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        tool = self.exposure.tools.get(name)
+        wire = getattr(tool, "wire", None)
+        if wire is not None:
+            schema: Mapping[str, Any] = wire["inputSchema"]
+            return schema
         fn = self.definitions.get(name)
         return None if fn is None else fn["parameters"]
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
         outcome = await self.aexecute(name, dict(arguments or {}))
-        shape = None if outcome.is_error else outcome.structured
+        # An upstream error's structured content passes with its blocks; toolroute's own errors have none.
+        shape = outcome.structured if not outcome.is_error or outcome.content is not None else None
         if shape is None and not outcome.is_error and self._typed(name):
             # A client checks a typed tool's result against its output schema, and a result
             # without its structure fails that check: say why here instead.
             note = "the tool declares an output schema, but its structured result "
             note += "was cut with the text (too large)" if _was_cut(outcome.trace) else "is missing"
             return types.CallToolResult(content=[types.TextContent(text=f"{outcome.text}\n[{note}]")], is_error=True)
-        return types.CallToolResult(
-            content=[types.TextContent(text=outcome.text)], structured_content=shape, is_error=outcome.is_error
-        )
+        # An upstream tool's blocks pass as they came (text, images, audio, resources), else the text.
+        content = outcome.content if outcome.content is not None else [types.TextContent(text=outcome.text)]
+        return types.CallToolResult(content=content, structured_content=shape, is_error=outcome.is_error)
 
     def _typed(self, name: str) -> bool:
         tool = self.exposure.tools.get(name)
@@ -131,12 +146,3 @@ class FixedDoor:
 
 def _was_cut(trace: Any) -> bool:
     return isinstance(trace, dict) and trace.get("truncated") is not None
-
-
-def _annotations(tool: Tool) -> types.ToolAnnotations:
-    """What an upstream tool declared, as it declared it; for toolroute's own tools, their traits."""
-    declared = getattr(tool, "annotations", None)
-    if declared:
-        return types.ToolAnnotations(**declared)
-    traits = tool.traits
-    return types.ToolAnnotations(read_only_hint=traits.read_only, idempotent_hint=traits.idempotent)
