@@ -309,3 +309,23 @@ def test_max_output_chars_bounds_an_upstream_mcp_result_too(tmp_path: Path, cap:
         assert len(out) <= cap and len(body) > cap - 300 and body == f"demo:{text}"[: len(body)]
         assert notice.startswith(f"[... {5005 - len(body)} characters omitted of 5005;")
         assert f"at most {cap} characters" in notice
+
+
+@pytest.mark.parametrize("command", ["tools", "serve"])
+def test_a_config_file_passed_to_mcp_servers_is_named_as_such(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The flag takes ids; the file belongs to --mcp-config, and the error says so (not that no
+    gateway is attached)."""
+    config = tmp_path / "servers.json"
+    config.write_text('{"mcpServers": {}}')
+    proc = run_main([command, "--mcp-servers", str(config), *MOD], capsys)
+    assert_one_line_error(proc, EXIT_USAGE, f"--mcp-config {config}")
+
+
+def test_serve_help_says_which_allowlist_flags_are_required() -> None:
+    proc = run_cli("serve", "--help")
+    assert proc.returncode == 0, proc.stderr
+    help_text = " ".join(proc.stdout.split())
+    assert "this, --mcp-servers or both is required" in help_text
+    assert "the config file itself goes to --mcp-config" in help_text

@@ -150,7 +150,24 @@ def _env_allowlist(args: argparse.Namespace) -> tuple[str, ...] | None:
 def _add_allowlist_options(p: argparse.ArgumentParser, functions_help: str) -> None:
     g = p.add_argument_group("allowlist")
     g.add_argument("--functions", metavar="A,B", help=functions_help)
-    g.add_argument("--mcp-servers", metavar="X,Y", help="MCP services whose tools to include (local or configured)")
+    g.add_argument(
+        "--mcp-servers",
+        metavar="X,Y",
+        help="ids of MCP services whose tools to include: local @mcp_service names or server ids from "
+        "--mcp-config (the config file itself goes to --mcp-config)",
+    )
+
+
+def _mcp_server_ids(args: argparse.Namespace) -> list[str]:
+    """The ids in --mcp-servers; a config file given there instead of to --mcp-config is named as such."""
+    ids = split_list(args.mcp_servers)
+    for value in ids:
+        if value.endswith((".json", ".jsonc")) or os.sep in value:
+            raise CliError(
+                f"--mcp-servers takes server ids, not a file ({value!r}): pass the file as --mcp-config {value} "
+                "and name the servers to expose with --mcp-servers ID,..."
+            )
+    return ids
 
 
 def _options(args: argparse.Namespace) -> RouterOptions:
@@ -218,7 +235,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     functions = _function_list(args.functions, default=lambda: [] if args.mcp_servers else default_function_list())
     options = _options(args)
     with build_router(options) as router:
-        tools = router.get_all_tools(functions, split_list(args.mcp_servers), args.user_id)
+        tools = router.get_all_tools(functions, _mcp_server_ids(args), args.user_id)
         note = _confinement_note(options.context()) if any(t["function"]["name"] == "bash" for t in tools) else None
         if args.format == "table":
             print(_table(router, tools, args.user_id))
@@ -305,6 +322,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"serve needs an explicit allowlist: --functions NAME,... (or {BUILTINS_TOKEN}) and/or --mcp-servers ID,..."
         )
     functions = _function_list(args.functions, default=list)
+    server_ids = _mcp_server_ids(args)
     from toolroute.serve.served_mode import auth_requested
 
     inherited = None
@@ -337,7 +355,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from toolroute.serve.doors import ServedTools
         from toolroute.serve.server import bind_socket, http_url, serve_http, serve_stdio
 
-        served = ServedTools(router, functions, split_list(args.mcp_servers), args.user_id)
+        served = ServedTools(router, functions, server_ids, args.user_id)
         if not served.names:
             raise CliError("the allowlist is empty: nothing to serve")
 
@@ -366,7 +384,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args,
             router,
             functions,
-            split_list(args.mcp_servers),
+            server_ids,
             http_url(sock, args.path),
             base_context=options.context(),
         )
@@ -482,7 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
         "A call to any other name is refused, whatever the router could otherwise reach.",
         epilog=EPILOG,
     )
-    _add_allowlist_options(serve, f"tools to serve ({BUILTINS_TOKEN} = every built-in tool); required")
+    _add_allowlist_options(
+        serve, f"tools to serve ({BUILTINS_TOKEN} = every built-in tool); this, --mcp-servers or both is required"
+    )
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="HTTP port, 0 picks a free one (default: 8000)")

@@ -284,7 +284,12 @@ class ToolRouter:
 
     def _require_gateway(self, what: str) -> ToolGateway:
         if self._gateway is None:
-            raise ToolNotFoundError(what, [], "no MCP gateway is attached to this router")
+            raise ToolNotFoundError(
+                what,
+                [],
+                "not a local MCP service, and no MCP gateway is attached to this router "
+                "(upstream servers come from mcp_config=, or --mcp-config FILE on the command line)",
+            )
         return self._gateway
 
     def get_global_mcp_tools(self, mcp_server_ids: Sequence[str] | None) -> list[ToolDefinition]:

@@ -10,10 +10,11 @@ A server with `command` is stdio; one with `url` is streamable HTTP unless `type
 `connectTimeout` (seconds for start-up and handshake), `disabled: true` (skipped entirely),
 `trustAnnotations: true` (its tools' `readOnlyHint`/`idempotentHint` count for scheduling: a
 read-only tool may run in a parallel batch; otherwise they are forwarded but not relied on),
-`protocol` (which MCP era to speak: `legacy`, the `initialize` handshake every server of the
-2025 revisions answers, the default; `2026-07-28`, the stateless revision, for servers that speak
-only it; `auto`, probe `server/discover` once, briefly, and remember the answer: see
-`connection.py`).
+`protocol` (which MCP era to speak: `negotiate`, the default, as the SDK's own client does:
+the `initialize` handshake every server of the 2025 revisions answers, and the stateless
+2026-07-28 revision when the server's own rejection of the handshake names it; `legacy`, the
+handshake only; `2026-07-28`, the stateless revision only; `auto`, probe `server/discover` once,
+briefly, and remember the answer: see `connection.py`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from toolroute.errors import ToolRegistrationError
 from toolroute.naming import service_id_problem
 
 Transport = Literal["stdio", "http", "sse"]
-Protocol = Literal["legacy", "2026-07-28", "auto"]
-PROTOCOLS: tuple[Protocol, ...] = ("legacy", "2026-07-28", "auto")
+Protocol = Literal["negotiate", "legacy", "2026-07-28", "auto"]
+PROTOCOLS: tuple[Protocol, ...] = ("negotiate", "legacy", "2026-07-28", "auto")
 
 _HTTP_NAMES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
 _KNOWN_KEYS = {
@@ -67,7 +68,7 @@ class ServerConfig:
     connect_timeout: float | None = None
     disabled: bool = False
     trust_annotations: bool = False
-    protocol: Protocol = "legacy"
+    protocol: Protocol = "negotiate"
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -123,7 +124,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     trust = raw.get("trustAnnotations", False)
     if not isinstance(trust, bool):
         raise ToolRegistrationError(f"MCP server {service_id!r}: 'trustAnnotations' must be true or false")
-    protocol = raw.get("protocol", "legacy")
+    protocol = raw.get("protocol", "negotiate")
     if protocol not in PROTOCOLS:
         raise ToolRegistrationError(
             f"MCP server {service_id!r}: 'protocol' must be one of {', '.join(PROTOCOLS)}, got {protocol!r}"

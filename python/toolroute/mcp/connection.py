@@ -135,21 +135,23 @@ class Connection:
                 stderr.close()
 
     async def _negotiate(self, session: ClientSession) -> Era:
-        """Open the session in the configured era; `auto` probes once per server and remembers."""
-        wanted = self.config.protocol
-        if wanted == "auto":
-            wanted = _ERAS.get(self._identity, "auto")
-        if wanted == "legacy":
+        """Open the session in the configured era. `negotiate` shakes hands and moves to the modern
+        era only when the server's rejection names it (no probe, so no stall on legacy servers);
+        `auto` probes once per server; both remember what the server answered."""
+        wanted: str = self.config.protocol
+        if wanted in ("auto", "negotiate"):
+            wanted = _ERAS.get(self._identity, wanted)
+        if wanted in ("legacy", "negotiate"):
             try:
                 await session.initialize()
                 return "legacy"
             except MCPError as exc:
                 if not _names_modern(exc):
                     raise
-                if self.config.protocol != "auto":
+                if self.config.protocol == "legacy":
                     raise ToolExecutionError(
                         f"MCP server {self.key!r} speaks only the 2026-07-28 revision: set "
-                        '"protocol": "2026-07-28" (or "auto") in its configuration'
+                        '"protocol": "2026-07-28" (or leave "protocol" out) in its configuration'
                     ) from None
                 wanted = MODERN  # a modern-only server says so: positive evidence, no guess
         if wanted == MODERN:
