@@ -78,11 +78,10 @@ def test_langgraph_tool_node(router: ToolRouter) -> None:
     pytest.importorskip("langgraph")
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
+    from langgraph.graph import END, START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
 
     from toolroute.adapters.langchain import LangChainTools
-
-    from langgraph.graph import END, START, MessagesState, StateGraph
 
     def graph(node: Any) -> Any:
         builder = StateGraph(MessagesState)
@@ -104,7 +103,8 @@ def test_langgraph_tool_node(router: ToolRouter) -> None:
 
 def test_openai_agents(router: ToolRouter) -> None:
     pytest.importorskip("agents")
-    from agents import Agent, RunConfig, Runner, function_tool as agents_tool
+    from agents import Agent, RunConfig, Runner
+    from agents import function_tool as agents_tool
     from agents.testing import ScriptedModel, assistant_message, function_call
 
     from toolroute.adapters.openai_agents import AgentsTools
@@ -133,7 +133,8 @@ def test_openai_agents(router: ToolRouter) -> None:
 
 def test_smolagents(router: ToolRouter) -> None:
     pytest.importorskip("smolagents")
-    from smolagents import ToolCallingAgent, tool as smol_tool
+    from smolagents import ToolCallingAgent
+    from smolagents import tool as smol_tool
     from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction, MessageRole, Model
 
     from toolroute.adapters.smolagents import RouterTools
@@ -224,7 +225,9 @@ def test_adk(router: ToolRouter) -> None:
         model: str = "scripted"
         seen: list[Any] = []
 
-        async def generate_content_async(self, request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse]:
+        async def generate_content_async(
+            self, request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse]:
             answered = [p.function_response for c in request.contents for p in c.parts or [] if p.function_response]
             if answered:
                 self.seen.append(answered[0].response)
@@ -250,5 +253,6 @@ def test_adk(router: ToolRouter) -> None:
 
         return once
 
-    compare("Google ADK runner, one tool call", ("toolroute RouterToolset", run([RouterToolset(router, ["count_words"])])),
+    toolset = run([RouterToolset(router, ["count_words"])])
+    compare("Google ADK runner, one tool call", ("toolroute RouterToolset", toolset),
             {"adk function tool": run([count_words])}, ROUNDS, same=_same_text)  # fmt: skip

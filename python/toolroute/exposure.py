@@ -21,15 +21,20 @@ class Exposure:
     tools: Mapping[str, Tool]
     user_id: str | None = None
     definitions: list[ToolDefinition] = field(default_factory=list)
+    # The upstream servers the request named, as (service id, user id or None), in order: whose
+    # prompts, resources and instructions go with these tools (`McpGateway.offer_of`).
+    upstreams: tuple[tuple[str, str | None], ...] = ()
 
     @classmethod
-    def of(cls, tools: Iterable[Tool], user_id: str | None = None) -> Exposure:
+    def of(
+        cls, tools: Iterable[Tool], user_id: str | None = None, upstreams: Iterable[tuple[str, str | None]] = ()
+    ) -> Exposure:
         by_name: dict[str, Tool] = {}
         for tool in tools:
             held = by_name.setdefault(tool.name, tool)
             if held is not tool:
                 raise ToolRegistrationError(f"two different tools are exposed as {tool.name!r}")
-        return cls(by_name, user_id, [t.definition() for t in by_name.values()])
+        return cls(by_name, user_id, [t.definition() for t in by_name.values()], tuple(dict.fromkeys(upstreams)))
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)

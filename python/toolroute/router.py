@@ -335,11 +335,13 @@ class ToolRouter:
             else:
                 remote.append(sid)
         tools += self._local_service_tools(local)
+        upstreams: list[tuple[str, str | None]] = [(sid, user_id or None) for sid in remote]
         if remote:
             gateway = self._require_gateway(remote[0])
             tools += gateway.user_tools(remote, user_id) if user_id else gateway.global_tools(remote)
         for uid, sid in per_user:
             tools += self._require_gateway(sid).user_tools([sid], uid)
+            upstreams.append((sid, uid))
         if user_servers:
             if user_id is None:
                 raise ToolArgumentError("user_servers needs the user_id they belong to")
@@ -347,10 +349,11 @@ class ToolRouter:
             # left out (logged by the gateway), never the user's whole exposure with it.
             gateway = self._require_gateway(user_servers[0])
             tools += gateway.user_tools(list(user_servers), user_id, available_only=True)
+            upstreams += [(sid, user_id) for sid in user_servers]
         unique: dict[str, Tool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
-        return Exposure.of(unique.values(), user_id)
+        return Exposure.of(unique.values(), user_id, upstreams)
 
     def get_all_tools(
         self,

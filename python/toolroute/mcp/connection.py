@@ -16,7 +16,7 @@ import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any, Literal
 
 import anyio
@@ -39,7 +39,7 @@ from toolroute.textsafety import neutralize
 
 log = logging.getLogger("toolroute.mcp")
 
-MAX_TOOL_PAGES = 1000  # a server that pages forever is cut off here
+MAX_LIST_PAGES = 1000  # a server that pages forever is cut off here
 STDERR_TAIL_BYTES = 4096
 # A 2026-07-28 session's tool-list changes come on a `subscriptions/listen` stream: re-opened
 # this long after it ends while the session lives, at most this many times in a row.
@@ -64,6 +64,8 @@ class Connection:
         self.connect_timeout = connect_timeout
         self.connects = 0  # successful handshakes so far (a reconnect increments it)
         self.era: Era | None = None  # the protocol era of the current session, once connected
+        self.instructions: str | None = None  # what the server said of itself, once connected
+        self.capabilities: types.ServerCapabilities | None = None
         self._on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
         self._owner: asyncio.Task[None] | None = None
@@ -118,6 +120,8 @@ class Connection:
             ):
                 with anyio.fail_after(self.connect_timeout):
                     self.era = await self._negotiate(session)
+                    self.instructions = session.instructions
+                    self.capabilities = session.server_capabilities
                 ready.set_result(session)
                 if self.era == MODERN and self._on_tools_changed is not None:
                     await self._listening(session, stop)
@@ -281,23 +285,54 @@ class Connection:
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool, following `next_cursor` page by page."""
+        tools: list[types.Tool] = await self.list_all("tools")
+        return tools
+
+    async def list_all(self, kind: Listable) -> list[Any]:
+        """Every item of one list method (`tools`, `prompts`, `resources`, `resource_templates`),
+        following `next_cursor` page by page; an empty list when the server does not offer them."""
         session = await self.session()
-        tools: list[types.Tool] = []
+        if kind != "tools" and not self.offers(kind):
+            return []
+        method = getattr(session, f"list_{kind}")
+        items: list[Any] = []
         cursor: str | None = None
         try:
-            for _ in range(MAX_TOOL_PAGES):
+            for _ in range(MAX_LIST_PAGES):
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 with anyio.fail_after(self.connect_timeout):
-                    page = await session.list_tools(params=params)
-                tools.extend(page.tools)
+                    page = await method(params=params)
+                items.extend(getattr(page, kind))
                 cursor = page.next_cursor
                 if not cursor:
                     break
         except Exception as exc:
             if is_connection_lost(exc) or is_session_lost(exc):
                 await self.reset()
-            raise self._request_error(exc, "listing the tools", None, self.connect_timeout) from None
-        return tools
+            what = f"listing the {kind.replace('_', ' ')}"
+            raise self._request_error(exc, what, None, self.connect_timeout) from None
+        return items
+
+    def offers(self, kind: Listable) -> bool:
+        """Whether the connected server declared the capability behind `kind`."""
+        caps = self.capabilities
+        if caps is None:
+            return False
+        return (caps.prompts if kind == "prompts" else caps.resources if kind != "tools" else caps.tools) is not None
+
+    async def request(self, what: str, send: Callable[[ClientSession], Awaitable[Any]], timeout: float) -> Any:
+        """One request besides a tool call (`prompts/get`, `resources/read`), within `timeout`; a
+        lost connection is reported and the server restarted on the next use."""
+        session = await self.session()
+        try:
+            with hard_deadline(timeout):
+                return await send(session)
+        except MCPError:
+            raise  # the server's own answer (an unknown prompt, a bad argument): passed as it is
+        except Exception as exc:
+            if is_connection_lost(exc) or is_session_lost(exc):
+                await self.reset()
+            raise self._request_error(exc, what, None, timeout) from None
 
     async def call_tool(
         self,
@@ -359,6 +394,7 @@ class Connection:
 
 
 Era = Literal["legacy", "2026-07-28"]
+Listable = Literal["tools", "prompts", "resources", "resource_templates"]
 MODERN: Era = "2026-07-28"
 # How long `auto` waits for `server/discover` before taking a silent server for a legacy one
 # (hand-written servers often drop methods they do not know instead of answering an error).

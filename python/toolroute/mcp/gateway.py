@@ -28,6 +28,7 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolNotFoundError, T
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.loop import LoopThread
+from toolroute.mcp.offer import Upstream, UpstreamOffer
 from toolroute.mcp.projection import Declared, declared, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
@@ -40,7 +41,7 @@ log = logging.getLogger("toolroute.mcp")
 
 RETRY_FAILED_AFTER = 5.0  # seconds a failed server is skipped by `refresh` (explicit use retries at once)
 
-__all__ = ["McpGateway", "McpTarget"]
+__all__ = ["McpGateway", "McpTarget", "UpstreamOffer"]
 
 
 @dataclass
@@ -345,6 +346,23 @@ class McpGateway:
     def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
         with self._lock:
             return self._publisher.target(exposed_name, user_id)
+
+    # ---- prompts, resources and instructions ---------------------------------------------
+
+    def offer(self, service_ids: Sequence[str], user_id: str | None = None) -> UpstreamOffer:
+        """The prompts, resources, resource templates and instructions of exactly the named
+        servers (with `user_id`: that user's own server of each id, else the shared one, as for
+        tools; never another user's); an unknown id raises `ToolNotFoundError`."""
+        return self.offer_of([(sid, user_id) for sid in service_ids])
+
+    def offer_of(self, services: Sequence[tuple[str, str | None]]) -> UpstreamOffer:
+        """`offer` for `(service id, user id or None)` pairs, in order (an exposure's upstreams)."""
+        upstreams = []
+        for sid, uid in dict.fromkeys(services):
+            service = self._global_service(sid) if uid is None else self._user_or_global_service(sid, uid)
+            timeout = service.config.timeout or self.call_timeout
+            upstreams.append(Upstream(service.service_id, service.connection, timeout))
+        return UpstreamOffer(self._loop, upstreams)
 
     # ---- lookup helpers ----------------------------------------------------------------
 

@@ -13,9 +13,12 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from mcp import types
+from mcp.shared.exceptions import MCPError
 
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
+from toolroute.mcp.gateway import McpGateway
+from toolroute.mcp.offer import UpstreamOffer
 from toolroute.serve.list_changes import ListWatchers, subscribe
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
@@ -88,6 +91,41 @@ class ServedTools(ExposedTools):
         content = outcome.content if outcome.content is not None else [types.TextContent(text=outcome.text)]
         return types.CallToolResult(content=content, structured_content=shape, is_error=outcome.is_error)
 
+    # ---- what the upstream servers offer besides tools (issue 43) --------------------------
+
+    @cached_property
+    def offer(self) -> UpstreamOffer | None:
+        """The prompts, resources and instructions of the upstream servers this allowlist names."""
+        gateway = self.router.gateway
+        if not self.exposure.upstreams or not isinstance(gateway, McpGateway):
+            return None
+        return gateway.offer_of(self.exposure.upstreams)
+
+    @cached_property
+    def instructions(self) -> str | None:
+        """The upstream servers' instructions (blocking: read it off the serving loop once, then
+        it is a plain attribute)."""
+        return None if self.offer is None else self.offer.instructions()
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        return [] if self.offer is None else await self.offer.alist_prompts()
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        if self.offer is None:
+            raise MCPError(types.INVALID_PARAMS, f"no prompt named {name!r} is offered here")
+        return await self.offer.aget_prompt(name, arguments)
+
+    async def list_resources(self) -> list[types.Resource]:
+        return [] if self.offer is None else await self.offer.alist_resources()
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        return [] if self.offer is None else await self.offer.alist_resource_templates()
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        if self.offer is None:
+            raise MCPError(types.INVALID_PARAMS, f"no server here offers the resource {uri!r}")
+        return await self.offer.aread_resource(uri)
+
     def _typed(self, name: str) -> bool:
         tool = self.exposure.tools.get(name)
         return getattr(tool, "output_schema", None) is not None
@@ -107,6 +145,14 @@ class ServedRequests(Protocol):
     ) -> types.CallToolResult: ...
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None: ...
+
+    async def offered(self, ctx: ServerContext) -> ServedTools:
+        """The caller's allowlist, for what its upstream servers offer besides tools."""
+        ...
+
+    def instructions(self) -> str | None:
+        """The instructions for a connecting client, without waiting (read during the handshake)."""
+        ...
 
 
 class FixedDoor:
@@ -128,6 +174,7 @@ class FixedDoor:
         if self._stale:
             self._stale = False
             self.served = await run_off_loop(self.served.renewed, LOOKUPS)
+            await self.ready_instructions()
         return self.served
 
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
@@ -142,6 +189,18 @@ class FixedDoor:
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)
+
+    async def offered(self, ctx: ServerContext) -> ServedTools:
+        return await self._current()
+
+    def instructions(self) -> str | None:
+        # Read once before serving (`ready_instructions`), so the handshake never waits on it.
+        found: str | None = self.served.__dict__.get("instructions")
+        return found
+
+    async def ready_instructions(self) -> None:
+        """Fetch the upstream servers' instructions off the serving loop, before serving."""
+        await run_off_loop(lambda: self.served.instructions, LOOKUPS)
 
 
 def _was_cut(trace: Any) -> bool:

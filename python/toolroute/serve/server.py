@@ -53,7 +53,7 @@ def progress_sink(ctx: ServerContext) -> ProgressSink | None:
 
 def build_server(
     served: ServedTools | ServedRequests, name: str = "toolroute", *, list_changes: bool = True
-) -> Server[Any]:
+) -> _ServedServer:
     """An MCP `Server` that lists and calls exactly what `served` allows the caller. With
     `list_changes` it declares `tools.listChanged` (for connections that stay open)."""
     requests: ServedRequests = FixedDoor(served) if isinstance(served, ServedTools) else served
@@ -71,17 +71,62 @@ def build_server(
         finally:
             await sink.aclose()
 
-    server_class = _ListChangingServer if list_changes else Server
-    return server_class(
+    # What the upstream servers offer besides tools passes through the caller's allowlist.
+    async def on_list_prompts(
+        ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=await (await requests.offered(ctx)).list_prompts())
+
+    async def on_get_prompt(ctx: ServerContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return await (await requests.offered(ctx)).get_prompt(params.name, params.arguments)
+
+    async def on_list_resources(
+        ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await (await requests.offered(ctx)).list_resources())
+
+    async def on_list_resource_templates(
+        ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        templates = await (await requests.offered(ctx)).list_resource_templates()
+        return types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def on_read_resource(ctx: ServerContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return await (await requests.offered(ctx)).read_resource(str(params.uri))
+
+    server_class = _ListChangingServer if list_changes else _ServedServer
+    server = server_class(
         name,
         version=__version__,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         get_tool_input_schema=requests.input_schema,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
     )
+    server.requests = requests
+    return server
 
 
-class _ListChangingServer(Server[Any]):
+class _ServedServer(Server[Any]):
+    """A server whose `instructions` are those of the upstream servers the caller is served
+    (read when a client connects: `initialize`, `server/discover`)."""
+
+    requests: ServedRequests | None = None
+
+    @property
+    def instructions(self) -> str | None:
+        return None if self.requests is None else self.requests.instructions()
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:
+        pass  # the SDK's constructor sets its own (None): ours come from the requests
+
+
+class _ListChangingServer(_ServedServer):
     """A server that says it sends `notifications/tools/list_changed` (serve/list_changes.py)."""
 
     def create_initialization_options(
@@ -95,6 +140,8 @@ class _ListChangingServer(Server[Any]):
 async def serve_stdio(served: ServedTools) -> None:
     """Serve over this process's stdin/stdout until the client closes stdin."""
     server = build_server(served)
+    if isinstance(server.requests, FixedDoor):
+        await server.requests.ready_instructions()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -203,6 +250,8 @@ async def serve_http(
 
     # A stateless server (with auth) keeps no connection to tell of a change.
     server = build_server(served, list_changes=auth is None)
+    if isinstance(server.requests, FixedDoor):
+        await server.requests.ready_instructions()
     app = server.streamable_http_app(
         streamable_http_path=path,
         host=host,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcp import types
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 
@@ -191,7 +192,27 @@ class TenantDoors:
     async def _door(self, user: str | None) -> ServedTools:
         # A fresh cached door is served on the loop; reading the registry goes to a thread.
         door = self.tenancy.fresh_door(user)
-        return door if door is not None else await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
+        if door is None:
+            door = await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
+            await run_off_loop(lambda: door.instructions, LOOKUPS)  # read during later handshakes
+        return door
+
+    async def offered(self, ctx: ServerContext) -> ServedTools:
+        """The caller's door, for its upstream servers' prompts, resources and templates."""
+        try:
+            user = self._user(ctx)
+        except ToolError as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
+        return await self._door(user)
+
+    def instructions(self) -> str | None:
+        """The connecting user's upstream servers' instructions, once that user's door is built
+        (a handshake cannot wait for a registry read or an upstream connect)."""
+        token = get_access_token()
+        user = self.fixed_user if not self.authenticated else (None if token is None else token.subject)
+        door = self.tenancy.fresh_door(user) if user is not None or not self.authenticated else None
+        found: str | None = None if door is None else door.__dict__.get("instructions")
+        return found
 
     def _slot(self, user: str | None) -> Any:
         if self.limits is None or user is None:
