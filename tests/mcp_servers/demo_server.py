@@ -12,12 +12,14 @@ import argparse
 import base64
 import os
 import sys
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import AssistantMessage, UserMessage
 from pydantic import BaseModel
 
 
@@ -44,8 +46,11 @@ async def announce_tools_changed(ctx: Context) -> None:
     await ctx.notify_tools_changed()
 
 
-def build(name: str, extra: list[str], annotated: bool = False, long_running: bool = False) -> MCPServer:
-    mcp = MCPServer(name, version="1.0")
+def build(
+    name: str, extra: list[str], annotated: bool = False, long_running: bool = False, offers: bool = False
+) -> MCPServer:
+    instructions = f"The {name} server: notes live under notes://, ask the summary prompt." if offers else None
+    mcp = MCPServer(name, version="1.0", instructions=instructions)
 
     @mcp.tool()
     def add(a: int, b: int) -> int:
@@ -161,6 +166,45 @@ def build(name: str, extra: list[str], annotated: bool = False, long_running: bo
                 raise
             return "not cancelled"
 
+    if offers:  # prompts, resources and templates besides tools (issue 43)
+
+        @mcp.prompt(title="Summarize a topic")
+        def summary(topic: str, tone: str = "plain") -> list[Any]:
+            """Ask for a summary of a topic's notes."""
+            return [
+                UserMessage(f"Summarize the notes on {topic}, in a {tone} tone."),
+                UserMessage(
+                    types.EmbeddedResource(
+                        resource=types.TextResourceContents(
+                            uri=f"notes://{topic}", text=f"notes on {topic}", mime_type="text/plain"
+                        )
+                    )
+                ),
+                AssistantMessage("Here is the summary:"),
+            ]
+
+        @mcp.prompt()
+        def echo(text: str) -> str:
+            """A prompt with a tool's name: prompts and tools are named apart."""
+            return f"{name} says {text}"
+
+        @mcp.resource("notes://index", name="Index", title="Notes index", mime_type="text/plain")
+        def index() -> str:
+            return f"{name}: alpha, beta"
+
+        @mcp.resource("data://logo.png", name="Logo", mime_type="image/png")
+        def logo() -> bytes:
+            return b"\x89PNG0123456789"
+
+        @mcp.resource("notes://{topic}", name="Note", mime_type="text/plain")
+        def note(topic: str) -> str:
+            return f"{name} notes on {topic}"
+
+        @mcp.tool()
+        def two_blocks() -> list[types.ContentBlock]:
+            """Two text blocks, kept apart."""
+            return [types.TextContent(text="first"), types.TextContent(text="second")]
+
     return mcp
 
 
@@ -172,8 +216,9 @@ def main() -> None:
     parser.add_argument("--extra", action="append", default=[])
     parser.add_argument("--annotated", action="store_true", help="add tools that declare annotations")
     parser.add_argument("--long", action="store_true", help="add tools that report progress or wait for a cancel")
+    parser.add_argument("--offers", action="store_true", help="add prompts, resources, templates and instructions")
     args = parser.parse_args()
-    mcp = build(args.name, args.extra, args.annotated, args.long)
+    mcp = build(args.name, args.extra, args.annotated, args.long, args.offers)
     if args.http:
         mcp.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
     elif args.sse:
