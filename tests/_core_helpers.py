@@ -115,6 +115,9 @@ class DictGateway:
     def remove_user(self, user_id: str) -> None:
         self.user_services = {k: v for k, v in self.user_services.items() if k[0] != user_id}
 
+    def remove_user_server(self, user_id: str, service_id: str) -> None:
+        self.user_services.pop((user_id, service_id), None)
+
     def on_tools_changed(self, listener: Any) -> None:
         self.listeners.append(listener)
 

@@ -1,15 +1,16 @@
-"""Tenancy's per-user doors: served from a cache, re-read from the registry after a bounded time,
-at once after a change through the same store, and never caching what authentication decides."""
+"""Tenancy's per-user doors: served from a cache while the registry says the user's servers are
+unchanged, built again on the next request after any process changed them (issue 43)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _serve_helpers import make_router
 
+from toolroute import ToolRouter
+from toolroute.mcp.gateway import McpGateway
 from toolroute.serve.store import UserStore
 from toolroute.serve.tenants import Tenancy
 
@@ -49,30 +50,41 @@ def test_a_door_is_served_from_the_cache_within_the_ttl(store: CountingStore, te
     assert store.reads == 1
 
 
-def test_a_change_through_the_same_store_is_seen_at_once(store: CountingStore, tenancy: Tenancy) -> None:
-    tenancy.door("alice")
-    store.add_user("bob")  # any change through this store invalidates every door
-    tenancy.door("alice")
-    assert store.reads == 2
-
-
-def test_a_change_made_elsewhere_is_seen_within_the_ttl(store: CountingStore, tenancy: Tenancy) -> None:
+def test_a_change_to_other_users_reads_nothing_again(store: CountingStore, tenancy: Tenancy) -> None:
     door = tenancy.door("alice")
-    with UserStore(store.url) as elsewhere:  # another process's view of the same registry
+    store.add_user("bob")  # through this store
+    with UserStore(store.url) as elsewhere:  # and through another process's
         elsewhere.add_user("carol")
-    assert tenancy.door("alice") is door and store.reads == 1  # not seen yet: the cache's bound
-    time.sleep(TTL + 0.1)
-    assert tenancy.door("alice") is door  # re-read; the user's servers did not change
-    assert store.reads == 2
+    assert tenancy.door("alice") is door
+    assert store.reads == 1
 
 
-def test_fresh_door_answers_only_what_the_cache_may_serve(store: CountingStore, tenancy: Tenancy) -> None:
-    assert tenancy.fresh_door("alice") is None  # never read: the caller must go to the registry
+def test_a_change_to_the_users_servers_made_elsewhere_is_seen_by_the_next_request(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    """No time bound to wait out: the registry's rows say at once that they changed."""
+    router = ToolRouter(gateway=McpGateway())
+    try:
+        tenancy = Tenancy(router, [], [], store=store, registry_ttl=3600)
+        door = tenancy.door("alice")
+        assert tenancy.door("alice") is door and store.reads == 1
+        with UserStore(store.url) as elsewhere:
+            elsewhere.add_server("alice", "notes", {"url": "http://127.0.0.1:9/mcp"})  # never reached
+        changed = tenancy.door("alice")
+        assert changed is not door and store.reads == 2
+        assert changed.request[2] == ("notes",)  # her server is handed to the gateway
+        with UserStore(store.url) as elsewhere:
+            elsewhere.remove_server("alice", "notes")
+        assert tenancy.door("alice").request[2] == ()
+        assert not router.gateway.has_service("notes", "alice")  # type: ignore[union-attr]
+    finally:
+        router.close()
+
+
+def test_fresh_door_never_answers_for_a_registry_user(store: CountingStore, tenancy: Tenancy) -> None:
+    """Only the registry can say whether a user's door is fresh, and the event loop may not ask
+    it: `fresh_door` sends every registry user to `door`, which asks."""
+    assert tenancy.fresh_door("alice") is None
     door = tenancy.door("alice")
-    assert tenancy.fresh_door("alice") is door
-    store.add_user("dave")
-    assert tenancy.fresh_door("alice") is None  # a change through the store: stale at once
-    tenancy.door("alice")
-    time.sleep(TTL + 0.1)
-    assert tenancy.fresh_door("alice") is None  # past the TTL
-    assert store.reads == 2
+    assert tenancy.fresh_door("alice") is None
+    assert tenancy.cached_door("alice") is door  # what a handshake may read without waiting

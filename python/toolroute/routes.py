@@ -94,6 +94,9 @@ class ToolGateway(Protocol):
         """Forget `user_id`'s own servers: their connections end and their tools leave the table
         (served mode's idle users); `add_user_server` adds them again."""
 
+    def remove_user_server(self, user_id: str, service_id: str) -> None:
+        """Forget one of `user_id`'s own servers (its config changed, or it was removed)."""
+
     def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
         """Call `listener(user_id)` once changed upstream tools are published: None for a shared
         server, else the user whose server it is (served mode tells listing clients)."""

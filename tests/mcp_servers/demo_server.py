@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import signal
 import sys
 from typing import Any
 
@@ -154,6 +155,12 @@ def build(
         def blob(chars: int) -> Blob:
             """A typed result of `chars` characters (past a gateway's result budget, when large)."""
             return Blob(data="x" * chars)
+
+        @mcp.tool()
+        def freeze() -> str:
+            """Stop this whole process (SIGSTOP): it answers nothing any more, not even a ping."""
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return "thawed"
 
         @mcp.tool()
         async def until_cancelled(marker: str) -> str:

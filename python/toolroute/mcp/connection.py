@@ -46,6 +46,9 @@ STDERR_TAIL_BYTES = 4096
 RELISTEN_DELAY = 1.0
 RELISTEN_TRIES = 5
 RELISTEN_RESET = 30.0  # a stream open at least this long counts as working
+# After a call timed out, a server that does not answer a ping within this is taken for hung
+# as a whole (stopped, deadlocked) and restarted; one that answers was only slow at that call.
+PING_TIMEOUT = 5.0
 
 
 class Connection:
@@ -73,6 +76,8 @@ class Connection:
         self._lock: asyncio.Lock | None = None
         self._stderr: IO[bytes] | None = None
         self._closed = False
+        self._checking: asyncio.Task[None] | None = None  # the ping after a timed-out call
+        self.unresponsive = 0  # restarts because the server answered nothing, not even a ping
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -248,6 +253,8 @@ class Connection:
 
     async def close(self) -> None:
         self._closed = True
+        if self._checking is not None:
+            self._checking.cancel()
         await self.reset()
 
     # ---- errors ------------------------------------------------------------------------
@@ -370,6 +377,8 @@ class Connection:
                     err = ToolExecutionError(f"{message}\nserver stderr (last lines):\n{tail}" if tail else message)
                     err.tool = exposed
                     raise err from None
+                if is_timeout(leaf(exc)):
+                    self._check_alive(session)
                 raise self._request_error(exc, f"the call to {name!r}", exposed, timeout) from None
             if not isinstance(result, types.CallToolResult):
                 raise ToolExecutionError(
@@ -378,6 +387,26 @@ class Connection:
                 )
             return result
         raise AssertionError("unreachable")
+
+    def _check_alive(self, session: ClientSession) -> None:
+        """After a call timed out: a server that answers a ping is only slow at that call (its
+        other calls go on); one that answers nothing is restarted on the next use, in the
+        background (the timed-out caller does not wait for the ping)."""
+        if self._checking is not None and not self._checking.done():
+            return
+        self._checking = asyncio.get_running_loop().create_task(self._ping_or_reset(session))
+
+    async def _ping_or_reset(self, session: ClientSession) -> None:
+        try:
+            with anyio.fail_after(PING_TIMEOUT):
+                await session.send_ping()
+            return
+        except Exception as exc:
+            if is_connection_lost(exc) or is_session_lost(exc) or self._session is not session:
+                return  # gone already: the next use reconnects anyway
+        log.warning("MCP server %r answered no ping after a call timed out: restarting it on the next use", self.key)
+        self.unresponsive += 1
+        await self.reset()
 
     def _request_error(self, exc: BaseException, what: str, tool: str | None, timeout: float) -> ToolError:
         inner = leaf(exc)

@@ -498,6 +498,27 @@ class McpGateway:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
+    def remove_user_server(self, user_id: str, service_id: str) -> None:
+        """Forget one of `user_id`'s own servers (its config changed or it was removed): its
+        connection ends in the background and its tools leave the routing table; the user's
+        other servers stay as they are. Unknown ids are ignored."""
+        validate_user_id(user_id)
+        self._loop.run(self._remove_user_server(user_id, service_id))
+
+    async def _remove_user_server(self, user_id: str, service_id: str) -> None:
+        with self._lock:
+            ids = self._user_ids.get(user_id, [])
+            if service_id not in ids:
+                return
+            ids.remove(service_id)
+            service = self._services.pop(user_service_key(user_id, service_id))
+            for tool in service.tools or ():
+                self._skipped.pop(f"{service.key}/{tool.name}", None)
+            self._sync_scope(user_id)  # withdraws the server's targets and their routes
+        task = asyncio.get_running_loop().create_task(service.connection.close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
         """Call `listener(user_id)` once an upstream server's tools changed (`list_changed`, or a
         restarted server that lists others) and the new names are published: None for a shared

@@ -353,6 +353,14 @@ class UserStore:
             if cur.rowcount == 0:
                 raise StoreError(f"user {user_id!r} has no server {server_id!r}")
 
+    def servers_version(self, user_id: str) -> str:
+        """What a user's stored server configs are now, as a digest of the rows (nothing
+        decrypted): a replica compares it per request to see another replica's change."""
+        rows = self._query(
+            "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
+        )
+        return hashlib.sha256(json.dumps([list(row) for row in rows]).encode()).hexdigest()
+
     def servers(self, user_id: str) -> dict[str, dict[str, Any]]:
         """A user's server configs, secrets included: for the gateway, never for display."""
         return {sid: self.secrets.seal(cfg, "decrypt") for sid, cfg in self._server_rows(user_id)}

@@ -210,7 +210,7 @@ class TenantDoors:
         (a handshake cannot wait for a registry read or an upstream connect)."""
         token = get_access_token()
         user = self.fixed_user if not self.authenticated else (None if token is None else token.subject)
-        door = self.tenancy.fresh_door(user) if user is not None or not self.authenticated else None
+        door = self.tenancy.cached_door(user) if user is not None or not self.authenticated else None
         found: str | None = None if door is None else door.__dict__.get("instructions")
         return found
 

@@ -36,10 +36,10 @@ log = logging.getLogger("toolroute.serve")
 # A user's server configuration, and that user's built-ins' context -> the configuration started.
 Confine = Callable[[Mapping[str, Any], BuiltInToolContext], dict[str, Any]]
 
-# How long a user's door is served without asking the registry again. Bounds how late a change
-# made elsewhere (`toolroute users servers add` on another machine) reaches this replica; changes
-# through this process's own store apply at once. API keys are not cached here at all: the
-# verifier checks each request's key against the registry, so a revocation applies at once.
+# How long the unauthenticated door (no user id) is served without a look at the registry. A
+# user's door asks the registry on every request instead (`Tenancy.door`), so a change made on
+# any replica applies to the next request. API keys are not cached here at all: the verifier
+# checks each request's key against the registry, so a revocation applies at once.
 REGISTRY_TTL = 5.0
 # Users whose door and workspace context stay cached (least recently used go first).
 MAX_CACHED_USERS = 1024
@@ -58,6 +58,7 @@ class _Door:
     servers_fingerprint: str
     read_at: float  # monotonic time of the registry read this door reflects
     generation: int  # the store's generation at that read
+    stored: str | None = None  # the registry's version of the user's servers at that read
 
 
 class Tenancy:
@@ -108,19 +109,22 @@ class Tenancy:
         it (a stdio server confined to the tenant's sandbox); the ids of those handed over."""
         gateway = self.router.gateway
         done = self._registered.setdefault(user_id, {})
+        for sid in list(done):
+            # Removed, changed or no longer startable here: the old connection goes (a changed
+            # one is started again below, as now configured).
+            current = servers.get(sid)
+            if sid not in launch or current is None or json.dumps(current, sort_keys=True) != done[sid]:
+                if gateway is not None:
+                    gateway.remove_user_server(user_id, sid)
+                del done[sid]
         for sid, config in servers.items():
-            text = json.dumps(config, sort_keys=True)
             if sid not in launch:
                 continue  # it cannot be started safely here (logged by `_launchable`)
             if sid not in done:
                 if gateway is None:
                     raise ToolArgumentError("this server has no MCP gateway for users' own servers")
                 gateway.add_user_server(user_id, sid, launch[sid])
-                done[sid] = text
-            elif done[sid] != text:
-                # A changed config needs the old connection replaced; the gateway keeps what it
-                # connected, so a change applies when the replica restarts.
-                pass
+                done[sid] = json.dumps(config, sort_keys=True)
         return [sid for sid in servers if sid in done]
 
     def _launchable(self, user_id: str, servers: dict[str, dict[str, object]]) -> dict[str, dict[str, Any]]:
@@ -153,11 +157,14 @@ class Tenancy:
         return context
 
     def door(self, user_id: str | None) -> ServedTools:
-        """The tools `user_id` sees (None: the unauthenticated, single-tenant door)."""
+        """The tools `user_id` sees (None: the unauthenticated, single-tenant door). With a
+        registry, each call asks it whether the user's servers changed (one indexed read of the
+        stored rows, nothing decrypted): a change made on any replica applies to the next request."""
+        stored = self._stored_version(user_id)
         with self._lock:
             self._seen(user_id)
             door = self._doors.get(user_id)
-            if door is not None and self._fresh(door):
+            if door is not None and (door.stored == stored if stored is not None else self._fresh(door)):
                 self._doors.move_to_end(user_id)
                 return door.served
         generation, read_at = self._generation(), time.monotonic()  # before the read: never newer
@@ -166,7 +173,7 @@ class Tenancy:
         with self._lock:
             door = self._doors.get(user_id)
             if door is not None and door.servers_fingerprint == fingerprint:
-                door.read_at, door.generation = read_at, generation
+                door.read_at, door.generation, door.stored = read_at, generation, stored
                 self._doors.move_to_end(user_id)
                 return door.served
         # Outside the lock: confining a server makes the tenant's workspace (and takes the lock).
@@ -174,7 +181,7 @@ class Tenancy:
         with self._lock:
             own = self._register_servers(user_id, servers, launch) if user_id is not None else []
             served = ServedTools(self.router, self.functions, self.mcp_servers, user_id, user_servers=own)
-            self._doors[user_id] = _Door(served, fingerprint, read_at, generation)
+            self._doors[user_id] = _Door(served, fingerprint, read_at, generation, stored)
             _bound(self._doors)
             return served
 
@@ -229,7 +236,24 @@ class Tenancy:
         try:
             self._seen(user_id)
             door = self._doors.get(user_id)
+            if user_id is not None and self.store is not None:
+                return None  # only the registry says whether it is fresh: `door` asks it
             return door.served if door is not None and self._fresh(door) else None
+        finally:
+            self._lock.release()
+
+    def _stored_version(self, user_id: str | None) -> str | None:
+        if user_id is None or self.store is None:
+            return None
+        return self.store.servers_version(user_id)
+
+    def cached_door(self, user_id: str | None) -> ServedTools | None:
+        """The user's door as last built, fresh or not (never blocks: None if the lock is busy)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            door = self._doors.get(user_id)
+            return None if door is None else door.served
         finally:
             self._lock.release()
 
