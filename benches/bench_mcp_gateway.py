@@ -585,3 +585,40 @@ def test_fanout_toolroute_gateway_async(benchmark: Any, fleet: McpGateway) -> No
         loop.close()
     assert len(results) == FANOUT_CALLS and {r.text for r in results} == {"5"}
     _record(benchmark, "fanout100/gateway-async")
+
+
+CONCURRENT = 8
+
+
+def test_stdio_eight_concurrent_calls_to_one_upstream_interleaved(direct: DirectSessions) -> None:
+    """Issue 43: throughput of 8 concurrent calls to one upstream server (one session, its
+    requests multiplexed), from an asyncio program: the bare SDK session's `call_tool` gathered,
+    against the gateway's `acall_tool` gathered (hopping onto the gateway loop and back), 5
+    batches per side per round, interleaved by benches/_interleave.py. Each side has a server
+    process of its own, started side by side."""
+    from _interleave import compare
+
+    with McpGateway({"one": demo_stdio("one")}) as gateway:
+        exposed = next(t.name for t in gateway.global_tools(["one"]) if t.tool == "add")
+        session = direct.open_stdio("eight")
+
+        async def bare() -> list[str]:
+            out: list[str] = []
+            for _ in range(5):
+                results = await asyncio.gather(*(session.call_tool("add", ARGS) for _ in range(CONCURRENT)))
+                out += [r.content[0].text for r in results]  # type: ignore[union-attr]
+            return out
+
+        async def through_gateway() -> list[str]:
+            out: list[str] = []
+            for _ in range(5):
+                results = await asyncio.gather(*(gateway.acall_tool(exposed, ARGS) for _ in range(CONCURRENT)))
+                out += [r.text for r in results]
+            return out
+
+        compare(
+            "mcp: 8 concurrent calls to one stdio upstream (x5)",
+            ("toolroute gateway acall_tool", lambda: direct.run(through_gateway())),
+            {"bare SDK session": lambda: direct.run(bare())},
+            60,
+        )
