@@ -83,8 +83,9 @@ class HttpServer:
         port: int | None = None,
         extra: tuple[str, ...] = (),
         script: str | None = None,
+        flags: tuple[str, ...] = (),
     ) -> None:
-        self.name, self.sse, self.extra = name, sse, extra
+        self.name, self.sse, self.extra, self.flags = name, sse, extra, flags
         self.port = port or free_port()
         self.script = script  # another server in tests/mcp_servers, run with `--http PORT`
         self.proc: subprocess.Popen[bytes] | None = None
@@ -97,7 +98,14 @@ class HttpServer:
         flag = "--sse" if self.sse else "--http"
         argv = [str(SERVERS / self.script)] if self.script else [DEMO, "--name", self.name]
         self.proc = subprocess.Popen(
-            [sys.executable, *argv, flag, str(self.port), *(a for t in self.extra for a in ("--extra", t))],
+            [
+                sys.executable,
+                *argv,
+                flag,
+                str(self.port),
+                *(a for t in self.extra for a in ("--extra", t)),
+                *self.flags,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -120,8 +128,10 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(name: str = "web", *, sse: bool = False, extra: tuple[str, ...] = ()) -> Iterator[HttpServer]:
-    server = HttpServer(name, sse=sse, extra=extra).start()
+def http_server(
+    name: str = "web", *, sse: bool = False, extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()
+) -> Iterator[HttpServer]:
+    server = HttpServer(name, sse=sse, extra=extra, flags=flags).start()
     try:
         yield server
     finally:

@@ -198,12 +198,14 @@ class TenantDoors:
         return door
 
     async def offered(self, ctx: ServerContext) -> ServedTools:
-        """The caller's door, for its upstream servers' prompts, resources and templates."""
+        """The caller's door, for its upstream servers' prompts, resources and templates; a
+        prompt fetched or a resource read is audited like a call."""
         try:
             user = self._user(ctx)
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
-        return await self._door(user)
+        door = await self._door(user)
+        return door if self.audit is None else _AuditedOffer(door, self.audit, user)  # type: ignore[return-value]
 
     def instructions(self) -> str | None:
         """The connecting user's upstream servers' instructions, once that user's door is built
@@ -229,3 +231,37 @@ def routing_level(tool: Tool) -> str:
     """The audit's routing level of a tool: its kind's name (`builtin`, `user_mcp`, `local_mcp`,
     `function`, `global_mcp`), from the one definition of kinds (the Rust `ToolKind`)."""
     return tool.kind.key
+
+
+class _AuditedOffer:
+    """A user's door whose `prompts/get` and `resources/read` each leave one audit line (level
+    `prompt` or `resource`; the tool field names the prompt or the URI), whatever the outcome."""
+
+    def __init__(self, door: ServedTools, audit: AuditLog, user: str | None) -> None:
+        self._door, self._audit, self._user = door, audit, user
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._door, name)  # the listings pass as they are
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        with self._audited("prompt", name, arguments):
+            return await self._door.get_prompt(name, arguments)
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult:
+        with self._audited("resource", uri, None):
+            return await self._door.read_resource(uri)
+
+    @contextlib.contextmanager
+    def _audited(self, level: str, name: str, arguments: Mapping[str, Any] | None) -> Any:
+        started, outcome = time.monotonic(), "cancelled"
+        try:
+            yield
+            outcome = "ok"
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            self._audit.record(
+                user=self._user, tool=name, started=started, outcome=outcome, result_chars=0,
+                arguments=arguments, level=level,
+            )  # fmt: skip
