@@ -194,7 +194,8 @@ class TenantDoors:
         door = self.tenancy.fresh_door(user)
         if door is None:
             door = await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
-            await run_off_loop(lambda: door.instructions, LOOKUPS)  # read during later handshakes
+            if "instructions" not in door.__dict__:  # a new door: read for later handshakes
+                await run_off_loop(lambda: door.instructions, LOOKUPS)
         return door
 
     async def offered(self, ctx: ServerContext) -> ServedTools:
