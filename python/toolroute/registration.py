@@ -84,6 +84,16 @@ class FunctionTool(LocalTool):
         run = self.spec.call
         return shaped(lambda: run(request), self.spec.shape, self.is_async)
 
+    def bind_text(self, text: str, host: ToolHost) -> Callable[[], Any] | None:
+        # One pass in pydantic-core (parse and validate), the common case of a model's call; any
+        # failure goes the general way, whose messages name the problem for the model.
+        try:
+            request = self.spec.request_model.model_validate_json(text)
+        except ValidationError:
+            return None
+        run = self.spec.call
+        return shaped(lambda: run(request), self.spec.shape, self.is_async)
+
 
 @dataclass(frozen=True)
 class McpToolSpec:

@@ -142,6 +142,13 @@ def result_text(result: Any) -> str:
     surrogate) is left to `json.dumps`, as before."""
     if isinstance(result, str):
         return result
+    kind = type(result)
+    if kind is int and -_INT_FAST < result < _INT_FAST:
+        return str(result)  # the JSON of a plain int, without the walk
+    if kind is bool:
+        return "true" if result else "false"
+    if result is None:
+        return "null"
     plain = _plain(result, 0)
     try:
         return pydantic_core.to_json(plain).decode()
@@ -149,6 +156,7 @@ def result_text(result: Any) -> str:
         return json.dumps(plain, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+_INT_FAST = 1 << 63  # ints this small print the same through str() and JSON, well within Python's digit limit
 _JSON_ABLE = (str, int, float, bool, bytes, bytearray, memoryview, Decimal, Fraction, Mapping)
 _CONTAINERS = (list, tuple, set, frozenset)
 _NUMBER_HOOKS = ("__index__", "__float__", "__int__")

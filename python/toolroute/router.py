@@ -37,6 +37,7 @@ from toolroute.naming import (
 from toolroute.resulttext import result_text
 from toolroute.routes import GatewayRoutes, ToolGateway
 from toolroute.types import (
+    UNBOUND,
     Tool,
     ToolDefinition,
     ToolOutput,
@@ -87,6 +88,12 @@ def parse_arguments(argument: str | Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _shallow(text: str) -> bool:
+    """Whether JSON `text` cannot nest past MAX_ARGUMENT_DEPTH (each level opens a bracket), so
+    a one-pass validation needs no depth walk."""
+    return text.count("{") + text.count("[") <= MAX_ARGUMENT_DEPTH
 
 
 def _check_depth(value: dict[str, Any]) -> None:
@@ -454,9 +461,14 @@ class ToolRouter:
         are the tool's too): `invoke` needs only the text, not a `ToolOutput` around it."""
         if self._closed:
             raise ToolExecutionError("the router is closed", tool=tool.name)
-        args = parse_arguments(argument)
         try:
-            return finish(tool.call(args, self))
+            if type(argument) is str and _shallow(argument):
+                call_text = getattr(tool, "call_text", None)  # tools that validate JSON in one pass
+                if call_text is not None:
+                    result = call_text(argument, self)
+                    if result is not UNBOUND:
+                        return finish(result)
+            return finish(tool.call(parse_arguments(argument), self))
         except BaseException as exc:
             error = _as_tool_error(tool.name, exc)
             if error is exc:

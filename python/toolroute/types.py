@@ -156,6 +156,9 @@ class Tool(Protocol):
         ...
 
 
+UNBOUND: Any = object()  # `call_text`'s "not from text: parse the arguments first"
+
+
 class LocalTool:
     """The run logic shared by tools that execute in this process: `bind` validates the
     arguments and returns a thunk (a coroutine function when `is_async`)."""
@@ -171,6 +174,18 @@ class LocalTool:
 
     def call(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
         thunk = self.bind(arguments, host)
+        return run_coroutine_sync(thunk) if self.is_async else thunk()
+
+    def bind_text(self, text: str, host: ToolHost) -> Callable[[], Any] | None:
+        """`bind` straight from JSON text, when the tool can validate it in one pass; None
+        means "take the general path" (parse, then `bind`), which also words every error."""
+        return None
+
+    def call_text(self, text: str, host: ToolHost) -> Any:
+        """`call` for arguments as JSON text; `UNBOUND` when `bind_text` declined."""
+        thunk = self.bind_text(text, host)
+        if thunk is None:
+            return UNBOUND
         return run_coroutine_sync(thunk) if self.is_async else thunk()
 
     async def acall(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
