@@ -178,6 +178,8 @@ struct Staged {
     file: Option<OwnedFd>,
     /// Its inode (0 when unknown): after an exchange, tells the new file from the old one.
     ino: u64,
+    /// Its descriptor while its fsync is still to come ([`sync_staged`] does them together).
+    unsynced: Option<OwnedFd>,
 }
 
 impl Staged {
@@ -263,6 +265,7 @@ fn stage(
     name: OsString,
     named: bool,
     durability: Durability,
+    defer_sync: bool,
 ) -> Result<Staged, FsError> {
     let shown = target.shown.as_str();
     let io = |action| move |e: Errno| FsError::io(action, shown, e.into());
@@ -288,6 +291,7 @@ fn stage(
         linked: !anonymous,
         file: None,
         ino: fstat(&fd).map_or(0, |st| crate::files::os::file_id(&st).1),
+        unsynced: None,
     };
     let result = (|| {
         write_parts(&fd, parts).map_err(|e| FsError::io("write", shown, e))?;
@@ -302,7 +306,11 @@ fn stage(
             }
         }
         if durability >= Durability::File {
-            rustix::fs::fsync(&fd).map_err(io("fsync"))?;
+            if defer_sync {
+                staged.unsynced = Some(fd.try_clone().map_err(|e| FsError::io("fsync", shown, e))?);
+            } else {
+                rustix::fs::fsync(&fd).map_err(io("fsync"))?;
+            }
         }
         Ok(())
     })();
@@ -526,6 +534,7 @@ fn restore(change: &Change<'_>, created: &[Created], txid: &str, n: usize) -> Re
                 temp_name(txid, n),
                 true,
                 Durability::None,
+                false,
             )?;
             renameat(
                 &s.dir,
@@ -594,6 +603,7 @@ pub fn commit(
                 temp_name(&txid, i),
                 many,
                 durability,
+                many,
             )
             .map(Some),
             Op::Remove => Ok(None),
@@ -605,6 +615,10 @@ pub fn commit(
                 return Err(e.into());
             }
         }
+    }
+    if let Err(e) = sync_staged(&mut staged, &changes) {
+        abandon(&staged, journal);
+        return Err(e.into());
     }
     let swap: Vec<bool> = changes
         .iter()
@@ -661,6 +675,49 @@ pub fn commit(
         j.remove(ws);
     }
     Ok(())
+}
+
+/// Threads that fsync a transaction's staged files together.
+const SYNC_THREADS: usize = 8;
+
+/// fsync every staged file whose sync was deferred, concurrently: fsyncs issued together share
+/// the file system's journal commits (ext4's jbd2 groups them), where one after another each
+/// waits for a commit of its own. All are done before the commit point, as before.
+fn sync_staged(staged: &mut [Option<Staged>], changes: &[Change<'_>]) -> Result<(), FsError> {
+    let fds: Vec<(usize, OwnedFd)> = staged
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, s)| s.as_mut()?.unsynced.take().map(|fd| (i, fd)))
+        .collect();
+    let failed: Option<(usize, io::Error)> = match fds.len() {
+        0 => None,
+        1 => rustix::fs::fsync(&fds[0].1)
+            .err()
+            .map(|e| (fds[0].0, e.into())),
+        n => {
+            let per_thread = n.div_ceil(n.min(SYNC_THREADS));
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = fds
+                    .chunks(per_thread)
+                    .map(|chunk| {
+                        scope.spawn(move || {
+                            chunk
+                                .iter()
+                                .find_map(|(i, fd)| rustix::fs::fsync(fd).err().map(|e| (*i, e)))
+                        })
+                    })
+                    .collect();
+                handles.into_iter().find_map(|h| match h.join() {
+                    Ok(found) => found.map(|(i, e)| (i, io::Error::from(e))),
+                    Err(_) => Some((fds[0].0, io::Error::other("an fsync thread panicked"))),
+                })
+            })
+        }
+    };
+    match failed {
+        Some((i, e)) => Err(FsError::io("fsync", &changes[i].target.shown, e)),
+        None => Ok(()),
+    }
 }
 
 /// Tell the search indexes before the call returns (the watcher would, a moment later).
