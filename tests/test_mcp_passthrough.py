@@ -286,12 +286,14 @@ def test_every_server_through_serve_over_stdio_is_what_it_is_directly(world: dic
 def test_every_server_through_serve_over_http_is_what_it_is_directly(world: dict[str, Any]) -> None:
     with served_http(_serve_args(world["config"], world["servers"])) as server:
 
-        async def seen() -> dict[str, Any]:
-            async with _http_session(server.url) as (session, _):
-                return await _surface(session, world["calls"], world["prompts"])
+        async def seen() -> tuple[dict[str, Any], str | None]:
+            async with _http_session(server.url) as (session, init):
+                return await _surface(session, world["calls"], world["prompts"]), init.instructions
 
-        served = anyio.run(seen)
+        served, instructions = anyio.run(seen)
     _assert_same(world["direct"], served)
+    given = {k: v for k, v in world["instructions"].items() if v}
+    assert instructions == "\n\n".join(f"[{service}]\n{text}" for service, text in given.items())
 
 
 @pytest.mark.parametrize("service", ["excel", "demo"])

@@ -154,6 +154,10 @@ class ServedRequests(Protocol):
         """The instructions for a connecting client, without waiting (read during the handshake)."""
         ...
 
+    async def ready_instructions(self) -> None:
+        """Fetch what `instructions` answers, before serving (off the serving loop)."""
+        ...
+
 
 class FixedDoor:
     """One allowlist for every request: stdio, or HTTP for a single user. When the tools of an

@@ -115,11 +115,12 @@ class _ServedServer(Server[Any]):
     """A server whose `instructions` are those of the upstream servers the caller is served
     (read when a client connects: `initialize`, `server/discover`)."""
 
-    requests: ServedRequests | None = None
+    requests: ServedRequests
 
     @property
     def instructions(self) -> str | None:
-        return None if self.requests is None else self.requests.instructions()
+        requests: ServedRequests | None = self.__dict__.get("requests")  # None while the SDK constructs it
+        return None if requests is None else requests.instructions()
 
     @instructions.setter
     def instructions(self, value: str | None) -> None:
@@ -140,8 +141,7 @@ class _ListChangingServer(_ServedServer):
 async def serve_stdio(served: ServedTools) -> None:
     """Serve over this process's stdin/stdout until the client closes stdin."""
     server = build_server(served)
-    if isinstance(server.requests, FixedDoor):
-        await server.requests.ready_instructions()
+    await server.requests.ready_instructions()
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -250,8 +250,7 @@ async def serve_http(
 
     # A stateless server (with auth) keeps no connection to tell of a change.
     server = build_server(served, list_changes=auth is None)
-    if isinstance(server.requests, FixedDoor):
-        await server.requests.ready_instructions()
+    await server.requests.ready_instructions()
     app = server.streamable_http_app(
         streamable_http_path=path,
         host=host,

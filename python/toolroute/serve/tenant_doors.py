@@ -208,6 +208,12 @@ class TenantDoors:
         door = await self._door(user)
         return door if self.audit is None else _AuditedOffer(door, self.audit, user)  # type: ignore[return-value]
 
+    async def ready_instructions(self) -> None:
+        """Before serving: without authentication there is one door, built now, so the first
+        handshake already carries its upstream servers' instructions."""
+        if not self.authenticated:
+            await self._door(self.fixed_user)
+
     def instructions(self) -> str | None:
         """The connecting user's upstream servers' instructions, once that user's door is built
         (a handshake cannot wait for a registry read or an upstream connect)."""
