@@ -29,7 +29,7 @@ from toolroute.errors import (
     ToolPreconditionError,
 )
 from toolroute.exposure import Exposure
-from toolroute.router import ToolRouter
+from toolroute.router import ToolRouter, parse_arguments
 from toolroute.types import ToolDefinition
 
 Arguments = str | Mapping[str, Any] | None
@@ -219,14 +219,11 @@ def _cancelled() -> bool:
 
 
 def _mapping(arguments: Arguments) -> Mapping[str, Any]:
-    """Arguments as a mapping for an approval rule (text that is not a JSON object: empty)."""
-    if arguments is None or isinstance(arguments, Mapping):
-        return arguments or {}
+    """Arguments as a mapping for an approval rule (ones the router would refuse: empty)."""
     try:
-        parsed = json.loads(arguments)
-    except ValueError:
+        return parse_arguments(arguments)
+    except ToolArgumentError:
         return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def model_text(outcome: CallOutcome) -> str:

@@ -80,17 +80,17 @@ class FunctionTool(LocalTool):
         return None if self.spec.shape is None else self.spec.shape.schema
 
     def bind(self, arguments: Mapping[str, Any], host: ToolHost) -> Callable[[], Any]:
-        request = validate_request(self.spec.name, self.spec.request_model, arguments)
-        run = self.spec.call
-        return shaped(lambda: run(request), self.spec.shape, self.is_async)
+        return self._thunk(validate_request(self.spec.name, self.spec.request_model, arguments))
 
     def bind_text(self, text: str, host: ToolHost) -> Callable[[], Any] | None:
         # One pass in pydantic-core (parse and validate), the common case of a model's call; any
         # failure goes the general way, whose messages name the problem for the model.
         try:
-            request = self.spec.request_model.model_validate_json(text)
+            return self._thunk(self.spec.request_model.model_validate_json(text))
         except ValidationError:
             return None
+
+    def _thunk(self, request: Any) -> Callable[[], Any]:
         run = self.spec.call
         return shaped(lambda: run(request), self.spec.shape, self.is_async)
 

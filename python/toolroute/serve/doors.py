@@ -107,6 +107,16 @@ class ServedTools(ExposedTools):
         it is a plain attribute)."""
         return None if self.offer is None else self.offer.instructions()
 
+    def known_instructions(self) -> str | None:
+        """`instructions` if read already, else None: never blocks (a handshake asks this)."""
+        found: str | None = self.__dict__.get("instructions")
+        return found
+
+    async def read_instructions(self) -> None:
+        """Read `instructions` off the serving loop, once."""
+        if "instructions" not in self.__dict__:
+            await run_off_loop(lambda: self.instructions, LOOKUPS)
+
     async def list_prompts(self) -> list[types.Prompt]:
         return [] if self.offer is None else await self.offer.alist_prompts()
 
@@ -199,12 +209,11 @@ class FixedDoor:
 
     def instructions(self) -> str | None:
         # Read once before serving (`ready_instructions`), so the handshake never waits on it.
-        found: str | None = self.served.__dict__.get("instructions")
-        return found
+        return self.served.known_instructions()
 
     async def ready_instructions(self) -> None:
         """Fetch the upstream servers' instructions off the serving loop, before serving."""
-        await run_off_loop(lambda: self.served.instructions, LOOKUPS)
+        await self.served.read_instructions()
 
 
 def _was_cut(trace: Any) -> bool:

@@ -356,9 +356,7 @@ class UserStore:
     def servers_version(self, user_id: str) -> str:
         """What a user's stored server configs are now, as a digest of the rows (nothing
         decrypted): a replica compares it per request to see another replica's change."""
-        rows = self._query(
-            "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
-        )
+        rows = self._stored_rows(user_id)
         return hashlib.sha256(json.dumps([list(row) for row in rows]).encode()).hexdigest()
 
     def servers(self, user_id: str) -> dict[str, dict[str, Any]]:
@@ -367,10 +365,13 @@ class UserStore:
 
     def _server_rows(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
         """A user's server configs as stored (secrets still encrypted)."""
-        rows = self._query(
+        return [(str(sid), json.loads(cfg)) for sid, cfg in self._stored_rows(user_id)]
+
+    def _stored_rows(self, user_id: str) -> list[tuple[Any, ...]]:
+        """A user's (server id, config text) rows, by server id."""
+        return self._query(
             "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
         )
-        return [(str(sid), json.loads(cfg)) for sid, cfg in rows]
 
     def rotate_secrets(self) -> int:
         """Encrypt every stored secret again under the first key (plain ones, from a registry

@@ -194,8 +194,7 @@ class TenantDoors:
         door = self.tenancy.fresh_door(user)
         if door is None:
             door = await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
-            if "instructions" not in door.__dict__:  # a new door: read for later handshakes
-                await run_off_loop(lambda: door.instructions, LOOKUPS)
+            await door.read_instructions()  # a new door: read for later handshakes
         return door
 
     async def offered(self, ctx: ServerContext) -> ServedTools:
@@ -220,8 +219,7 @@ class TenantDoors:
         token = get_access_token()
         user = self.fixed_user if not self.authenticated else (None if token is None else token.subject)
         door = self.tenancy.cached_door(user) if user is not None or not self.authenticated else None
-        found: str | None = None if door is None else door.__dict__.get("instructions")
-        return found
+        return None if door is None else door.known_instructions()
 
     def _slot(self, user: str | None) -> Any:
         if self.limits is None or user is None:
