@@ -137,3 +137,15 @@ def _status_kib(key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1])
     raise KeyError(key)
+
+
+def sandbox_kinds() -> list[Any]:
+    """The two sandboxes as test parameters, each skipped (with the reason) where it cannot run."""
+    import pytest
+
+    from toolroute.builtins._process.sandbox import bwrap_path, landlock_abi
+
+    return [
+        pytest.param(kind, marks=pytest.mark.skipif(why is not None, reason=f"no {kind} here: {why}"))
+        for kind, why in (("bubblewrap", unavailable(bwrap_path)), ("landlock", unavailable(landlock_abi)))
+    ]

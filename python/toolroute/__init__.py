@@ -1,6 +1,7 @@
 """toolroute: the unified tool router between an LLM agent and the tools it may call."""
 
 from toolroute.builtins import BUILTIN_TOOL_NAMES
+from toolroute.codemode import CodeMode
 from toolroute.context import (
     BuiltInToolContext,
     ToolLimits,
@@ -43,6 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "BuiltInToolContext",
+    "CodeMode",
     "Exposure",
     "PathDeniedError",
     "PathExistsError",

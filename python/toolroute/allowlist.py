@@ -21,6 +21,7 @@ from typing_extensions import Self
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.cancellation import current_cancel_token
+from toolroute.codemode import INNER_CALLS, InnerReply, is_code_tool, not_callable
 from toolroute.errors import (
     PathDeniedError,
     ToolArgumentError,
@@ -204,12 +205,33 @@ class ExposedTools:
         held = not (approved or self._approved) and self.approval_rule is not False
         if held and self.needs_approval(name, arguments):
             return CallOutcome(f"{name} needs a person's approval before it runs", OutcomeKind.APPROVAL_NEEDED)
+        # A code tool's program calls back through this door, unless its host (served mode,
+        # with its audit) already said how; approval is this door's own, never the outer call's.
+        hooked = is_code_tool(tool) and INNER_CALLS.get() is None
+        reset = INNER_CALLS.set(self.inner_call) if hooked else None
         try:
             output = yield Step(self.router.run, self.router.arun, (tool, arguments))
         except ToolError as exc:
             kind = OutcomeKind.CANCELLED if _cancelled() else kind_of(exc)
             return CallOutcome(str(exc), kind, getattr(exc, "trace", None), getattr(exc, "content", None))
+        finally:
+            if reset is not None:
+                INNER_CALLS.reset(reset)
         return CallOutcome(output.text, trace=output.trace, content=output.content)
+
+    def inner_call(self, name: str, arguments: Mapping[str, Any], callable_: bool) -> InnerReply:
+        """One call of a code tool's program, through this door (in the program's call thread)."""
+        return inner_reply(self.inner_outcome(name, arguments, callable_))
+
+    def inner_outcome(self, name: str, arguments: Mapping[str, Any], callable_: bool) -> CallOutcome:
+        if not callable_:
+            return CallOutcome(not_callable(name), OutcomeKind.NOT_FOUND)
+        return self.execute(name, arguments)
+
+
+def inner_reply(outcome: CallOutcome) -> InnerReply:
+    """What a code program receives for an outcome: its text, or its kind and message."""
+    return InnerReply(not outcome.is_error, outcome.text, outcome.kind.value if outcome.is_error else None)
 
 
 def _cancelled() -> bool:

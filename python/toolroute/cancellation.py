@@ -128,3 +128,14 @@ async def run_sync_cancellable(fn: Callable[[], T]) -> T:
         raise
     finally:
         _current.reset(reset)
+
+
+@contextlib.contextmanager
+def using_cancel_token(token: CancelToken) -> Iterator[None]:
+    """Run the block as a call cancelled by `token` (e.g. a code program's inner calls, whose
+    token fires when the program ends or its own call is cancelled)."""
+    reset = _current.set(token)
+    try:
+        yield
+    finally:
+        _current.reset(reset)

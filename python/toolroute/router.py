@@ -20,6 +20,7 @@ import pydantic_core
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.builtins import BuiltinTool, builtin_tools
+from toolroute.codemode import CodeMode, code_tool
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
 from toolroute.errors import (
     ToolArgumentError,
@@ -165,6 +166,7 @@ class ToolRouter:
         gateway: ToolGateway | None = None,
         context: BuiltInToolContext | None = None,
         builtins: Mapping[str, BuiltinTool[Any]] | None = None,
+        code_mode: CodeMode | None = CodeMode(),  # noqa: B008  # frozen, shared safely
     ) -> None:
         self._table = RouteTable()
         self._lock = threading.RLock()
@@ -173,6 +175,8 @@ class ToolRouter:
         self._initialized = False
         self._host = HostTools(self._table, self._lock)
         self._default_context = context
+        # A request that lists `code_mode.name` gets a code tool over the rest of what it lists.
+        self.code_mode = code_mode
         # Attached once the host's own tools are registered (see ensure_initialized), so the
         # naming plan already reserves their names when the gateway's tools are named.
         self._gateway: ToolGateway | None = gateway
@@ -329,7 +333,9 @@ class ToolRouter:
         `user_{userId}_service_{id}` form in `mcp_server_ids` also names)."""
         _check_user(user_id)
         self.ensure_initialized()
-        tools: list[Tool] = [self.local_tool(name) for name in dict.fromkeys(function_list or ())]
+        names = dict.fromkeys(function_list or ())
+        code = self.code_mode if self.code_mode is not None and self.code_mode.name in names else None
+        tools: list[Tool] = [self.local_tool(name) for name in names if code is None or name != code.name]
         local, remote, per_user = [], [], []
         for sid in mcp_server_ids or ():
             user_form = parse_user_service_key(sid, user_id)
@@ -360,6 +366,9 @@ class ToolRouter:
         unique: dict[str, Tool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
+        if code is not None:  # like a built-in, it wins its name; its program calls the others
+            unique.pop(code.name, None)
+            unique[code.name] = code_tool(code, unique.values(), self)
         return Exposure.of(unique.values(), user_id, upstreams)
 
     def get_all_tools(

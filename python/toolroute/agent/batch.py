@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -37,7 +38,8 @@ from toolroute.agent.policy import ApprovalPolicy, Approver, check_approval, saf
 from toolroute.agent.retry import RetryPolicy
 from toolroute.agent.telemetry import ToolTelemetry
 from toolroute.agent.types import AgentToolCall, AgentToolResult
-from toolroute.errors import ToolTimeoutError
+from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, not_callable
+from toolroute.errors import ToolNotFoundError, ToolTimeoutError
 from toolroute.router import ToolRouter
 from toolroute.types import ToolTraits
 
@@ -302,7 +304,8 @@ class ToolCallRunner:
     def _attempt_blocking(self, planned: PlannedCall) -> AgentToolResult:
         started = time.perf_counter()
         try:
-            return self._with_trace(self.executor.execute(planned.call))
+            with inner_calls_through(self._inner_caller(planned.call)):
+                return self._with_trace(self.executor.execute(planned.call))
         except Exception as exc:  # an executor that broke its contract still yields a result
             return error_result(planned.call, exc, time.perf_counter() - started)
 
@@ -311,7 +314,7 @@ class ToolCallRunner:
         timeout = planned.timeout
         started = time.perf_counter()
         result: AgentToolResult | None = None
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(timeout), inner_calls_through(self._inner_caller(call)):
             try:
                 result = self._with_trace(await self.executor.aexecute(call))
             except Exception as exc:
@@ -319,6 +322,26 @@ class ToolCallRunner:
         if result is None:
             return AgentToolResult.failure(call, ToolTimeoutError.__name__, self._timeout_message(planned, timeout))
         return result
+
+    def _inner_caller(self, outer: AgentToolCall) -> InnerCaller:
+        """How a code tool run by this call sends its program's calls: each is a call of this
+        runner's, as if the model had made it (the policy and approver decide it, the sinks and
+        telemetry record it), with the call id `<outer id>.<n>`."""
+        numbers = itertools.count(1)
+
+        def call(name: str, arguments: Mapping[str, Any], callable_: bool) -> InnerReply:
+            inner = AgentToolCall(name=name, arguments=dict(arguments), call_id=f"{outer.call_id}.{next(numbers)}")
+            if callable_:
+                result = self.run([inner])[0]
+            else:  # refused before any policy: recorded as the model's own unknown name would be
+                result = AgentToolResult.failure(inner, ToolNotFoundError.__name__, not_callable(name))
+                self._record_all(inner, result)
+            if not result.is_error:
+                return InnerReply(True, result.output)
+            kind = result.error_type or "ToolError"
+            return InnerReply(False, result.output.removeprefix(f"Error ({kind}): "), kind)
+
+        return call
 
     @staticmethod
     def _timeout_message(planned: PlannedCall, timeout: float | None) -> str:

@@ -307,7 +307,7 @@ def _process(ctx: BuiltInToolContext, request: BashRequest) -> BackgroundProcess
 
 
 @contextlib.contextmanager
-def _tracked(pump: Pump) -> Iterator[None]:
+def tracked(pump: Pump) -> Iterator[None]:
     """While an exec runs, closing the router or cancelling the call (the MCP client went away)
     ends its process group."""
     with process_table().foreground(pump), stop_on_cancel(pump.request_stop):
@@ -329,7 +329,7 @@ def _exec(request: BashRequest, ctx: BuiltInToolContext) -> dict[str, Any]:
             timeout=timeout,
             output_limit=ctx.limits.max_output_chars,
             stdin=stdin,
-            track=_tracked,
+            track=tracked,
         )
     except SpawnError as exc:
         raise ToolExecutionError(str(exc), tool=NAME) from None

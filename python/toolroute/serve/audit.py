@@ -29,6 +29,7 @@ class AuditRecord:
     outcome: str  # "ok", "error", "refused" or "cancelled"
     result_chars: int
     argument_names: tuple[str, ...]
+    caller: str | None = None  # the code tool whose program made this call, if one did
 
 
 class AuditLog:
@@ -52,6 +53,7 @@ class AuditLog:
         arguments: Mapping[str, Any] | None,
         level: str | None = None,
         server: str | None = None,
+        caller: str | None = None,
     ) -> AuditRecord:
         entry = AuditRecord(
             time=time.time(),
@@ -63,6 +65,7 @@ class AuditLog:
             outcome=outcome,
             result_chars=result_chars,
             argument_names=tuple(sorted(arguments or {})),
+            caller=caller,
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry

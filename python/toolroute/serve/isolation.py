@@ -23,6 +23,7 @@ from pathlib import Path
 from toolroute.builtins import builtin_tools
 from toolroute.builtins._process import landlock_exec
 from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, resolve_kind
+from toolroute.codemode import DEFAULT_NAME as CODE_TOOL
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError
 from toolroute.serve.identities import DEFAULT_UIDS, template_base
@@ -99,7 +100,8 @@ def tenant_base_context(
 ) -> BuiltInToolContext:
     """The context every tenant's is made from (its workspace and uid set per user); raises
     ToolArgumentError with a one-line reason when the built-ins asked for cannot be isolated."""
-    builtins = [name for name in functions if name in builtin_tools()]
+    # The code tool runs a program as bash runs a command: it needs what bash needs.
+    builtins = [name for name in functions if name in builtin_tools() or name == CODE_TOOL]
     if not builtins:
         return base
     if workspace_template is None:
@@ -121,11 +123,12 @@ def tenant_base_context(
     context = dataclasses.replace(
         base, sandbox_view="minimal", sandbox_hidden=(*base.sandbox_hidden, *secrets), user_id=None
     )
-    if "bash" not in builtins:
+    commands = [name for name in ("bash", CODE_TOOL) if name in builtins]
+    if not commands:
         return context
     if base.sandbox == "off":
         raise ToolArgumentError(
-            "refusing to serve bash to many users without a sandbox: add --sandbox on "
+            f"refusing to serve {' and '.join(commands)} to many users without a sandbox: add --sandbox on "
             "(bubblewrap, Debian package bubblewrap, or Landlock on Linux 5.13+)"
         )
     if uids is not None:
@@ -140,6 +143,6 @@ def tenant_base_context(
         raise ToolArgumentError(
             f"refusing to serve bash to many users: no sandbox that hides other tenants works here ({exc}); "
             "install bubblewrap (Debian package bubblewrap) or run on a kernel with Landlock (Linux 5.13+), "
-            "or leave bash out of --functions"
+            f"or leave {' and '.join(commands)} out of --functions"
         ) from None
     return dataclasses.replace(context, sandbox=mode)

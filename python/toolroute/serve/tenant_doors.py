@@ -16,6 +16,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST
 
 from toolroute._workers import LOOKUPS, run_off_loop, working_for
+from toolroute.allowlist import CallOutcome, OutcomeKind, inner_reply
+from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_code_tool
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
@@ -178,8 +180,14 @@ class TenantDoors:
             if self.limits is not None:
                 self.limits.check_arguments(arguments)
             context = self.tenancy.context(user)
-            # The user's work takes the user's share of the worker threads (`_workers.py`).
-            with self._slot(user), working_for(user):
+            audited = self.audit is not None and is_code_tool(tool)
+            # The user's work takes the user's share of the worker threads (`_workers.py`); a
+            # code program's calls are audited one by one, as the client's own calls are.
+            with (
+                self._slot(user),
+                working_for(user),
+                inner_calls_through(self._audited(user, door, name)) if audited else contextlib.nullcontext(),
+            ):
                 if context is None:
                     result = await door.call(name, arguments)
                 else:
@@ -188,6 +196,30 @@ class TenantDoors:
         except ToolError as exc:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
+
+    def _audited(self, user: str | None, door: ServedTools, caller: str) -> InnerCaller:
+        """A code program's calls through `door`, each with its audit line naming `caller`."""
+        audit = self.audit
+        assert audit is not None
+
+        def call(name: str, arguments: Mapping[str, Any], callable_: bool) -> InnerReply:
+            started = time.monotonic()
+            outcome = door.inner_outcome(name, arguments, callable_)
+            tool = door.exposure.get(name)
+            audit.record(
+                user=user,
+                tool=name,
+                started=started,
+                outcome=_audit_outcome(outcome),
+                result_chars=len(outcome.text),
+                arguments=arguments,
+                level=None if tool is None else routing_level(tool),
+                server=None if tool is None else getattr(tool, "service_id", None),
+                caller=caller,
+            )
+            return inner_reply(outcome)
+
+        return call
 
     async def _door(self, user: str | None) -> ServedTools:
         # A fresh cached door is served on the loop; reading the registry goes to a thread.
@@ -230,6 +262,13 @@ class TenantDoors:
         # The SDK validates arguments against this before calling; the schema of a name is the
         # same for every user who can see it (user-level names are unique to their user).
         return None
+
+
+def _audit_outcome(outcome: CallOutcome) -> str:
+    if not outcome.is_error:
+        return "ok"
+    refused = (OutcomeKind.NOT_FOUND, OutcomeKind.REFUSED, OutcomeKind.APPROVAL_NEEDED)
+    return "refused" if outcome.kind in refused else "cancelled" if outcome.kind is OutcomeKind.CANCELLED else "error"
 
 
 def routing_level(tool: Tool) -> str:

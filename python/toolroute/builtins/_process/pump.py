@@ -65,6 +65,8 @@ class CommandSpec:
     cwd: Path
     env: Mapping[str, str]
     sandbox: SandboxPlan | None = None  # None: unconfined
+    # Descriptors the command inherits at the same numbers (a code program's tool channel).
+    pass_fds: tuple[int, ...] = ()
 
     @property
     def contained(self) -> bool:
@@ -167,7 +169,7 @@ def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=() if child_fd is None else (child_fd,),
+            pass_fds=(*spec.pass_fds, *(() if child_fd is None else (child_fd,))),
             **identity,
             **isolation(),
         )
