@@ -172,3 +172,21 @@ __all__ = [
     "read_new_output",
     "run_command",
 ]
+
+
+# Who may call a tool under each provider's programmatic tool calling (the `allowed_callers`
+# literals of the SDKs' tool params): the model itself, or code the provider runs.
+OPENAI_CALLERS = frozenset({"direct", "programmatic"})
+ANTHROPIC_CALLERS = frozenset(
+    {"direct", "code_execution_20250825", "code_execution_20260120", "code_execution_20260521"}
+)
+
+
+def checked_callers(callers: Sequence[str] | None, known: frozenset[str]) -> tuple[str, ...] | None:
+    """`allowed_callers` as given, refusing a value the provider does not define."""
+    if callers is None:
+        return None
+    unknown = sorted(set(callers) - known)
+    if unknown or not callers:
+        raise ValueError(f"allowed_callers must be some of {', '.join(sorted(known))}; got {list(callers)}")
+    return tuple(dict.fromkeys(callers))

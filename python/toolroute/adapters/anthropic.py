@@ -26,6 +26,7 @@ import anyio.to_thread
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
+from toolroute.adapters._native import ANTHROPIC_CALLERS, checked_callers
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
 from toolroute.formats import to_anthropic
@@ -78,6 +79,7 @@ class AnthropicTools(ExposedTools):
         native: Iterable[NativeType] = (),
         memory: str | os.PathLike[str] | MemoryTool | None = None,
         max_characters: int | None = None,
+        allowed_callers: Sequence[str] | None = None,
     ) -> None:
         super().__init__(
             router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
@@ -93,6 +95,9 @@ class AnthropicTools(ExposedTools):
             raise ValueError("the native memory tool needs memory= (the folder /memories names), and only it does")
         self.memory = memory if isinstance(memory, MemoryTool) or memory is None else MemoryTool(memory)
         self.max_characters = max_characters
+        # Programmatic tool calling: who may call these tools ("direct", the model, or a code
+        # execution tool version the provider runs); None leaves the provider's default.
+        self.allowed_callers = checked_callers(allowed_callers, ANTHROPIC_CALLERS)
         self.session = BashSession(self)
         self.editor = TextEditor(self, max_characters)
 
@@ -112,6 +117,8 @@ class AnthropicTools(ExposedTools):
             tools.append(editor)
         if "memory" in self.native:
             tools.append({"type": "memory_20250818", "name": "memory"})
+        if self.allowed_callers is not None:
+            tools = [{**tool, "allowed_callers": list(self.allowed_callers)} for tool in tools]
         return tools
 
     def _answer(self, block: Any, approved: Collection[str]) -> Body[ToolResultBlockParam]:

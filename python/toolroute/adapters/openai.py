@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._native import (
+    OPENAI_CALLERS,
     PatchOperation,
     apply_operations,
     argv_command,
     capped,
+    checked_callers,
     local_shell_output,
     run_command,
 )
@@ -120,11 +122,15 @@ class OpenAITools(ExposedTools):
         user_servers: Sequence[str] = (),
         needs_approval: ApprovalRule = False,
         native: Iterable[NativeType] = (),
+        allowed_callers: Sequence[str] | None = None,
     ) -> None:
         super().__init__(
             router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
         )
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
+        # Responses' programmatic tool calling: who may call these tools ("direct", the model;
+        # "programmatic", code the provider runs); None leaves the provider's default.
+        self.allowed_callers = checked_callers(allowed_callers, OPENAI_CALLERS)
         for kind in self.native:
             if kind not in BACKING:
                 raise ValueError(f"unknown native tool type {kind!r}: expected one of {', '.join(BACKING)}")
@@ -159,6 +165,8 @@ class OpenAITools(ExposedTools):
                 tools.append({"type": "custom", "name": "apply_patch", "description": CUSTOM_PATCH_DESCRIPTION})
             else:
                 tools.append({"type": kind})
+        if self.allowed_callers is not None:
+            tools = [{**tool, "allowed_callers": list(self.allowed_callers)} for tool in tools]
         return tools
 
     def _custom(self, name: str) -> bool:
