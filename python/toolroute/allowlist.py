@@ -129,12 +129,14 @@ class ExposedTools:
         *,
         user_servers: Sequence[str] = (),
         needs_approval: ApprovalRule = False,
+        deferred: bool | Collection[str] = (),
     ) -> None:
         self.router = router
         self.user_id = user_id
         self.request = (tuple(functions), tuple(mcp_servers), tuple(user_servers))  # to expose it again
+        self.deferred = deferred if isinstance(deferred, bool) else tuple(deferred)
         self.exposure: Exposure = router.expose(
-            list(functions), list(mcp_servers), user_id, user_servers=list(user_servers)
+            list(functions), list(mcp_servers), user_id, user_servers=list(user_servers), deferred=self.deferred
         )
         self.tool_definitions: list[ToolDefinition] = self.exposure.definitions
         self.definitions: dict[str, dict[str, Any]] = {
@@ -155,7 +157,7 @@ class ExposedTools:
         return list(self.definitions)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.definitions
+        return name in self.exposure  # listed or deferred: callable either way
 
     def meta(self, name: str) -> ToolMeta:
         """`name`'s declared side effects (an exposed name; KeyError otherwise). Made once per
@@ -179,7 +181,7 @@ class ExposedTools:
     def needs_approval(self, name: str, arguments: Arguments = None) -> bool:
         """Whether this call must wait for a person's approval before it runs."""
         rule = self.approval_rule
-        if rule is False or name not in self.definitions:
+        if rule is False or name not in self.exposure:
             return False  # nothing needs approval; or refused anyway, with nothing to approve
         if callable(rule):
             return bool(rule(name, _mapping(arguments)))

@@ -36,11 +36,16 @@ from toolroute.errors import (
     ToolRegistrationError,
     ToolTimeoutError,
 )
+from toolroute.exposure import Exposure
 from toolroute.formats import to_anthropic, to_responses
-from toolroute.router import ToolKind, ToolRouter
-from toolroute.routes import ToolDefinition
 from toolroute.serve.admin import add_users_command
-from toolroute.serve.options import RouterOptions, build_router, default_function_list, split_list
+from toolroute.serve.options import (
+    RouterOptions,
+    build_router,
+    default_function_list,
+    deferred_option,
+    split_list,
+)
 from toolroute.serve.served_mode import add_served_mode_options
 
 EXIT_OK = 0
@@ -156,6 +161,12 @@ def _add_allowlist_options(p: argparse.ArgumentParser, functions_help: str) -> N
         help="ids of MCP services whose tools to include: local @mcp_service names or server ids from "
         "--mcp-config (the config file itself goes to --mcp-config)",
     )
+    g.add_argument(
+        "--defer",
+        metavar="A,X|all",
+        help="tools, local services or MCP servers of the allowlist to leave unlisted: a search_tools tool "
+        "finds them, and they stay callable ('all': every tool but the built-ins; docs/tool_search.md)",
+    )
 
 
 def _mcp_server_ids(args: argparse.Namespace) -> list[str]:
@@ -202,26 +213,22 @@ def _function_list(value: str | None, *, default: Callable[[], list[str]]) -> li
 # ---- tools -------------------------------------------------------------------------------
 
 
-def _kind_label(router: ToolRouter, name: str, user_id: str | None) -> str:
-    hit = router.table.resolve(name, user_id)
-    return ToolKind(hit[0]).key if hit is not None else "?"
-
-
 def _parameters_summary(parameters: dict[str, Any]) -> str:
     required = set(parameters.get("required", ()))
     return ", ".join(f"{p}*" if p in required else p for p in parameters.get("properties", {})) or "-"
 
 
-def _table(router: ToolRouter, tools: Sequence[ToolDefinition], user_id: str | None) -> str:
+def _table(exposure: Exposure) -> str:
     rows = [("NAME", "KIND", "RO", "PARAMETERS (* required)", "DESCRIPTION")]
-    for tool in tools:
+    for tool in exposure.definitions:
         fn = tool["function"]
         description = (fn.get("description") or "").strip().splitlines()
+        listed = exposure.tools[fn["name"]]  # the very tool: request-bound ones (run_code) too
         rows.append(
             (
                 fn["name"],
-                _kind_label(router, fn["name"], user_id),
-                "yes" if router.traits(fn["name"], user_id).read_only else "no",
+                listed.kind.key,
+                "yes" if listed.traits.read_only else "no",
                 _parameters_summary(fn["parameters"]),
                 description[0][:80] if description else "",
             )
@@ -235,10 +242,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
     functions = _function_list(args.functions, default=lambda: [] if args.mcp_servers else default_function_list())
     options = _options(args)
     with build_router(options) as router:
-        tools = router.get_all_tools(functions, _mcp_server_ids(args), args.user_id)
+        exposure = router.expose(functions, _mcp_server_ids(args), args.user_id, deferred=deferred_option(args.defer))
+        tools = exposure.definitions
         note = _confinement_note(options.context()) if any(t["function"]["name"] == "bash" for t in tools) else None
         if args.format == "table":
-            print(_table(router, tools, args.user_id))
+            print(_table(exposure))
             if note:
                 print(f"\n{note}")
             return EXIT_OK
@@ -355,7 +363,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from toolroute.serve.doors import ServedTools
         from toolroute.serve.server import bind_socket, http_url, serve_http, serve_stdio
 
-        served = ServedTools(router, functions, server_ids, args.user_id)
+        served = ServedTools(router, functions, server_ids, args.user_id, deferred=deferred_option(args.defer))
         if not served.names:
             raise CliError("the allowlist is empty: nothing to serve")
 

@@ -24,17 +24,30 @@ class Exposure:
     # The upstream servers the request named, as (service id, user id or None), in order: whose
     # prompts, resources and instructions go with these tools (`McpGateway.offer_of`).
     upstreams: tuple[tuple[str, str | None], ...] = ()
+    # Tools callable but not listed: their definitions wait for a search to find them.
+    deferred: frozenset[str] = frozenset()
 
     @classmethod
     def of(
-        cls, tools: Iterable[Tool], user_id: str | None = None, upstreams: Iterable[tuple[str, str | None]] = ()
+        cls,
+        tools: Iterable[Tool],
+        user_id: str | None = None,
+        upstreams: Iterable[tuple[str, str | None]] = (),
+        deferred: Iterable[str] = (),
     ) -> Exposure:
         by_name: dict[str, Tool] = {}
         for tool in tools:
             held = by_name.setdefault(tool.name, tool)
             if held is not tool:
                 raise ToolRegistrationError(f"two different tools are exposed as {tool.name!r}")
-        return cls(by_name, user_id, [t.definition() for t in by_name.values()], tuple(dict.fromkeys(upstreams)))
+        hidden = frozenset(deferred)
+        listed = [t.definition() for name, t in by_name.items() if name not in hidden]
+        return cls(by_name, user_id, listed, tuple(dict.fromkeys(upstreams)), hidden)
+
+    def deferred_definitions(self) -> list[ToolDefinition]:
+        """The definitions of the deferred tools, in listing order (for providers that take them
+        marked `defer_loading` and search them themselves)."""
+        return [t.definition() for name, t in self.tools.items() if name in self.deferred]
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -37,6 +37,8 @@ from toolroute.naming import (
 )
 from toolroute.resulttext import result_text
 from toolroute.routes import GatewayRoutes, ToolGateway
+from toolroute.toolsearch import DEFAULT_NAME as SEARCH_TOOL
+from toolroute.toolsearch import CatalogueCache, search_tool
 from toolroute.types import (
     UNBOUND,
     Tool,
@@ -153,6 +155,9 @@ def _as_tool_error(name: str, exc: BaseException) -> BaseException:
     if type(exc).__module__ == "pyo3_runtime":
         return ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name)
     return exc
+
+
+CATALOGUES = "toolsearch.catalogues"  # the router's cache of search indexes (`ToolRouter.resource`)
 
 
 class ToolRouter:
@@ -325,12 +330,16 @@ class ToolRouter:
         user_id: str | None = None,
         *,
         user_servers: Sequence[str] = (),
+        deferred: bool | Collection[str] = (),
     ) -> Exposure:
         """What `get_all_tools` lists, as exposed name -> the very tool it was listed for.
         Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools.
 
         `user_servers` names `user_id`'s own servers by their plain ids (what AI4J's
-        `user_{userId}_service_{id}` form in `mcp_server_ids` also names)."""
+        `user_{userId}_service_{id}` form in `mcp_server_ids` also names). `deferred` names
+        tools, local services or MCP servers (True: every tool but the built-ins) whose
+        definitions are left out and found by a search tool listed in their place
+        (docs/tool_search.md); they stay callable, the allowlist is unchanged."""
         _check_user(user_id)
         self.ensure_initialized()
         names = dict.fromkeys(function_list or ())
@@ -347,6 +356,7 @@ class ToolRouter:
                 local.append(sid)
             else:
                 remote.append(sid)
+        namespaces = {name: sid for sid in local for name in self._host.services[sid]}
         tools += self._local_service_tools(local)
         upstreams: list[tuple[str, str | None]] = [(sid, user_id or None) for sid in remote]
         if remote:
@@ -366,10 +376,34 @@ class ToolRouter:
         unique: dict[str, Tool] = {}
         for tool in tools:
             unique.setdefault(tool.name, tool)
+            service = getattr(tool, "service_id", None)
+            if isinstance(service, str):
+                namespaces.setdefault(tool.name, service)
+        hidden = self._deferred(unique, namespaces, deferred, code)
+        if hidden:  # like a built-in, the search tool wins its name
+            catalogue = self.resource(CATALOGUES, CatalogueCache).get([unique[n] for n in hidden], namespaces)
+            unique.pop(SEARCH_TOOL, None)
+            unique[SEARCH_TOOL] = search_tool(catalogue)
         if code is not None:  # like a built-in, it wins its name; its program calls the others
             unique.pop(code.name, None)
-            unique[code.name] = code_tool(code, unique.values(), self)
-        return Exposure.of(unique.values(), user_id, upstreams)
+            unique[code.name] = code_tool(code, unique.values(), self, listed=lambda name: name not in hidden)
+        return Exposure.of(unique.values(), user_id, upstreams, hidden)
+
+    @staticmethod
+    def _deferred(
+        tools: Mapping[str, Tool], namespaces: Mapping[str, str], deferred: bool | Collection[str], code: Any
+    ) -> list[str]:
+        """The names `deferred` leaves out of the listing, in listing order."""
+        if deferred is True:
+            return [n for n, t in tools.items() if t.kind != ToolKind.BUILTIN and (code is None or n != code.name)]
+        if not deferred:
+            return []
+        wanted = set(deferred)
+        hidden = [n for n in tools if n in wanted or namespaces.get(n) in wanted]
+        unknown = wanted - set(hidden) - {namespaces.get(n) for n in hidden}
+        if unknown:
+            raise ToolArgumentError(f"deferred names no tool or server of this request: {', '.join(sorted(unknown))}")
+        return hidden
 
     def get_all_tools(
         self,

@@ -7,6 +7,7 @@ pub mod patch;
 pub mod routing;
 pub mod search;
 pub mod textsafety;
+pub mod toolsearch;
 
 mod py;
 

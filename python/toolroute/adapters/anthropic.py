@@ -31,6 +31,7 @@ from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
 from toolroute.formats import to_anthropic
 from toolroute.router import ToolRouter
+from toolroute.toolsearch import is_search_tool
 
 require("anthropic", "anthropic")
 
@@ -64,6 +65,10 @@ def _result_block(block: Any, outcome: CallOutcome) -> ToolResultBlockParam:
     return result
 
 
+# The API's own tool search tools, by `tool_search` value.
+SEARCH_TOOLS = {"bm25": "tool_search_tool_bm25", "regex": "tool_search_tool_regex"}
+
+
 class AnthropicTools(ExposedTools):
     """An allowlist of router tools in Anthropic's shapes, native tools included."""
 
@@ -80,10 +85,23 @@ class AnthropicTools(ExposedTools):
         memory: str | os.PathLike[str] | MemoryTool | None = None,
         max_characters: int | None = None,
         allowed_callers: Sequence[str] | None = None,
+        deferred: bool | Collection[str] = (),
+        tool_search: Literal["client", "bm25", "regex"] = "client",
     ) -> None:
         super().__init__(
-            router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
+            router,
+            functions,
+            mcp_servers,
+            user_id,
+            user_servers=user_servers,
+            needs_approval=needs_approval,
+            deferred=deferred,
         )
+        if tool_search not in SEARCH_TOOLS and tool_search != "client":
+            raise ValueError(f"tool_search must be client, bm25 or regex, not {tool_search!r}")
+        # Deferred tools go to Claude marked `defer_loading`; a search finds them: toolroute's
+        # own (`client`: its results are `tool_reference` blocks) or the API's (bm25, regex).
+        self.tool_search = tool_search
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         for kind in self.native:
             if kind not in BACKING:
@@ -104,10 +122,18 @@ class AnthropicTools(ExposedTools):
     def anthropic_tools(self) -> list[ToolParam]:
         """`tools=` for `messages.create`: function tools `{name, description, input_schema}`
         (the `bash` function gives way to the native bash), then the native tools asked for."""
+        provider_search = self.exposure.deferred and self.tool_search != "client"
         functions = [
-            d for d in self.tool_definitions if not (d["function"]["name"] == "bash" and "bash" in self.native)
+            d
+            for d in self.tool_definitions
+            if not (d["function"]["name"] == "bash" and "bash" in self.native)
+            and not (provider_search and is_search_tool(self.exposure.tools.get(d["function"]["name"])))
         ]
         tools: list[Any] = to_anthropic(functions)
+        tools += [{**tool, "defer_loading": True} for tool in to_anthropic(self.exposure.deferred_definitions())]
+        if provider_search:
+            kind = SEARCH_TOOLS[self.tool_search]
+            tools.append({"type": f"{kind}_20251119", "name": kind})
         if "bash" in self.native:
             tools.append({"type": "bash_20250124", "name": "bash"})
         if "text_editor" in self.native:
@@ -134,6 +160,8 @@ class AnthropicTools(ExposedTools):
             native = _memory(memory, arguments)
         if native is None:
             outcome: CallOutcome = yield Step(door.execute, door.aexecute, (name, arguments))
+            if not outcome.is_error and is_search_tool(self.exposure.tools.get(name)):
+                return _references(block, outcome)
             return _result_block(block, outcome)
         try:
             text = yield from native
@@ -179,6 +207,16 @@ class AnthropicTools(ExposedTools):
 
     async def aclose(self) -> None:
         await run_async(self.session.stop())
+
+
+def _references(block: Any, outcome: CallOutcome) -> ToolResultBlockParam:
+    """toolroute's search answered for Claude: one `tool_reference` block per tool found (the
+    API then loads their deferred definitions), or the text when nothing was found."""
+    found = outcome.trace.get("found") if isinstance(outcome.trace, dict) else None
+    if not found:
+        return _result_block(block, outcome)
+    references: list[Any] = [{"type": "tool_reference", "tool_name": name} for name in found]
+    return {"type": "tool_result", "tool_use_id": block.id, "content": references}
 
 
 def _native_kind(name: str) -> str:

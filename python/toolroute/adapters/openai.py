@@ -37,6 +37,7 @@ from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind, model_text
 from toolroute.formats import to_responses
 from toolroute.router import ToolRouter
+from toolroute.toolsearch import is_search_tool
 
 require("openai", "openai")
 
@@ -123,10 +124,24 @@ class OpenAITools(ExposedTools):
         needs_approval: ApprovalRule = False,
         native: Iterable[NativeType] = (),
         allowed_callers: Sequence[str] | None = None,
+        deferred: bool | Collection[str] = (),
+        tool_search: Literal["server", "client"] = "server",
     ) -> None:
         super().__init__(
-            router, functions, mcp_servers, user_id, user_servers=user_servers, needs_approval=needs_approval
+            router,
+            functions,
+            mcp_servers,
+            user_id,
+            user_servers=user_servers,
+            needs_approval=needs_approval,
+            deferred=deferred,
         )
+        if tool_search not in ("server", "client"):
+            raise ValueError(f"tool_search must be server or client, not {tool_search!r}")
+        # Responses: deferred functions go marked `defer_loading` beside the hosted `tool_search`
+        # (server), or stay out behind toolroute's search_tools function (client, and Chat
+        # Completions always).
+        self.tool_search = tool_search
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         # Responses' programmatic tool calling: who may call these tools ("direct", the model;
         # "programmatic", code the provider runs); None leaves the provider's default.
@@ -158,8 +173,14 @@ class OpenAITools(ExposedTools):
         mode takes as they are, see `toolroute.formats.strict_eligible`), then the native types
         asked for, each in place of its built-in's function."""
         replaced = {BACKING[kind] for kind in self.native}
+        hosted_search = bool(self.exposure.deferred) and self.tool_search == "server"
+        if hosted_search:
+            replaced |= {n for n, t in self.exposure.tools.items() if is_search_tool(t)}
         functions = [d for d in self.tool_definitions if d["function"]["name"] not in replaced]
         tools: list[Any] = to_responses(functions)
+        if hosted_search:
+            tools += [{**t, "defer_loading": True} for t in to_responses(self.exposure.deferred_definitions())]
+            tools.append({"type": "tool_search"})
         for kind in self.native:
             if kind == "custom_apply_patch":
                 tools.append({"type": "custom", "name": "apply_patch", "description": CUSTOM_PATCH_DESCRIPTION})

@@ -14,7 +14,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -88,11 +88,15 @@ ABOUT = (
 )
 
 
-def describe(catalogue: Iterable[Entry], budget: int) -> str:
+def describe(catalogue: Iterable[Entry], budget: int, listed: Callable[[str], bool] | None = None) -> str:
     lines: list[str] = []
     names: list[str] = []
+    unlisted = 0
     used = len(ABOUT)
     for entry in catalogue:
+        if listed is not None and not listed(entry.tool.name):
+            unlisted += 1
+            continue
         line = f"{entry.signature}  # {entry.summary}" if entry.summary else entry.signature
         if used + len(line) + 1 <= budget and not names:
             lines.append(line)
@@ -102,15 +106,20 @@ def describe(catalogue: Iterable[Entry], budget: int) -> str:
     text = ABOUT + "\n\nTools:\n" + "\n".join(lines)
     if names:
         text += f"\nAlso callable ({len(names)} more; help(tools.NAME) for parameters): " + ", ".join(names)
+    if unlisted:
+        text += f"\n{unlisted} more tools are callable: find them with search_tools, then call them by name."
     return text
 
 
-def code_tool(mode: CodeMode, tools: Iterable[Tool], runner: RunsTools) -> BuiltinTool[RunCodeRequest]:
-    """The code tool of one request: `tools` are what its program may call."""
+def code_tool(
+    mode: CodeMode, tools: Iterable[Tool], runner: RunsTools, listed: Callable[[str], bool] | None = None
+) -> BuiltinTool[RunCodeRequest]:
+    """The code tool of one request: `tools` are what its program may call; its description
+    shows those `listed` admits (the rest are deferred: a search finds them)."""
     catalogue = entries(t for t in tools if t.name != mode.name)
     return BuiltinTool(
         name=mode.name,
-        description=describe(catalogue, mode.description_chars),
+        description=describe(catalogue, mode.description_chars, listed),
         request_model=RunCodeRequest,
         handler=partial(run_program, mode=mode, catalogue=catalogue, runner=runner),
         read_only=False,

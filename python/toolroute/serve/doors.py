@@ -61,7 +61,9 @@ class ServedTools(ExposedTools):
     def renewed(self) -> ServedTools:
         """The same request exposed again, now (after the tools behind it changed)."""
         functions, mcp_servers, user_servers = self.request
-        return type(self)(self.router, functions, mcp_servers, self.user_id, user_servers=user_servers)
+        return type(self)(
+            self.router, functions, mcp_servers, self.user_id, user_servers=user_servers, deferred=self.deferred
+        )
 
     def mcp_tools(self) -> list[types.Tool]:
         """The `tools/list` answer, built once: this allowlist is fixed (a change upstream makes a
@@ -75,6 +77,8 @@ class ServedTools(ExposedTools):
             schema: Mapping[str, Any] = wire["inputSchema"]
             return schema
         fn = self.definitions.get(name)
+        if fn is None and tool is not None:  # deferred: callable, though not listed
+            fn = tool.definition()["function"]
         return None if fn is None else fn["parameters"]
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:

@@ -76,6 +76,11 @@ def split_list(value: str | None) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def deferred_option(value: str | None) -> bool | list[str]:
+    """`--defer`: `all` (every tool but the built-ins) or a comma-separated list."""
+    return True if value == "all" else split_list(value)
+
+
 def default_function_list() -> list[str]:
     """The built-in tools available in this installation, in the spec's order."""
     return list(builtin_tools())

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from toolroute.errors import ToolArgumentError
 from toolroute.serve.limits import MAX_TENANT_PROCESSES, LimitBook, UserLimits, cap_tenant_processes
+from toolroute.serve.options import deferred_option
 
 if TYPE_CHECKING:
     from toolroute.context import BuiltInToolContext
@@ -266,6 +267,7 @@ def build_served_mode(
         base_context=base_context,
         tenant_uids=uids,
         confine=confine,
+        deferred=deferred_option(getattr(args, "defer", None)),
     )
     limits = _limits(args)
     # No user holds more of the shared worker threads than its calls may be at once; work a

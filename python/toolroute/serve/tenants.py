@@ -76,11 +76,13 @@ class Tenancy:
         registry_ttl: float = REGISTRY_TTL,
         tenant_uids: range | None = None,
         confine: Confine | None = None,
+        deferred: bool | Sequence[str] = (),
     ) -> None:
         self.workspaces = None if workspace_template is None else Workspaces(workspace_template, tenant_uids)
         self.router = router
         self.functions = list(functions)
         self.mcp_servers = list(mcp_servers)
+        self.deferred = deferred  # left out of every user's listing, behind search_tools
         self.store = store
         self.workspace_template = workspace_template
         self.base_context = base_context
@@ -180,7 +182,9 @@ class Tenancy:
         launch = self._launchable(user_id, servers) if user_id is not None else {}
         with self._lock:
             own = self._register_servers(user_id, servers, launch) if user_id is not None else []
-            served = ServedTools(self.router, self.functions, self.mcp_servers, user_id, user_servers=own)
+            served = ServedTools(
+                self.router, self.functions, self.mcp_servers, user_id, user_servers=own, deferred=self.deferred
+            )
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation, stored)
             _bound(self._doors)
             return served

@@ -6,6 +6,7 @@ mod naming;
 mod routing;
 mod search;
 mod textsafety;
+mod toolsearch;
 
 use pyo3::prelude::*;
 
@@ -15,6 +16,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     files::register(m)?;
     search::register(m)?;
     textsafety::register(m)?;
+    toolsearch::register(m)?;
     errors::register_test_hooks(m)?;
     // Built without the Linux-only interfaces (another OS, or the `portable` feature): the
     // Python side then takes its portable paths too, so one switch tests what a Mac runs.

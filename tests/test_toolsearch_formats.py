@@ -1,0 +1,103 @@
+"""Deferred tools in the providers' and MCP's shapes: Anthropic (`defer_loading`, toolroute's
+search answering with `tool_reference` blocks, or the API's own BM25 / regex search tool),
+OpenAI Responses (`defer_loading` beside the hosted `tool_search`, or the plain function), each
+validated against the providers' SDK types; and a served MCP server listing the search tool in
+place of the deferred tools, which stay callable through it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from _serve_helpers import make_router
+from anthropic.types import Message, ToolUnionParam
+from mcp import Client
+from openai.types.responses import ToolParam as ResponsesToolParam
+from pydantic import TypeAdapter
+
+from toolroute import ToolRouter
+from toolroute.adapters.anthropic import AnthropicTools
+from toolroute.adapters.openai import OpenAITools
+from toolroute.serve import ServedTools, build_server
+
+
+@pytest.fixture
+def router(tmp_path: Path) -> Iterator[ToolRouter]:
+    with make_router(tmp_path) as r:
+        yield r
+
+
+def claude_calls(name: str, arguments: dict) -> Message:
+    return Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": [{"type": "tool_use", "id": "tu_1", "name": name, "input": arguments}],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+
+
+def test_anthropic_deferred_tools_and_tool_references(router: ToolRouter) -> None:
+    tools = AnthropicTools(router, ["echo", "add"], ["notes"], deferred=["notes", "add"])
+    shaped = tools.anthropic_tools()
+    for tool in shaped:
+        TypeAdapter(ToolUnionParam).validate_python(tool)
+    assert [(t["name"], t.get("defer_loading", False)) for t in shaped] == [
+        ("echo", False),
+        ("search_tools", False),
+        ("add", True),
+        ("notes_shout", True),
+    ]
+    [result] = tools.tool_results(claude_calls("search_tools", {"query": "shout text in capitals"}))
+    assert result["content"][0] == {"type": "tool_reference", "tool_name": "notes_shout"}  # type: ignore[index]
+    [missing] = tools.tool_results(claude_calls("search_tools", {"query": "zzzz qqqq"}))
+    assert "no tool matched" in str(missing["content"])
+    [called] = tools.tool_results(claude_calls("notes_shout", {"text": "hi"}))
+    assert called["content"] == "HI"
+
+
+@pytest.mark.parametrize(("mode", "tool"), [("bm25", "tool_search_tool_bm25"), ("regex", "tool_search_tool_regex")])
+def test_anthropic_can_leave_the_search_to_the_api(router: ToolRouter, mode: str, tool: str) -> None:
+    shaped = AnthropicTools(router, ["echo", "add"], deferred=["add"], tool_search=mode).anthropic_tools()  # type: ignore[arg-type]
+    for t in shaped:
+        TypeAdapter(ToolUnionParam).validate_python(t)
+    assert [t["name"] for t in shaped] == ["echo", "add", tool]
+    assert shaped[-1]["type"] == f"{tool}_20251119"
+
+
+def test_openai_responses_hosted_tool_search_or_the_plain_function(router: ToolRouter) -> None:
+    hosted = OpenAITools(router, ["echo", "add"], ["notes"], deferred=["notes"]).responses_tools()
+    for tool in hosted:
+        TypeAdapter(ResponsesToolParam).validate_python(tool)
+    assert [(t.get("name", t["type"]), t.get("defer_loading", False)) for t in hosted] == [
+        ("echo", False),
+        ("add", False),
+        ("notes_shout", True),
+        ("tool_search", False),
+    ]
+    client = OpenAITools(router, ["echo", "add"], ["notes"], deferred=["notes"], tool_search="client")
+    assert [t["name"] for t in client.responses_tools()] == ["echo", "add", "search_tools"]  # type: ignore[typeddict-item]
+    assert [t["function"]["name"] for t in client.chat_tools()] == ["echo", "add", "search_tools"]  # type: ignore[typeddict-item]
+
+
+async def _served(served: ServedTools) -> tuple[list[str], str, str]:
+    async with Client(build_server(served)) as client:
+        listed = [t.name for t in (await client.list_tools()).tools]
+        found = await client.call_tool("search_tools", {"query": "upper case text"})
+        shout = await client.call_tool("notes_shout", {"text": "x"})
+        return listed, found.content[0].text, shout.content[0].text  # type: ignore[union-attr]
+
+
+def test_served_mcp_lists_the_search_tool_and_serves_what_it_finds(router: ToolRouter) -> None:
+    listed, found, shout = anyio.run(_served, ServedTools(router, ["echo"], ["notes"], deferred=["notes"]))
+    assert listed == ["echo", "search_tools"]
+    assert [t["name"] for t in json.loads(found)["tools"]] == ["notes_shout"]
+    assert shout == "X"
