@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types
 import pytest
-from _serve_helpers import make_router
+from _serve_helpers import TOOLS_MODULE, http_server, make_router, tool_env, toolroute_exe
 from anthropic.types import Message, ToolUnionParam
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from openai.types.responses import ToolParam as ResponsesToolParam
 from pydantic import TypeAdapter
 
@@ -101,3 +103,38 @@ def test_served_mcp_lists_the_search_tool_and_serves_what_it_finds(router: ToolR
     assert listed == ["echo", "search_tools"]
     assert [t["name"] for t in json.loads(found)["tools"]] == ["notes_shout"]
     assert shout == "X"
+
+
+async def _search_then_list(target: object, search: bool) -> dict[str, Any]:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changed.set()
+
+    async with Client(target, mode="legacy", message_handler=on_message) as client:  # type: ignore[arg-type]
+        before = [t.name for t in (await client.list_tools()).tools]
+        if search:
+            found = await client.call_tool("search_tools", {"query": "upper case text"})
+            assert not found.is_error
+            with anyio.fail_after(15):
+                await changed.wait()
+        after = [t.name for t in (await client.list_tools()).tools]
+        shout = await client.call_tool("notes_shout", {"text": "x"})
+        return {"before": before, "after": after, "shout": shout.content[0].text}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_served_connection_lists_what_its_searches_found_and_only_it(transport: str) -> None:
+    args = ["--modules", TOOLS_MODULE, "--functions", "echo", "--mcp-servers", "notes", "--defer", "notes"]
+    if transport == "stdio":
+        target = StdioServerParameters(command=toolroute_exe(), args=["serve", *args], env=tool_env())
+        searched = anyio.run(_search_then_list, target, True)
+    else:
+        with http_server(args) as url:
+            searched = anyio.run(_search_then_list, url, True)
+            other = anyio.run(_search_then_list, url, False)
+        assert other["after"] == ["echo", "search_tools"]  # another client's listing did not grow
+    assert searched["before"] == ["echo", "search_tools"]
+    assert searched["after"] == ["echo", "search_tools", "notes_shout"]
+    assert searched["shout"] == "X"

@@ -8,6 +8,8 @@ request in `tenant_doors.py`.
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Protocol
@@ -19,7 +21,8 @@ from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.mcp.gateway import McpGateway
 from toolroute.mcp.offer import UpstreamOffer
-from toolroute.serve.list_changes import ListWatchers, subscribe
+from toolroute.serve.list_changes import ListWatchers, connection_of, subscribe
+from toolroute.toolsearch import is_search_tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
 
@@ -32,31 +35,50 @@ class ServedTools(ExposedTools):
 
     @cached_property
     def _listing(self) -> list[types.Tool]:
-        tools = []
-        for name, fn in self.definitions.items():
-            tool = self.exposure.tools[name]
-            wire = getattr(tool, "wire", None)
-            if wire is not None:
-                # An upstream tool passes as its server declared it (input schema with its title
-                # and $defs, output schema, annotations only if declared, title, icons, _meta);
-                # only its name is the one this server exposes it under.
-                tools.append(types.Tool.model_validate({**wire, "name": name}))
-                continue
-            traits = tool.traits
-            tools.append(
-                types.Tool(
-                    name=name,
-                    title=getattr(tool, "title", None),
-                    description=fn.get("description") or None,
-                    input_schema=fn["parameters"],
-                    output_schema=getattr(tool, "output_schema", None),
-                    # toolroute's own tools declare what their traits say.
-                    annotations=types.ToolAnnotations(
-                        read_only_hint=traits.read_only, idempotent_hint=traits.idempotent
-                    ),
-                )
-            )
-        return tools
+        return [self._listed(name, fn) for name, fn in self.definitions.items()]
+
+    def _listed(self, name: str, fn: Mapping[str, Any]) -> types.Tool:
+        tool = self.exposure.tools[name]
+        wire = getattr(tool, "wire", None)
+        if wire is not None:
+            # An upstream tool passes as its server declared it (input schema with its title
+            # and $defs, output schema, annotations only if declared, title, icons, _meta);
+            # only its name is the one this server exposes it under.
+            return types.Tool.model_validate({**wire, "name": name})
+        traits = tool.traits
+        return types.Tool(
+            name=name,
+            title=getattr(tool, "title", None),
+            description=fn.get("description") or None,
+            input_schema=fn["parameters"],
+            output_schema=getattr(tool, "output_schema", None),
+            # toolroute's own tools declare what their traits say.
+            annotations=types.ToolAnnotations(read_only_hint=traits.read_only, idempotent_hint=traits.idempotent),
+        )
+
+    @cached_property
+    def _found(self) -> weakref.WeakKeyDictionary[Any, dict[str, types.Tool]]:
+        """Deferred tools each client connection's searches found, in the order found."""
+        return weakref.WeakKeyDictionary()
+
+    def mcp_tools_for(self, connection: Any) -> list[types.Tool]:
+        """The `tools/list` answer for one connection: the listing, then what its searches found
+        (a client that only lets its model call listed tools can then call them)."""
+        found = self._found.get(connection) if connection is not None else None
+        return self.mcp_tools() + list(found.values()) if found else self.mcp_tools()
+
+    def note_found(self, connection: Any, name: str, trace: Any) -> bool:
+        """After a call of `name`: when it was a search, add what it found to `connection`'s
+        listing. True when the listing grew (the client is then told to list again)."""
+        if connection is None or not is_search_tool(self.exposure.tools.get(name)) or not isinstance(trace, dict):
+            return False
+        found = self._found.setdefault(connection, {})
+        grew = False
+        for tool_name in trace.get("found") or ():
+            if tool_name in self.exposure.deferred and tool_name not in found:
+                found[tool_name] = self._listed(tool_name, self.exposure.tools[tool_name].definition()["function"])
+                grew = True
+        return grew
 
     def renewed(self) -> ServedTools:
         """The same request exposed again, now (after the tools behind it changed)."""
@@ -81,8 +103,15 @@ class ServedTools(ExposedTools):
             fn = tool.definition()["function"]
         return None if fn is None else fn["parameters"]
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None, connection: Any = None
+    ) -> types.CallToolResult:
+        """One call; `connection` (the client's) gains the tools a search found in its listing,
+        and is told so."""
         outcome = await self.aexecute(name, dict(arguments or {}))
+        if not outcome.is_error and self.note_found(connection, name, outcome.trace):
+            with contextlib.suppress(Exception):  # a connection that closed meanwhile
+                await connection.send_tool_list_changed()
         # An upstream error's structured content passes with its blocks; toolroute's own errors have none.
         shape = outcome.structured if not outcome.is_error or outcome.content is not None else None
         if shape is None and not outcome.is_error and self._typed(name):
@@ -198,12 +227,12 @@ class FixedDoor:
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]:
         served = await self._current()
         self.watchers.seen(None, ctx)
-        return served.mcp_tools()
+        return served.mcp_tools_for(connection_of(ctx))
 
     async def call_tool(
         self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
     ) -> types.CallToolResult:
-        return await (await self._current()).call(name, arguments)
+        return await (await self._current()).call(name, arguments, connection_of(ctx))
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)

@@ -31,6 +31,15 @@ def subscribe(router: Any, listener: Callable[[str | None], None]) -> None:
         gateway.on_tools_changed(listener)
 
 
+def connection_of(ctx: Any) -> Any:
+    """The client connection behind request `ctx`, if it can be told things later. The request's
+    `ServerSession` lives for that request only; the per-client `Connection` behind it (which the
+    SDK's own `Context.connection` hands out, and the low-level context has no public name for in
+    mcp 2.3) lives as long as the client."""
+    connection = getattr(getattr(ctx, "session", None), "_connection", None)
+    return connection if connection is not None and hasattr(connection, "send_tool_list_changed") else None
+
+
 class ListWatchers:
     """The client connections that listed tools, by user (None: the one user of a fixed door)."""
 
@@ -42,11 +51,9 @@ class ListWatchers:
 
     def seen(self, user: str | None, ctx: Any) -> None:
         """Remember the connection of request `ctx` as `user`'s (on the serving loop, from a
-        `tools/list`). The request's `ServerSession` lives for that request only; the per-client
-        `Connection` behind it (which the SDK's own `Context.connection` hands out, and the
-        low-level context has no public name for in mcp 2.3) lives as long as the client."""
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is None or not hasattr(connection, "send_tool_list_changed"):
+        `tools/list`)."""
+        connection = connection_of(ctx)
+        if connection is None:
             return
         with self._lock:
             self._loop = asyncio.get_running_loop()

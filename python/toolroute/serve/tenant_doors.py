@@ -21,7 +21,7 @@ from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.serve.doors import ServedTools, ServerContext
-from toolroute.serve.list_changes import EVERYONE, ListWatchers, subscribe
+from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class TenantDoors:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         door = await self._door(user)
         self.watchers.seen(user, ctx)
-        return door.mcp_tools()
+        return door.mcp_tools_for(connection_of(ctx))
 
     async def call_tool(
         self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
@@ -136,7 +136,7 @@ class TenantDoors:
                 user = request_user(ctx)
                 result, outcome = _error(str(exc)), "refused"
                 return result
-            result, outcome, tool = await self._call(user, name, arguments)
+            result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx))
             return result
         except Exception:
             outcome = "error"
@@ -169,7 +169,7 @@ class TenantDoors:
         )
 
     async def _call(
-        self, user: str | None, name: str, arguments: Mapping[str, Any] | None
+        self, user: str | None, name: str, arguments: Mapping[str, Any] | None, connection: Any = None
     ) -> tuple[types.CallToolResult, str, Tool | None]:
         """The result, the audit outcome, and the tool that ran (None when refused)."""
         door = await self._door(user)
@@ -189,10 +189,10 @@ class TenantDoors:
                 inner_calls_through(self._audited(user, door, name)) if audited else contextlib.nullcontext(),
             ):
                 if context is None:
-                    result = await door.call(name, arguments)
+                    result = await door.call(name, arguments, connection)
                 else:
                     with builtin_tool_context(context):
-                        result = await door.call(name, arguments)
+                        result = await door.call(name, arguments, connection)
         except ToolError as exc:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
