@@ -180,3 +180,28 @@ print(open("/etc/hostname").read() != "")
         ("run_code", "ok", None),
     ]
     assert {r["user"] for r in records} == {"alice"}
+
+
+def test_a_served_programs_calls_count_against_its_users_limits(deployed: Path) -> None:
+    store_url = f"sqlite:///{deployed / 'users.db'}"
+    with UserStore(store_url) as store:
+        store.add_user("alice")
+        key = store.add_key("alice")
+    args = [
+        *("--modules", TOOLS_MODULE, "--functions", "echo,run_code", "--api-keys", "--store", store_url),
+        *("--workspace-template", str(deployed / "ws" / "{user}"), "--sandbox", "on"),
+        *("--calls-per-minute", "3", "--max-argument-bytes", "1000"),
+    ]
+    program = """
+import tools
+for text in ["a", "x" * 1500, "b", "c", "d"]:
+    try:
+        print(tools.echo(text=text)[:3])
+    except tools.ToolError as e:
+        print(e.kind, "last minute" in e.message or "bytes" in e.message)
+"""
+    with http_server(args) as url:
+        _, result = anyio.run(_call, url, key, "run_code", {"code": program})
+    # run_code itself is the first of three calls a minute; the oversized one is refused and
+    # not counted, so "b" is the third; "c" and "d" are over the limit
+    assert result.content[0].text.splitlines() == ["a", "refused True", "b", "refused True", "refused True"]

@@ -20,7 +20,7 @@ BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
 # Python blocks by their first line: run (with `router` already made where the block uses one
 # made earlier), or only checked (provider clients over the network, a server that runs forever).
-RUN = ("from pydantic import BaseModel", "from toolroute.agent import", "# servers.json:")
+RUN = ("from pydantic import BaseModel", "from toolroute.agent import", "# servers.json:", "# code mode:")
 CHECK = (
     "from toolroute.serve import",
     "from openai import",

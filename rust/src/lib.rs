@@ -1,6 +1,8 @@
 //! toolroute's Rust core. Plain Rust modules hold the logic (each with its own `cargo test`s);
 //! `py` is the thin PyO3 layer that exposes them as `toolroute._core`.
 
+pub mod digest;
+pub mod edits;
 pub mod files;
 pub mod naming;
 pub mod patch;

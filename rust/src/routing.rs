@@ -13,32 +13,18 @@
 //!
 //! Generic over the target so the logic is tested here without Python.
 
-use pyo3::pyclass;
 use rustc_hash::FxHashMap;
 
 use crate::naming::{encode_user_tool, has_user_form, with_hash_suffix, UserIdError};
 
-/// What executes a tool; also its level in the precedence order.
-#[pyclass(
-    eq,
-    eq_int,
-    hash,
-    frozen,
-    from_py_object,
-    module = "toolroute._core",
-    name = "ToolKind"
-)]
+/// What executes a tool; also its level in the precedence order. (Python's `ToolKind` mirrors
+/// it in the binding layer, the only one that speaks PyO3.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
-    #[pyo3(name = "BUILTIN")]
     Builtin = 0,
-    #[pyo3(name = "USER_MCP")]
     UserMcp = 1,
-    #[pyo3(name = "LOCAL_MCP")]
     LocalMcp = 2,
-    #[pyo3(name = "FUNCTION")]
     Function = 3,
-    #[pyo3(name = "GLOBAL_MCP")]
     GlobalMcp = 4,
 }
 

@@ -65,29 +65,40 @@ class LimitBook:
     @contextmanager
     def call(self, user_id: str) -> Iterator[None]:
         """Hold one of `user_id`'s call slots for the duration of the block."""
-        now = self._clock()
         with self._lock:
-            usage = self._usage.setdefault(user_id, _Usage())
-            while usage.recent and now - usage.recent[0] >= WINDOW:
-                usage.recent.popleft()
-            if usage.running >= self.limits.max_concurrent_calls:
-                raise LimitExceeded(
-                    f"user {user_id!r} already has {usage.running} calls running "
-                    f"(limit {self.limits.max_concurrent_calls}); retry when one finishes"
-                )
-            if len(usage.recent) >= self.limits.calls_per_minute:
-                wait = WINDOW - (now - usage.recent[0])
-                raise LimitExceeded(
-                    f"user {user_id!r} made {len(usage.recent)} calls in the last minute "
-                    f"(limit {self.limits.calls_per_minute}); retry in {wait:.0f} s"
-                )
+            usage = self._counted(user_id, slot=True)
             usage.running += 1
-            usage.recent.append(now)
         try:
             yield
         finally:
             with self._lock:
                 usage.running -= 1
+
+    def count(self, user_id: str) -> None:
+        """Count one call against `user_id`'s calls per minute, holding no slot (a code program's
+        inner call: the program's own call holds the slot they share)."""
+        with self._lock:
+            self._counted(user_id, slot=False)
+
+    def _counted(self, user_id: str, *, slot: bool) -> _Usage:
+        """The user's usage with one more call started now; refused over a limit (lock held)."""
+        now = self._clock()
+        usage = self._usage.setdefault(user_id, _Usage())
+        while usage.recent and now - usage.recent[0] >= WINDOW:
+            usage.recent.popleft()
+        if slot and usage.running >= self.limits.max_concurrent_calls:
+            raise LimitExceeded(
+                f"user {user_id!r} already has {usage.running} calls running "
+                f"(limit {self.limits.max_concurrent_calls}); retry when one finishes"
+            )
+        if len(usage.recent) >= self.limits.calls_per_minute:
+            wait = WINDOW - (now - usage.recent[0])
+            raise LimitExceeded(
+                f"user {user_id!r} made {len(usage.recent)} calls in the last minute "
+                f"(limit {self.limits.calls_per_minute}); retry in {wait:.0f} s"
+            )
+        usage.recent.append(now)
+        return usage
 
     def prune(self) -> int:
         """Forget the users with no call running and none started within the last minute (their

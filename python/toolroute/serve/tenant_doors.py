@@ -180,13 +180,13 @@ class TenantDoors:
             if self.limits is not None:
                 self.limits.check_arguments(arguments)
             context = self.tenancy.context(user)
-            audited = self.audit is not None and is_code_tool(tool)
             # The user's work takes the user's share of the worker threads (`_workers.py`); a
-            # code program's calls are audited one by one, as the client's own calls are.
+            # code program's calls are limited and audited one by one, as the client's own are.
+            inner = self._inner_calls(user, door, name) if is_code_tool(tool) else None
             with (
                 self._slot(user),
                 working_for(user),
-                inner_calls_through(self._audited(user, door, name)) if audited else contextlib.nullcontext(),
+                inner_calls_through(inner) if inner is not None else contextlib.nullcontext(),
             ):
                 if context is None:
                     result = await door.call(name, arguments, connection)
@@ -197,14 +197,24 @@ class TenantDoors:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
 
-    def _audited(self, user: str | None, door: ServedTools, caller: str) -> InnerCaller:
-        """A code program's calls through `door`, each with its audit line naming `caller`."""
-        audit = self.audit
-        assert audit is not None
+    def _inner_calls(self, user: str | None, door: ServedTools, caller: str) -> InnerCaller:
+        """A code program's calls through `door`: each within the user's argument size and calls
+        per minute (the program's own call holds the concurrency slot its calls share), each with
+        its audit line naming `caller`."""
+        audit, limits = self.audit, self.limits
 
         def call(name: str, arguments: Mapping[str, Any], callable_: bool) -> InnerReply:
             started = time.monotonic()
-            outcome = door.inner_outcome(name, arguments, callable_)
+            try:
+                if limits is not None and callable_ and user is not None:
+                    limits.check_arguments(arguments)
+                    limits.count(user)
+            except ToolError as exc:
+                outcome = CallOutcome(str(exc), OutcomeKind.REFUSED)
+            else:
+                outcome = door.inner_outcome(name, arguments, callable_)
+            if audit is None:
+                return inner_reply(outcome)
             tool = door.exposure.get(name)
             audit.record(
                 user=user,

@@ -4,16 +4,16 @@
 //! From the bottom up: [`os`] is what differs between systems; [`beneath`] opens a path beneath one folder's descriptor (the one
 //! confinement primitive, also used by the search walker and index); [`confine`] holds the
 //! roots and their access; [`error`] is the layer's error; [`fs`] reads (pages, listings, the
-//! current bytes of a write's destination); [`text_style`] keeps a file's encoding and line
-//! endings; [`txn`] commits changes atomically; [`edit`] plans string edits; [`write`] is
-//! write_file and edit on disk.
+//! current bytes of a write's destination); [`observe`] tells a layer above (the
+//! search index) what was written, without knowing it; [`text_style`] keeps a file's encoding and line
+//! endings; [`txn`] commits changes atomically. The tools' logic above it (edit, write_file)
+//! lives in `crate::edits`.
 
 pub mod beneath;
 pub mod confine;
-pub mod edit;
 pub mod error;
 pub mod fs;
+pub mod observe;
 pub mod os;
 pub mod text_style;
 pub mod txn;
-pub mod write;

@@ -330,11 +330,6 @@ fn stage(
     Ok(staged)
 }
 
-/// Lowercase hex of `bytes` (journal entries here; cache and socket names of the search index).
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 {
         return None;
@@ -375,13 +370,15 @@ impl Journal {
             let p = &c.target.parent;
             let mut rest: Vec<&OsStr> = p.missing.iter().map(|m| m.as_os_str()).collect();
             rest.push(p.name.as_os_str());
-            let dest = hex(ws_relative(ws, p.dir.as_fd(), &rest)?
-                .as_os_str()
-                .as_bytes());
+            let dest = crate::digest::hex(
+                ws_relative(ws, p.dir.as_fd(), &rest)?
+                    .as_os_str()
+                    .as_bytes(),
+            );
             match &c.op {
                 Op::Put { no_clobber, .. } => {
                     let tmp = ws_relative(ws, p.dir.as_fd(), &[temp_name(txid, i).as_os_str()])?;
-                    let tmp = hex(tmp.as_os_str().as_bytes());
+                    let tmp = crate::digest::hex(tmp.as_os_str().as_bytes());
                     text.push_str(&format!("put {tmp} {dest} {}\n", u8::from(*no_clobber)));
                 }
                 Op::Remove => text.push_str(&format!("del {dest}\n")),
@@ -720,11 +717,12 @@ fn sync_staged(staged: &mut [Option<Staged>], changes: &[Change<'_>]) -> Result<
     }
 }
 
-/// Tell the search indexes before the call returns (the watcher would, a moment later).
+/// Tell whoever listens (the search indexes) before the call returns (their watcher would, a
+/// moment later).
 fn note_written(changes: &[Change<'_>]) {
-    if crate::search::index::active() {
+    if let Some(observer) = crate::files::observe::listening() {
         for c in changes {
-            crate::search::index::note_written(&c.target.resolved());
+            observer.written(&c.target.resolved());
         }
     }
 }
@@ -941,13 +939,17 @@ mod tests {
 
     fn journal(d: &Path, body: &str) {
         let line = |tmp: &str, dest: &str| {
-            format!("put {} {} 0\n", hex(tmp.as_bytes()), hex(dest.as_bytes()))
+            format!(
+                "put {} {} 0\n",
+                crate::digest::hex(tmp.as_bytes()),
+                crate::digest::hex(dest.as_bytes())
+            )
         };
         let text = format!(
             "{JOURNAL_MAGIC}\n{}{}del {}\n{body}",
             line(".toolroute-1-1-0.0.tmp", "a.txt"),
             line(".toolroute-1-1-0.1.tmp", "new/b.txt"),
-            hex(b"gone.txt")
+            crate::digest::hex(b"gone.txt")
         );
         std::fs::write(d.join(".toolroute-1-1-0.0.tmp"), "new a").unwrap();
         std::fs::write(d.join(".toolroute-1-1-0.1.tmp"), "new b").unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 
-use crate::files::edit::EditError;
+use crate::edits::edit::EditError;
 use crate::files::error::ConfineError;
 use crate::files::error::FsError;
 use crate::patch::PatchError;

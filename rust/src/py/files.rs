@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::errors::{argument, edit_error, guard, ToolExecutionError};
+use crate::edits::edit::plan_edit;
+use crate::edits::write::{self, write_bytes, write_text, EditFailure, WriteMode};
 use crate::files::confine::{Access, Roots};
-use crate::files::edit::plan_edit;
 use crate::files::error::FsError;
 use crate::files::fs::{Page, Permit, ReadOutcome};
 use crate::files::txn::WriteOptions;
 use crate::files::txn::{recover, Durability};
-use crate::files::write::{self, write_bytes, write_text, EditFailure, WriteMode};
 use crate::patch::commit::apply_patch_with;
 use crate::patch::{
     apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,

@@ -8,17 +8,66 @@ use pyo3::types::PyTuple;
 use super::errors::{guard, ToolRegistrationError};
 use crate::routing::{Kind, Lookup, RoutingTable};
 
+/// Python's `ToolKind`: the routing table's `Kind`, one variant for one.
+#[pyclass(
+    eq,
+    eq_int,
+    hash,
+    frozen,
+    from_py_object,
+    module = "toolroute._core",
+    name = "ToolKind"
+)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PyKind {
+    #[pyo3(name = "BUILTIN")]
+    Builtin = 0,
+    #[pyo3(name = "USER_MCP")]
+    UserMcp = 1,
+    #[pyo3(name = "LOCAL_MCP")]
+    LocalMcp = 2,
+    #[pyo3(name = "FUNCTION")]
+    Function = 3,
+    #[pyo3(name = "GLOBAL_MCP")]
+    GlobalMcp = 4,
+}
+
+impl From<Kind> for PyKind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Builtin => PyKind::Builtin,
+            Kind::UserMcp => PyKind::UserMcp,
+            Kind::LocalMcp => PyKind::LocalMcp,
+            Kind::Function => PyKind::Function,
+            Kind::GlobalMcp => PyKind::GlobalMcp,
+        }
+    }
+}
+
+impl From<PyKind> for Kind {
+    fn from(kind: PyKind) -> Self {
+        match kind {
+            PyKind::Builtin => Kind::Builtin,
+            PyKind::UserMcp => Kind::UserMcp,
+            PyKind::LocalMcp => Kind::LocalMcp,
+            PyKind::Function => Kind::Function,
+            PyKind::GlobalMcp => Kind::GlobalMcp,
+        }
+    }
+}
+
 #[pymethods]
-impl Kind {
+impl PyKind {
     /// `ToolKind(kind)` or `ToolKind(index)`.
     #[new]
-    fn py_new(value: &Bound<'_, PyAny>) -> PyResult<Kind> {
+    fn py_new(value: &Bound<'_, PyAny>) -> PyResult<PyKind> {
         guard(|| {
-            if let Ok(kind) = value.extract::<Kind>() {
+            if let Ok(kind) = value.extract::<PyKind>() {
                 return Ok(kind);
             }
             let index: u8 = value.extract()?;
             Kind::from_index(index)
+                .map(PyKind::from)
                 .ok_or_else(|| ToolRegistrationError::new_err(format!("unknown tool kind {index}")))
         })
     }
@@ -26,7 +75,7 @@ impl Kind {
     /// The constant's name, e.g. `"BUILTIN"`.
     #[getter(name)]
     fn py_name(&self) -> &'static str {
-        self.constant()
+        Kind::from(*self).constant()
     }
 
     /// The precedence level, 0 (built-in) to 4 (global MCP).
@@ -38,29 +87,29 @@ impl Kind {
     /// The lower-case key traces, audits and listings use, e.g. `"builtin"`.
     #[getter(key)]
     fn py_key(&self) -> &'static str {
-        self.key()
+        Kind::from(*self).key()
     }
 
     /// A short human label, e.g. `"built-in"`.
     #[getter(label)]
     fn py_label(&self) -> &'static str {
-        self.label()
+        Kind::from(*self).label()
     }
 
     /// Host-defined kinds (built-in, local MCP, function): their names are reserved.
     #[getter(host)]
     fn py_host(&self) -> bool {
-        self.is_host()
+        Kind::from(*self).is_host()
     }
 
     /// Every kind, in precedence order.
     #[staticmethod]
-    fn all() -> Vec<Kind> {
-        Kind::ALL.to_vec()
+    fn all() -> Vec<PyKind> {
+        Kind::ALL.into_iter().map(PyKind::from).collect()
     }
 
     fn __repr__(&self) -> String {
-        format!("ToolKind.{}", self.constant())
+        format!("ToolKind.{}", Kind::from(*self).constant())
     }
 }
 
@@ -85,7 +134,10 @@ impl PyRouteTable {
 fn entry(py: Python<'_>, kind: Kind, target: Py<PyAny>) -> PyResult<Py<PyTuple>> {
     Ok(PyTuple::new(
         py,
-        [Bound::new(py, kind)?.into_any(), target.into_bound(py)],
+        [
+            Bound::new(py, PyKind::from(kind))?.into_any(),
+            target.into_bound(py),
+        ],
     )?
     .unbind())
 }
@@ -105,12 +157,13 @@ impl PyRouteTable {
     fn insert(
         &self,
         py: Python<'_>,
-        kind: Kind,
+        kind: PyKind,
         name: &str,
         target: Py<PyAny>,
         replace: bool,
         identity: Option<&str>,
     ) -> PyResult<()> {
+        let kind = Kind::from(kind);
         guard(|| {
             let identity =
                 identity.map_or_else(|| format!("{}:{name}", kind.constant()), str::to_string);
@@ -120,8 +173,8 @@ impl PyRouteTable {
     }
 
     /// Names for a batch of shared newcomers: `items` is `[(identity, [candidate, ...])]`.
-    fn plan(&self, kind: Kind, items: PlanItems) -> PyResult<Vec<Option<String>>> {
-        guard(|| Ok(self.write().plan(kind, &items)))
+    fn plan(&self, kind: PyKind, items: PlanItems) -> PyResult<Vec<Option<String>>> {
+        guard(|| Ok(self.write().plan(kind.into(), &items)))
     }
 
     /// Keys for a batch of `user_id`'s newcomers, in that user's own key namespace.
@@ -168,8 +221,13 @@ impl PyRouteTable {
     }
 
     /// `(identity, kind)` holding a shared name (routed or not), else None.
-    fn holder(&self, name: &str) -> PyResult<Option<(String, Kind)>> {
-        guard(|| Ok(self.read().holder(name).map(|(i, k)| (i.to_string(), k))))
+    fn holder(&self, name: &str) -> PyResult<Option<(String, PyKind)>> {
+        guard(|| {
+            Ok(self
+                .read()
+                .holder(name)
+                .map(|(i, k)| (i.to_string(), k.into())))
+        })
     }
 
     /// `(kind, target)` by the spec's precedence, or None when nothing matched.
@@ -186,8 +244,8 @@ impl PyRouteTable {
         })
     }
 
-    fn names(&self, kind: Kind) -> PyResult<Vec<String>> {
-        guard(|| Ok(self.read().names(kind)))
+    fn names(&self, kind: PyKind) -> PyResult<Vec<String>> {
+        guard(|| Ok(self.read().names(kind.into())))
     }
 
     /// Close names for an error message, never from another tenant's tools.
@@ -198,7 +256,7 @@ impl PyRouteTable {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Kind>()?;
+    m.add_class::<PyKind>()?;
     m.add_class::<PyRouteTable>()?;
     Ok(())
 }

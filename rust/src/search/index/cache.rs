@@ -25,7 +25,7 @@ use std::sync::Arc;
 use rustix::fs::{fstat, openat, unlinkat, AtFlags, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
-use super::live::Key;
+use super::key::{ident, Key};
 use super::private;
 use super::setting;
 use super::snapshot::{self, Contents, Enc};
@@ -99,7 +99,7 @@ fn file_name(key: &Key) -> String {
     let mut h = Sha256::new();
     h.update(key_bytes(key));
     let digest = h.finalize();
-    format!("{}.idx", crate::files::txn::hex(&digest[..16]))
+    format!("{}.idx", crate::digest::hex(&digest[..16]))
 }
 
 fn key_bytes(key: &Key) -> Vec<u8> {
@@ -116,7 +116,7 @@ fn key_bytes(key: &Key) -> Vec<u8> {
 /// config says it is, and what it is).
 fn surroundings(key: &Key) -> Option<Vec<u8>> {
     let mut e = Enc::default();
-    let (dev, ino) = super::live::ident(&rustix::fs::stat(&key.root).ok()?);
+    let (dev, ino) = ident(&rustix::fs::stat(&key.root).ok()?);
     e.u64(dev);
     e.u64(ino);
     for dir in key.root.ancestors().skip(1) {

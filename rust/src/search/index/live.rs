@@ -12,6 +12,7 @@ use rustc_hash::FxHashMap;
 
 use super::build::{self, Facts, Ident};
 use super::cache;
+use super::key::{ident, Key};
 use super::postings::Postings;
 use super::snapshot::{self, Contents};
 use super::state::{Over, Phase, State};
@@ -20,28 +21,7 @@ use super::trigram::Extractor;
 use super::validate;
 use super::watch::{Mark, Watch};
 use crate::files::confine::Roots;
-use crate::search::walker::{WalkOptions, Walker};
-
-/// What an index is keyed by: the canonical root and the walk settings that change the file set.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
-    pub(crate) root: PathBuf,
-    pub(crate) hidden: bool,
-    pub(crate) no_ignore: bool,
-    pub(crate) require_git: bool,
-}
-
-impl Key {
-    pub(crate) fn walk_options(&self) -> WalkOptions {
-        build::walk_options(self.hidden, self.no_ignore, self.require_git)
-    }
-}
-
-/// A folder's device and inode.
-#[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // st_dev is i32 on macOS
-pub(crate) fn ident(st: &rustix::fs::Stat) -> (u64, u64) {
-    (st.st_dev as u64, st.st_ino as u64)
-}
+use crate::search::walker::Walker;
 
 pub(crate) struct Index {
     pub(crate) key: Key,
@@ -130,7 +110,7 @@ impl Index {
     /// the stamps it was saved with (and starts watching from its background thread).
     pub(crate) fn restore(key: Key, roots: Roots, contents: Contents) -> Arc<Self> {
         let next_id = contents.next_id;
-        let state = State::restored(contents);
+        let state = contents.restored();
         let seq = state.seq;
         let index = Self::with_state(key, roots, state, next_id, true);
         // Due at once when its check finds changes: a short-lived process (a CLI call) should

@@ -7,6 +7,7 @@
 mod build;
 mod cache;
 pub mod daemon;
+mod key;
 mod listing;
 mod live;
 mod mark;
@@ -38,13 +39,13 @@ fn setting<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok()?.parse().ok()
 }
 
-pub(crate) fn key_of(walker: &Walker) -> Option<live::Key> {
+pub(crate) fn key_of(walker: &Walker) -> Option<key::Key> {
     let o = walker.options();
     // Followed links can lead anywhere below the root: such walks are not indexed.
     if o.follow_symlinks {
         return None;
     }
-    Some(live::Key {
+    Some(key::Key {
         root: walker.root_path().to_path_buf(),
         hidden: o.hidden,
         no_ignore: o.no_ignore,
@@ -129,7 +130,7 @@ fn answer<T>(
 /// The answer of this process's ready index for `key`, if it has one and it indexes the very
 /// folder the walk is beneath (not another one since put at the same path).
 pub(crate) fn local<T>(
-    key: &live::Key,
+    key: &key::Key,
     roots: &Roots,
     walker: &Walker,
     indexed: impl FnOnce(&live::Index) -> Option<T>,
@@ -157,7 +158,7 @@ pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
 }
 
 /// [`warm`] in this process's registry.
-pub(crate) fn warm_here(key: &live::Key, roots: &Roots, timeout: Duration) -> bool {
+pub(crate) fn warm_here(key: &key::Key, roots: &Roots, timeout: Duration) -> bool {
     let until = Instant::now() + timeout;
     loop {
         // A cached index, once checked, is as good as a build.
@@ -210,7 +211,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
 }
 
 /// [`stats`] of this process's registry.
-pub(crate) fn stats_here(key: &live::Key) -> IndexStats {
+pub(crate) fn stats_here(key: &key::Key) -> IndexStats {
     let Some(index) = registry::get(key) else {
         return IndexStats {
             state: "none".into(),
@@ -244,6 +245,19 @@ pub(crate) fn stats_here(key: &live::Key) -> IndexStats {
 /// even before the watcher reports the change.
 pub fn note_written(path: &Path) {
     registry::touched(path);
+}
+
+/// The index registry as the file layer's write observer (installed when an index first goes live).
+pub(crate) struct IndexObserver;
+
+impl crate::files::observe::WriteObserver for IndexObserver {
+    fn active(&self) -> bool {
+        active()
+    }
+
+    fn written(&self, path: &Path) {
+        note_written(path);
+    }
 }
 
 /// Whether any index is live in this process (else writes need not be reported).

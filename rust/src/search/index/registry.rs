@@ -12,7 +12,8 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use super::cache;
-use super::live::{Index, Key};
+use super::key::Key;
+use super::live::Index;
 use super::setting;
 use super::state::Phase;
 use crate::files::confine::Roots;
@@ -173,6 +174,7 @@ fn start(map: &mut FxHashMap<Key, Entry>, key: &Key, roots: &Roots) -> Arc<Index
 
 /// List `index` and start its background thread; false (and not listed) if no thread starts.
 fn spawn(map: &mut FxHashMap<Key, Entry>, key: &Key, index: &Arc<Index>) -> bool {
+    crate::files::observe::install(&super::IndexObserver); // writes are reported from now on
     map.insert(key.clone(), Entry::Live(Arc::clone(index)));
     let worker = Arc::clone(index);
     let spawned = std::thread::Builder::new()

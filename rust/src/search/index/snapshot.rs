@@ -13,7 +13,8 @@ use rustc_hash::FxHashMap;
 
 use super::build::Facts;
 use super::postings::{Postings, Shard};
-use super::state::{Over, State};
+use super::state::{Over, Phase, State};
+use super::texts::Texts;
 use super::tree::{DirNode, DirStamp, Stamp, Tree};
 
 /// What a snapshot gives back: the parts of a ready `State`, and the next free file id.
@@ -24,6 +25,30 @@ pub(crate) struct Contents {
     pub(crate) over: FxHashMap<u32, Over>,
     pub(crate) bytes: u64,
     pub(crate) next_id: u32,
+}
+
+impl Contents {
+    /// An index read back from the cache: ready, but to be checked against the tree before it
+    /// answers (`Index::restore`).
+    pub(crate) fn restored(mut self) -> State {
+        // Changes of files no longer listed (kept by a build before `files_left` let them go)
+        // could never be folded: they go now.
+        let listed: rustc_hash::FxHashSet<u32> = (self.tree.dirs.values())
+            .flat_map(|node| node.files.iter().map(|(_, id)| *id))
+            .collect();
+        self.over.retain(|id, _| listed.contains(id));
+        State {
+            phase: Phase::Ready,
+            tree: self.tree,
+            postings: self.postings,
+            facts: self.facts,
+            seq: self.over.len() as u64,
+            over: self.over,
+            bytes: self.bytes,
+            build_time: None,
+            texts: Texts::default(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -416,7 +441,7 @@ mod tests {
     fn encoded_from(c: Contents) -> Vec<u8> {
         let next_id = c.next_id;
         let mut enc = Enc::default();
-        encode(&State::restored(c), next_id, &mut enc);
+        encode(&c.restored(), next_id, &mut enc);
         enc.0
     }
 
@@ -455,7 +480,7 @@ mod tests {
         let mut c = sample();
         let src = c.tree.dirs.get_mut(Path::new("src")).unwrap();
         src.files.retain(|(name, _)| &name[..] != b"new.rs");
-        let state = State::restored(c);
+        let state = c.restored();
         assert!(state.over.contains_key(&1) && !state.over.contains_key(&2));
         assert_eq!(state.dirty(), 0);
     }

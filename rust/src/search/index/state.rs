@@ -101,28 +101,6 @@ impl Picks {
 }
 
 impl State {
-    /// An index read back from the cache: ready, but to be checked against the tree before it
-    /// answers (`Index::restore`).
-    pub(crate) fn restored(mut c: super::snapshot::Contents) -> Self {
-        // Changes of files no longer listed (kept by a build before `files_left` let them go)
-        // could never be folded: they go now.
-        let listed: rustc_hash::FxHashSet<u32> = (c.tree.dirs.values())
-            .flat_map(|node| node.files.iter().map(|(_, id)| *id))
-            .collect();
-        c.over.retain(|id, _| listed.contains(id));
-        Self {
-            phase: Phase::Ready,
-            tree: c.tree,
-            postings: c.postings,
-            facts: c.facts,
-            seq: c.over.len() as u64,
-            over: c.over,
-            bytes: c.bytes,
-            build_time: None,
-            texts: Texts::default(),
-        }
-    }
-
     /// `id` changed: searched from disk on every query until re-read.
     pub(crate) fn mark_dirty(&mut self, id: u32, path: PathBuf) {
         self.seq += 1;

@@ -143,7 +143,7 @@ pub(crate) fn name() -> String {
         h.update([0]);
     }
     let digest = h.finalize();
-    format!("daemon-{}.sock", crate::files::txn::hex(&digest[..12]))
+    format!("daemon-{}.sock", crate::digest::hex(&digest[..12]))
 }
 
 /// The daemon's place under `name`, when the cache folder is ours and private (made first

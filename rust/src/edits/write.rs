@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use crate::edits::edit::{plan_edit_reporting, EditError, EditPlan, REPORTED_LINES};
 use crate::files::confine::Roots;
-use crate::files::edit::{plan_edit_reporting, EditError, EditPlan, REPORTED_LINES};
 use crate::files::error::FsError;
 use crate::files::fs::{check_rewrite, Original};
 use crate::files::text_style::encode_like;
