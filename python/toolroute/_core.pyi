@@ -5,8 +5,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Final, final
 
-from toolroute.builtins.glob import GlobRequest
-from toolroute.builtins.grep import GrepRequest
+from toolroute.search_options import GlobOptions, GrepOptions
 
 def generate_api_function_name(service: str, tool: str) -> str: ...
 def generate_api_function_names(pairs: list[tuple[str, str]]) -> list[str]: ...
@@ -125,7 +124,7 @@ class CancelFlag:
 
 def grep(
     confinement: Confinement,
-    request: GrepRequest,
+    request: GrepOptions,
     *,
     max_line_bytes: int,
     threads: int = 0,
@@ -146,7 +145,7 @@ def search_index_stats(
 ) -> dict[str, Any]: ...
 def glob(
     confinement: Confinement,
-    request: GlobRequest,
+    request: GlobOptions,
     *,
     threads: int = 0,
     index: bool = True,
