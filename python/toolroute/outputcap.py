@@ -1,6 +1,6 @@
 """The one output cap: every text a built-in returns or raises is bounded here, after it has been
 serialised, by the context's `max_output_chars`, with the one notice (`CUT_NOTICE`, defined in
-the Rust core beside the search renderer that uses it too).
+the Rust core's textsafety.rs, which the search renderer uses too).
 
 Tools fit their own output first (pages, byte budgets, paging markers), so this cut is the
 backstop that makes the bound hold for what the model actually receives: a directory listing,

@@ -15,7 +15,8 @@ any character. The scan is in the Rust core (rust/src/textsafety.rs, which holds
 regex here costs about 100 ms per MB of clean text, the core about a millisecond. A test checks
 the ranges against the interpreter's `unicodedata`.
 
-`cut_notice` is the one wording for "output was cut here" markers.
+`cut_notice` is the one wording for a marker where output was cut out of the middle (how much, of
+how much, why); a cut at the end of capped output is `_core.CUT_NOTICE` (rust/src/textsafety.rs).
 """
 
 from __future__ import annotations

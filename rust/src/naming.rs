@@ -13,24 +13,13 @@ const USER_PREFIX: &str = "user_";
 const USER_TOOL_SEP: &str = "_tool_";
 const MAX_USER_ID_LEN: usize = 64;
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// Eight hex characters of SHA-256 over `parts` joined: stable across runs, platforms, versions.
 fn hash_hex(parts: &[&str], out: &mut String) {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update(part.as_bytes());
     }
-    for b in hasher.finalize().iter().take(HASH_LEN / 2) {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xf) as usize] as char);
-    }
-}
-
-pub fn short_hash(raw: &str) -> String {
-    let mut out = String::with_capacity(HASH_LEN);
-    hash_hex(&[raw], &mut out);
-    out
+    crate::digest::push_hex(&hasher.finalize()[..HASH_LEN / 2], out);
 }
 
 fn is_allowed(c: char) -> bool {
@@ -178,10 +167,7 @@ fn pair_digest(user_id: &str, tool: &str) -> String {
     hasher.update(user_id.as_bytes());
     hasher.update(tool.as_bytes());
     let mut out = String::with_capacity(DIGEST_LEN);
-    for b in hasher.finalize().iter().take(DIGEST_LEN / 2) {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xf) as usize] as char);
-    }
+    crate::digest::push_hex(&hasher.finalize()[..DIGEST_LEN / 2], &mut out);
     out
 }
 
@@ -353,7 +339,9 @@ mod tests {
     #[test]
     fn hash_suffix_cuts_on_char_boundaries() {
         let name = with_hash_suffix(&"\u{80}".repeat(40), "");
-        assert!(name.len() <= 64 && name.ends_with(&short_hash("")));
+        let mut empty_hash = String::new();
+        hash_hex(&[""], &mut empty_hash);
+        assert!(name.len() <= 64 && name.ends_with(&empty_hash));
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! The scan is byte-wise over ASCII and decodes only non-ASCII characters, so clean text costs
 //! about one pass over memory and is not copied.
 
+/// The one wording for output cut at the character cap (its end): exported as
+/// `_core.CUT_NOTICE`, which `toolroute.outputcap` applies to every built-in's text and the
+/// search renderer to its pages. (A cut out of the middle, with counts, is `textsafety.py`'s
+/// `cut_notice`.)
+pub const CUT_NOTICE: &str = " … [output cut at the size limit]";
+
 /// Non-ASCII code points to escape (inclusive ranges, sorted); Unicode 14 to 16.
 const UNSAFE_RANGES: &[(u32, u32)] = &[
     (0x80, 0x9F),

@@ -8,7 +8,7 @@ Projection runs once per listing, off the gateway's loop thread and outside its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,11 +107,6 @@ _OPAQUE = ("name", "_meta", "icons")  # routed by, or not text for a model: pass
 def declared(tool: types.Tool) -> Declared:
     title = neutralize(tool.title) if tool.title else None
     return Declared(output_schema(tool), declared_annotations(tool), title, wire_definition(tool))
-
-
-def project_all(tools: Iterable[types.Tool]) -> dict[str, ProjectedTool]:
-    """Every tool of one listing, by the server's own tool name."""
-    return {tool.name: project(tool) for tool in tools}
 
 
 def projected_definition(exposed_name: str, projected: ProjectedTool) -> ToolDefinition:

@@ -203,8 +203,3 @@ class Verifiers:
     @property
     def configured(self) -> bool:
         return self.jwt is not None or self.api_keys is not None
-
-
-def user_of(token: AccessToken | None) -> str | None:
-    """The user a verified token speaks for (set by the verifiers above)."""
-    return None if token is None else token.subject

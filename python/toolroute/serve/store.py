@@ -256,9 +256,6 @@ class UserStore:
     def users(self) -> list[str]:
         return [row[0] for row in self._query("SELECT user_id FROM toolroute_users ORDER BY user_id")]
 
-    def has_user(self, user_id: str) -> bool:
-        return bool(self._query("SELECT 1 FROM toolroute_users WHERE user_id = ?", (user_id,)))
-
     def _require_user(self, cur: Any, user_id: str) -> None:
         cur.execute(self._sql("SELECT 1 FROM toolroute_users WHERE user_id = ?"), (user_id,))
         if not cur.fetchall():

@@ -19,6 +19,6 @@ fn neutralize_text(py: Python<'_>, text: &Bound<'_, PyString>) -> PyResult<Optio
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(neutralize_text, m)?)?;
     // The one wording of a text cut at the output cap, for the Python side too.
-    m.add("CUT_NOTICE", crate::search::render::CUT_NOTICE)?;
+    m.add("CUT_NOTICE", crate::textsafety::CUT_NOTICE)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! when its rows were not kept), and rg's text format within a character budget.
 
 use super::grep::{Grep, GrepOutcome, Row, RowKind};
+use crate::textsafety::CUT_NOTICE;
 
 /// A page of rows in output order: `(file index, row)` for rows `offset..offset+limit`.
 pub fn page(
@@ -99,7 +100,3 @@ fn cut_line(text: &str, truncated: bool, max_chars: usize) -> String {
     let kept: String = text.chars().take(max_chars).collect();
     format!("{kept} … [line cut at {max_chars} chars]")
 }
-
-/// The one wording for output cut at the character cap: exported as `_core.CUT_NOTICE`, which
-/// `toolroute.outputcap` applies to every built-in's text.
-pub const CUT_NOTICE: &str = " … [output cut at the size limit]";
