@@ -20,7 +20,7 @@ def test_layers_keep_their_import_rules() -> None:
         text=True,
         timeout=300,
     )
-    assert "Contracts: " in proc.stdout, proc.stdout + proc.stderr  # it ran and read both contracts
+    assert "Contracts: " in proc.stdout, proc.stdout + proc.stderr  # it ran and read the contract
     assert proc.returncode == 0, proc.stdout
 
 

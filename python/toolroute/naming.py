@@ -1,4 +1,5 @@
-"""Tool names: sanitisation and the per-user grammars, all defined in Rust (`naming.rs`).
+"""Tool names: sanitisation and the per-user grammars (defined in Rust, `naming.rs`), and the
+service-id rule (here).
 
 * `user_{userId}_tool_{key}`: a user's MCP tool (one-to-one; see `encode_user_tool` and docs/mcp.md);
 * `user_{userId}_service_{serviceId}`: AI4J's key of a user's own MCP server.
