@@ -165,9 +165,9 @@ def run_program(
             spec, timeout=timeout, output_limit=limits.max_output_chars, stdin=request.code.encode(), track=tracked
         )
     except SpawnError as exc:
-        server.finish(0)
         raise ToolExecutionError(str(exc), tool=mode.name) from None
-    calls = server.finish(INNER_WAIT)
+    finally:  # whatever happened, the channel's pipes and threads end with the call
+        calls = server.finish(INNER_WAIT)
     trace = {
         "exitCode": result.outcome.exit_code,
         "signal": result.outcome.signal_name,
