@@ -64,6 +64,11 @@ CALLS: dict[str, str] = {
     "search_daemon_stop": "_core.search_daemon_stop()",  # none answers: False
     # Serves for its TTL (0 here: one tick) in the child's own cache folder, then returns.
     "search_daemon_serve": "_core.search_daemon_serve('daemon-00.sock')",
+    "set_search_index_default": "_core.set_search_index_default('texts', 1000)",
+    # toolsearch.rs
+    "ToolSearchIndex": "_core.ToolSearchIndex([('t', '', 'd', [])])",
+    "ToolSearchIndex.search": "_core.ToolSearchIndex([('t', '', 'd', [])]).search('t', 5)",
+    "ToolSearchIndex.search_regex": "_core.ToolSearchIndex([('t', '', 'd', [])]).search_regex('t', 5)",
     # routing.rs
     "ToolKind": "_core.ToolKind(0)",
     "RouteTable.insert": "table.insert(_core.ToolKind(3), 'f', object())",
@@ -155,5 +160,5 @@ def test_every_function_of_the_core_is_listed() -> None:
     functions = {n for n in public if not isinstance(getattr(_core, n), type)}
     assert functions - CALLS.keys() == set()
     # Classes whose construction or methods do work; the result classes only hand out fields.
-    for cls in ("Confinement", "ToolKind", "RouteTable", "GrepResult", "GlobResult"):
+    for cls in ("Confinement", "ToolKind", "RouteTable", "GrepResult", "GlobResult", "ToolSearchIndex"):
         assert any(k == cls or k.startswith(f"{cls}.") for k in CALLS), cls

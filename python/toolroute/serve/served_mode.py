@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolroute._core import set_search_index_default
 from toolroute.errors import ToolArgumentError
 from toolroute.serve.limits import MAX_TENANT_PROCESSES, LimitBook, UserLimits, cap_tenant_processes
 from toolroute.serve.options import deferred_option
@@ -290,8 +291,8 @@ def build_served_mode(
     if idle <= 0:
         raise ToolArgumentError("--idle-timeout must be a positive number of seconds")
     # A released user's search index goes as soon (it holds its workspace and a watch open),
-    # unless the index's own lifetime was set.
-    os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_TTL", str(max(1, math.ceil(idle))))
+    # unless the index's own lifetime was set (TOOLROUTE_SEARCH_INDEX_TTL wins over a default).
+    set_search_index_default("ttl", max(1, math.ceil(idle)))
     recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
     connections = _connection_limits(args)
     release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)

@@ -515,7 +515,15 @@ fn search_daemon_answered() -> PyResult<u64> {
     guard(|| Ok(search_index::daemon::answered()))
 }
 
+/// Set this process's default for one index setting (`ttl`, `max_live`, `memory`, `texts`,
+/// `cache_files`, `cache_bytes`, `watch`); its `TOOLROUTE_SEARCH_INDEX_*` variable still wins.
+#[pyfunction]
+fn set_search_index_default(name: &str, value: f64) -> PyResult<()> {
+    guard(|| crate::search::index::config::set_default(name, value).map_err(argument))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_search_index_default, m)?)?;
     m.add_function(wrap_pyfunction!(search_daemon_serve, m)?)?;
     m.add_function(wrap_pyfunction!(search_daemon_command, m)?)?;
     m.add_function(wrap_pyfunction!(search_daemon_stop, m)?)?;

@@ -25,25 +25,22 @@ use std::sync::Arc;
 use rustix::fs::{fstat, openat, unlinkat, AtFlags, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
+use super::config::IndexConfig;
 use super::key::{ident, Key};
 use super::private;
-use super::setting;
 use super::snapshot::{self, Contents, Enc};
 use super::validate::dir_stamp;
 
 const MAGIC: &[u8; 16] = b"toolroute-index\n";
 /// Bumped whenever the layout, or what a walk records, changes.
 const FORMAT: u32 = 1;
-/// Files kept at once (each is one workspace's index; `TOOLROUTE_SEARCH_INDEX_CACHE_FILES`):
-/// the least recently used go first.
+/// Files kept at once (each is one workspace's index): the least recently used go first.
 fn max_files() -> usize {
-    setting("TOOLROUTE_SEARCH_INDEX_CACHE_FILES")
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or(256)
+    IndexConfig::current().cache_files
 }
-/// Bytes the cache files may take in all (`TOOLROUTE_SEARCH_INDEX_CACHE_BYTES`, default 4 GiB).
+/// Bytes the cache files may take in all.
 fn max_bytes() -> u64 {
-    setting("TOOLROUTE_SEARCH_INDEX_CACHE_BYTES").unwrap_or(4 << 30)
+    IndexConfig::current().cache_bytes
 }
 /// Larger indexes are not written (the file would cost more to read than a scan saves).
 const MAX_FILE: u64 = 2 << 30;
@@ -52,15 +49,7 @@ const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The cache folder, if there is to be one.
 fn folder() -> Option<PathBuf> {
-    match std::env::var_os("TOOLROUTE_SEARCH_INDEX_CACHE") {
-        Some(v) if v.is_empty() || v == "0" => None,
-        Some(v) => Some(PathBuf::from(v)),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .map(|c| c.join("toolroute").join("index")),
-    }
+    IndexConfig::current().cache
 }
 
 /// The cache folder opened (made first, private, when `make`: a save, not a look-up), when it

@@ -153,7 +153,7 @@ impl Index {
             }
             lock(&pending).push(m)
         });
-        let wanted = std::env::var("TOOLROUTE_SEARCH_INDEX_WATCH").map_or(true, |v| v != "0");
+        let wanted = super::config::IndexConfig::current().watch;
         wanted
             .then(|| Watch::start(&self.key.root, sink).ok())
             .flatten()

@@ -6,6 +6,7 @@
 
 mod build;
 mod cache;
+pub mod config;
 pub mod daemon;
 mod key;
 mod listing;
@@ -33,11 +34,6 @@ use crate::files::confine::Roots;
 use crate::search::glob::{GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOutcome};
 use crate::search::walker::Walker;
-
-/// A number from the environment (`TOOLROUTE_SEARCH_INDEX_*`), or `None` when unset or not one.
-fn setting<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::var(name).ok()?.parse().ok()
-}
 
 pub(crate) fn key_of(walker: &Walker) -> Option<key::Key> {
     let o = walker.options();

@@ -12,9 +12,9 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 
 use super::cache;
+use super::config::IndexConfig;
 use super::key::Key;
 use super::live::Index;
-use super::setting;
 use super::state::Phase;
 use crate::files::confine::Roots;
 
@@ -31,29 +31,26 @@ fn with<R>(f: impl FnOnce(&mut FxHashMap<Key, Entry>) -> R) -> R {
     f(guard.get_or_insert_with(FxHashMap::default))
 }
 
-/// `TOOLROUTE_SEARCH_INDEX=0` turns the index off.
+/// Whether indexes are used at all.
 pub(crate) fn enabled() -> bool {
-    std::env::var("TOOLROUTE_SEARCH_INDEX").map_or(true, |v| v != "0")
+    IndexConfig::current().enabled
 }
 
-/// Unused indexes are dropped after this long (`TOOLROUTE_SEARCH_INDEX_TTL`, seconds).
+/// Unused indexes are dropped after this long.
 fn ttl() -> Duration {
-    Duration::from_secs(setting("TOOLROUTE_SEARCH_INDEX_TTL").unwrap_or(600))
+    IndexConfig::current().ttl
 }
 
-/// Live indexes kept at once (`TOOLROUTE_SEARCH_INDEX_MAX`); starting one more evicts the least
-/// recently used.
+/// Live indexes kept at once; starting one more evicts the least recently used.
 fn max_live() -> usize {
-    setting("TOOLROUTE_SEARCH_INDEX_MAX")
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or(64)
+    IndexConfig::current().max_live
 }
 
-/// Bytes all live indexes may hold together (`TOOLROUTE_SEARCH_INDEX_MEMORY`, default 1 GiB):
-/// past it the least recently used go (to the disk cache, from which they come back), not
-/// only by age or count. One index larger than the budget on its own is kept.
+/// Bytes all live indexes may hold together: past it the least recently used go (to the disk
+/// cache, from which they come back), not only by age or count. One index larger than the
+/// budget on its own is kept.
 fn max_memory() -> usize {
-    setting("TOOLROUTE_SEARCH_INDEX_MEMORY").unwrap_or(1 << 30)
+    IndexConfig::current().memory
 }
 
 /// Keys seen once and not (yet) indexed, kept at most this many (each is a path and settings).

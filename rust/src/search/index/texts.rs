@@ -21,7 +21,7 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 
 fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
-    *BUDGET.get_or_init(|| super::setting("TOOLROUTE_SEARCH_INDEX_TEXTS").unwrap_or(256 << 20))
+    *BUDGET.get_or_init(|| super::config::IndexConfig::current().texts)
 }
 
 /// Whether queries should read candidates whole to keep them (the budget is not zero).

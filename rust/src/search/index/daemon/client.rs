@@ -18,7 +18,7 @@ pub use super::server::serve;
 use super::wire::{self, Op, Reply, Request};
 use crate::search::glob::{GlobOutcome, GlobSort};
 use crate::search::grep::{Grep, GrepOutcome};
-use crate::search::index::{setting, IndexStats};
+use crate::search::index::IndexStats;
 use crate::search::walker::Walker;
 
 pub(crate) enum Answer<T> {
@@ -57,8 +57,7 @@ pub fn answered() -> u64 {
 /// How long a reply may take (`TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT`, seconds): past it the
 /// connection is dropped and the query scans.
 fn timeout() -> Duration {
-    let secs: f64 = setting("TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT").unwrap_or(60.0);
-    Duration::try_from_secs_f64(secs.max(0.001)).unwrap_or(Duration::from_secs(60))
+    crate::search::index::config::IndexConfig::current().daemon_timeout
 }
 
 fn start(name: &str) {

@@ -38,5 +38,5 @@ static IN_DAEMON: AtomicBool = AtomicBool::new(false);
 pub(crate) fn enabled() -> bool {
     cfg!(native_linux)
         && !IN_DAEMON.load(Ordering::Relaxed)
-        && std::env::var("TOOLROUTE_SEARCH_INDEX_DAEMON").is_ok_and(|v| v == "1")
+        && super::config::IndexConfig::current().daemon
 }

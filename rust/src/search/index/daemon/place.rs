@@ -121,10 +121,14 @@ pub(crate) fn name() -> String {
     let mut h = Sha256::new();
     h.update(build());
     h.update(rustix::process::geteuid().as_raw().to_le_bytes());
+    // The index settings the daemon would answer with, and what finds the files it reads.
+    h.update(
+        crate::search::index::config::IndexConfig::current()
+            .shared_by_daemon()
+            .as_bytes(),
+    );
     let mut vars: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| {
-            let settings = k.starts_with("TOOLROUTE_SEARCH_INDEX")
-                && !k.starts_with("TOOLROUTE_SEARCH_INDEX_DAEMON");
             let found_by = [
                 "HOME",
                 "XDG_CACHE_HOME",
@@ -132,7 +136,7 @@ pub(crate) fn name() -> String {
                 "GIT_CONFIG_GLOBAL",
                 "GIT_CONFIG_NOSYSTEM",
             ];
-            settings || found_by.contains(&k.as_str())
+            found_by.contains(&k.as_str())
         })
         .collect();
     vars.sort();

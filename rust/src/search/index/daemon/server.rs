@@ -18,7 +18,7 @@ use super::IN_DAEMON;
 use crate::files::beneath::Root;
 use crate::files::confine::Roots;
 use crate::search::grep::Grep;
-use crate::search::index::{self, listing, query, registry, setting};
+use crate::search::index::{self, listing, query, registry};
 use crate::search::walker::Walker;
 
 /// Connections served at once; more are closed at once (their queries scan).
@@ -30,8 +30,7 @@ const MAX_PENDING: usize = 16;
 /// The daemon ends when no query came for this long (`TOOLROUTE_SEARCH_INDEX_DAEMON_TTL`,
 /// seconds, default 30 minutes); its indexes are saved to the disk cache as they go.
 fn ttl() -> Duration {
-    let secs: f64 = setting("TOOLROUTE_SEARCH_INDEX_DAEMON_TTL").unwrap_or(1800.0);
-    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::from_secs(1800))
+    crate::search::index::config::IndexConfig::current().daemon_ttl
 }
 
 struct Shared {
