@@ -68,3 +68,17 @@ def deployed() -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# Tests that start real services (PostgreSQL, HAProxy, several server replicas): marked `slow`
+# here, in one place, so `python -m pytest -m "not slow"` is a quick local run (CI runs all).
+SLOW_MODULES = frozenset({"test_serve_replicas", "test_serve_live_config", "test_serve_sharing"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses_postgres = "postgres_dsn" in getattr(item, "fixturenames", ()) or "postgres" in params.values()
+        if (module is not None and module.__name__ in SLOW_MODULES) or uses_postgres:
+            item.add_marker(pytest.mark.slow)
