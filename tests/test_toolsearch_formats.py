@@ -138,3 +138,31 @@ def test_a_served_connection_lists_what_its_searches_found_and_only_it(transport
     assert searched["before"] == ["echo", "search_tools"]
     assert searched["after"] == ["echo", "search_tools", "notes_shout"]
     assert searched["shout"] == "X"
+
+
+def test_a_pydantic_ai_run_gains_what_its_search_found(router: ToolRouter) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolroute.adapters.pydantic_ai import RouterToolset
+
+    shown: list[list[str]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        shown.append(sorted(t.name for t in info.function_tools))
+        step = len(shown)
+        if step == 1:
+            return ModelResponse(parts=[ToolCallPart("search_tools", {"query": "upper case text"}, tool_call_id="s1")])
+        if step == 2:
+            return ModelResponse(parts=[ToolCallPart("notes_shout", {"text": "hi"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    toolset = RouterToolset(router, ["echo"], ["notes"], deferred=["notes"])
+    result = Agent(FunctionModel(model), toolsets=[toolset]).run_sync("go")
+    assert result.output == "done"
+    assert shown[0] == ["echo", "search_tools"]  # deferred: not shown before a search
+    assert shown[1] == ["echo", "notes_shout", "search_tools"]  # found: shown from the next step
+    returns = [p for m in result.all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    assert [(p.tool_name, p.content) for p in returns][-1] == ("notes_shout", "HI")

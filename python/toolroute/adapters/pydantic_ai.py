@@ -19,11 +19,15 @@ the model the way pydantic-ai tells them apart:
 
 Tools that are not read-only are marked `sequential` (the agent layer's rule: only read-only
 calls run beside others); `metadata` carries each tool's side effects, for `filtered`.
+
+With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
+listed; what a search of this conversation found joins the tools from the next step on (read
+from the conversation's own search results, so it holds across runs of one message history).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic_core import SchemaValidator, core_schema
@@ -31,11 +35,13 @@ from pydantic_core import SchemaValidator, core_schema
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
 from toolroute.router import ToolRouter
+from toolroute.toolsearch import is_search_tool
 
 require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
 
 from pydantic_ai import RunContext, Tool, ToolReturn  # noqa: E402
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed  # noqa: E402
+from pydantic_ai.messages import ModelRequest, ToolReturnPart  # noqa: E402
 from pydantic_ai.tools import ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool  # noqa: E402
 
@@ -58,11 +64,12 @@ class RouterToolset(AbstractToolset[Any]):
         needs_approval: ApprovalRule = False,
         max_retries: int = MAX_RETRIES,
         id: str | None = "toolroute",
+        deferred: bool | Collection[str] = (),
     ) -> None:
         self.tools = (
             router
             if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
         )
         self.max_retries = max_retries
         self._id = id
@@ -73,7 +80,7 @@ class RouterToolset(AbstractToolset[Any]):
         return self._id
 
     def _definition(self, name: str) -> ToolDefinition:
-        fn = self.tools.definitions[name]
+        fn = self.tools.definitions.get(name) or self.tools.exposure.tools[name].definition()["function"]
         meta = self.tools.meta(name)
         return ToolDefinition(
             name=name,
@@ -90,10 +97,28 @@ class RouterToolset(AbstractToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         retries = self.max_retries
+        shown = dict(self._listed)
+        for name in self._found(ctx):
+            shown.setdefault(name, self._definition(name))
         return {
             name: ToolsetTool(toolset=self, tool_def=definition, max_retries=retries, args_validator=ANY_OBJECT)
-            for name, definition in self._listed.items()
+            for name, definition in shown.items()
         }
+
+    def _found(self, ctx: RunContext[Any]) -> list[str]:
+        """Deferred tools the conversation's searches found (their results carry the names)."""
+        deferred = self.tools.exposure.deferred
+        if not deferred:
+            return []
+        search = {name for name, tool in self.tools.exposure.tools.items() if is_search_tool(tool)}
+        found: list[str] = []
+        for message in ctx.messages:
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.tool_name in search and isinstance(part.metadata, dict):
+                    found += [n for n in part.metadata.get("found") or () if n in deferred and n not in found]
+        return found
 
     def as_tools(self) -> list[Tool[Any]]:
         """The same tools as pydantic-ai `Tool`s, for `Agent(tools=...)`: pydantic-ai then holds
