@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,15 @@ from _mcp_helpers import demo_stdio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolroute import BuiltInToolContext, ToolArgumentError, ToolRouter, function_tool, mcp_service, mcp_tool
+from toolroute import (
+    BuiltInToolContext,
+    ToolArgumentError,
+    ToolLimits,
+    ToolRouter,
+    function_tool,
+    mcp_service,
+    mcp_tool,
+)
 from toolroute.exposure import Exposure
 from toolroute.mcp import McpGateway
 from toolroute.router import CATALOGUES
@@ -131,3 +140,17 @@ def test_a_search_finds_only_what_this_request_and_user_may_call(
     assert set(found) <= set(exposure.deferred)
     assert not any(f"user_{other}_" in name for name in found)
     assert all(exposure.get(name) is not None for name in found)
+
+
+def test_results_past_the_output_cap_drop_whole_tools_and_say_so(tmp_path: Path) -> None:
+
+    context = BuiltInToolContext(tmp_path, limits=ToolLimits(max_output_chars=600))
+    with ToolRouter(context=context) as small:
+        for topic in TOPICS:
+            small.register(topic_tool(topic))
+        exposure = small.expose([f"{t}_lookup" for t in TOPICS], deferred=True)
+        output = small.run(exposure.get("search_tools"), {"query": "look up information", "limit": 10})  # type: ignore[arg-type]
+    shown = json.loads(output.text)  # still whole JSON: no cut through a schema
+    assert len(output.text) <= 600
+    assert 0 < len(shown["tools"]) < 10 and "more matched but do not fit" in shown["note"]
+    assert output.trace["found"] == [t["name"] for t in shown["tools"]]

@@ -47,9 +47,22 @@ def _search(catalogue: SearchCatalogue, request: SearchToolsRequest, ctx: BuiltI
     else:
         found = catalogue.search(request.query, request.limit)
     tools = [catalogue.definitions[n]["function"] for n in found]
-    names = [t["name"] for t in tools]
-    text = json.dumps({"tools": tools} if tools else {"tools": [], "note": "no tool matched; try other words"})
-    return ToolOutput(text, {"query": request.query, "mode": request.mode, "found": names})
+    if not tools:
+        return ToolOutput(json.dumps({"tools": [], "note": "no tool matched; try other words"}), _trace(request, []))
+    # Whole definitions or none: past the output cap the last ones go, and the text says so
+    # (a cut through the middle of a schema would show the model a tool it cannot call).
+    limit = ctx.limits.max_output_chars
+    shown = len(tools)
+    text = json.dumps({"tools": tools})
+    while len(text) > limit and shown > 1:
+        shown -= 1
+        note = f"{len(tools) - shown} more matched but do not fit; ask with other words or a lower limit"
+        text = json.dumps({"tools": tools[:shown], "note": note})
+    return ToolOutput(text, _trace(request, [t["name"] for t in tools[:shown]]))
+
+
+def _trace(request: SearchToolsRequest, found: list[str]) -> dict[str, object]:
+    return {"query": request.query, "mode": request.mode, "found": found}
 
 
 def is_search_tool(tool: object) -> bool:
