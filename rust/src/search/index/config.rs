@@ -142,7 +142,8 @@ impl IndexConfig {
     }
 
     /// What a daemon must share with its clients to answer for them (every setting but the
-    /// daemon's own), as text to hash into its name.
+    /// daemon's own), as text to hash into its name. (The daemon is Linux's alone.)
+    #[cfg(target_os = "linux")]
     pub(crate) fn shared_by_daemon(&self) -> String {
         let mut shared = self.clone();
         shared.daemon = false;
