@@ -154,3 +154,14 @@ def test_results_past_the_output_cap_drop_whole_tools_and_say_so(tmp_path: Path)
     assert len(output.text) <= 600
     assert 0 < len(shown["tools"]) < 10 and "more matched but do not fit" in shown["note"]
     assert output.trace["found"] == [t["name"] for t in shown["tools"]]
+
+
+def test_deferring_a_named_server_out_of_reach_is_no_error(router: ToolRouter) -> None:
+    """A user's own server that cannot be reached is left out of the exposure (not the whole
+    exposure with it); deferring it must not turn that into an error either."""
+    gateway = router.gateway
+    assert isinstance(gateway, McpGateway)
+    gateway.add_user_server("u1", "gone", {"command": "/nonexistent/server"})
+    exposure = router.expose(["weather_lookup"], user_id="u1", user_servers=["gone"], deferred=["gone"])
+    assert [d["function"]["name"] for d in exposure.definitions] == ["weather_lookup"]
+    assert exposure.deferred == frozenset()

@@ -379,7 +379,8 @@ class ToolRouter:
             service = getattr(tool, "service_id", None)
             if isinstance(service, str):
                 namespaces.setdefault(tool.name, service)
-        hidden = self._deferred(unique, namespaces, deferred, code)
+        named = {*local, *remote, *(sid for _, sid in per_user), *user_servers}
+        hidden = self._deferred(unique, namespaces, deferred, code, named)
         if hidden:  # like a built-in, the search tool wins its name
             catalogue = self.resource(CATALOGUES, CatalogueCache).get([unique[n] for n in hidden], namespaces)
             unique.pop(SEARCH_TOOL, None)
@@ -391,16 +392,21 @@ class ToolRouter:
 
     @staticmethod
     def _deferred(
-        tools: Mapping[str, Tool], namespaces: Mapping[str, str], deferred: bool | Collection[str], code: Any
+        tools: Mapping[str, Tool],
+        namespaces: Mapping[str, str],
+        deferred: bool | Collection[str],
+        code: Any,
+        servers: Collection[str],
     ) -> list[str]:
-        """The names `deferred` leaves out of the listing, in listing order."""
+        """The names `deferred` leaves out of the listing, in listing order. A server the request
+        names may be deferred while it has no tools (none yet, or out of reach for now)."""
         if deferred is True:
             return [n for n, t in tools.items() if t.kind != ToolKind.BUILTIN and (code is None or n != code.name)]
         if not deferred:
             return []
         wanted = set(deferred)
         hidden = [n for n in tools if n in wanted or namespaces.get(n) in wanted]
-        unknown = wanted - set(hidden) - {namespaces.get(n) for n in hidden}
+        unknown = wanted - set(hidden) - {namespaces.get(n) for n in hidden} - set(servers)
         if unknown:
             raise ToolArgumentError(f"deferred names no tool or server of this request: {', '.join(sorted(unknown))}")
         return hidden
