@@ -6,6 +6,10 @@ same calls made one by one through `invoke` (docs/code_mode.md)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,3 +372,41 @@ print("never")
         anyio.run(call_then_leave)
         pid = int((workspace / "inner.pid").read_text())
         wait_until(lambda: not is_alive(pid), "the inner command to be ended with its program")
+
+
+def test_under_bubblewrap_an_interpreter_under_tmp_is_not_chosen(workspace: Path, tmp_path: Path) -> None:
+    """bubblewrap covers the host's /tmp with the command's private one, in either view: a host
+    interpreter living there (a virtual environment made with mktemp, as CI's wheel check does)
+    cannot run inside, so code mode takes a python3 the sandbox shows instead."""
+    from toolroute.builtins._process.sandbox import SandboxPlan, visible
+    from toolroute.codemode.tool import interpreter
+
+    plan = SandboxPlan(kind="bubblewrap", workspace=workspace, private_tmp=tmp_path / "private")
+    assert not visible(Path("/tmp/venv/bin/python"), plan)
+    assert visible(workspace / "x", plan) and visible(Path("/usr/bin"), plan)
+    inside_tmp = SandboxPlan(kind="bubblewrap", workspace=Path("/tmp/ws"), private_tmp=tmp_path / "p")
+    assert visible(Path("/tmp/ws/a.py"), inside_tmp) and not visible(Path("/tmp/other"), inside_tmp)
+    landlock = SandboxPlan(kind="landlock", workspace=workspace, private_tmp=tmp_path / "private")
+    assert visible(Path("/tmp/venv/bin/python"), landlock)  # Landlock's host view reads /tmp
+
+    venv = Path("/tmp") / f"toolroute-venv-{os.getpid()}"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        python = str(venv / "bin" / "python")
+        env = {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin"}
+        code = (
+            "import sys; from toolroute.codemode.tool import interpreter, CodeMode; "
+            "from toolroute.builtins._process.sandbox import SandboxPlan; from pathlib import Path; "
+            f"plan = SandboxPlan(kind='bubblewrap', workspace=Path({str(workspace)!r}), private_tmp=Path('/var/tmp')); "
+            f"print(interpreter(CodeMode(), plan, {env!r}))"
+        )
+        pythonpath = os.pathsep.join(p for p in sys.path if p)
+        done = subprocess.run(
+            [python, "-c", code], env={"PYTHONPATH": pythonpath}, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        chosen = done.stdout.strip()
+        assert not chosen.startswith("/tmp/") and chosen.endswith("python3"), chosen
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+    assert interpreter  # the helper the child used is the one shipped

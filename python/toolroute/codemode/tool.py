@@ -221,15 +221,29 @@ def _program() -> str:
     return shlex.quote(Path(__file__).with_name("inside.py").read_text(encoding="utf-8"))
 
 
+def _shows(plan: SandboxPlan, *paths: str) -> bool:
+    """Whether a command of `plan` sees each of `paths`, as named and as resolved (a virtual
+    environment's python links to its base interpreter; both must be there)."""
+    return all(visible(Path(p), plan) and visible(Path(os.path.realpath(p)), plan) for p in paths)
+
+
 def interpreter(mode: CodeMode, plan: SandboxPlan | None, env: Mapping[str, str]) -> str:
     """The Python the program runs on: the configured one, or the host's own where the sandbox
     shows it whole, or the first `python3` on the command's PATH."""
     if mode.python is not None:
         return mode.python
-    host = os.path.realpath(sys.executable) if sys.executable else ""
-    if host and (plan is None or all(visible(Path(p), plan) for p in (host, sys.prefix, sys.base_prefix))):
+    if sys.executable and (plan is None or _shows(plan, sys.executable, sys.prefix, sys.base_prefix)):
         return sys.executable
-    found = shutil.which("python3", path=env.get("PATH", ""))
+    found = next(
+        (
+            candidate
+            for folder in env.get("PATH", "").split(os.pathsep)
+            if folder
+            and (candidate := shutil.which("python3", path=folder)) is not None
+            and (plan is None or _shows(plan, candidate))
+        ),
+        None,
+    )
     if found is None:
         raise ToolExecutionError(
             "code mode has no Python interpreter its sandbox can run (none of the host's, and no python3 on "

@@ -253,8 +253,15 @@ def system_grants(hidden: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
     return readable_grants([Path(p) for p in SYSTEM_PATHS], hidden)
 
 
+TMP = Path("/tmp")  # where bubblewrap mounts a command's private temporary folder
+
+
 def visible(path: Path, plan: SandboxPlan) -> bool:
-    """Whether `path` lies in what a command of `plan` can read (the minimal view's folders)."""
+    """Whether `path` lies in what a command of `plan` can read (the minimal view's folders).
+    Under bubblewrap the host's /tmp is covered by the private one in either view: of it only
+    what is bound again (the workspace, declared folders) shows."""
+    if plan.kind == "bubblewrap" and _covers(TMP, path):
+        return any(_covers(root, path) for root in (*plan.writable_paths(), *plan.read_only))
     if plan.view == "host":
         return True
     if any(_covers(h, path) for h in plan.hidden_paths()):
