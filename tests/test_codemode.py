@@ -379,7 +379,6 @@ def test_under_bubblewrap_an_interpreter_under_tmp_is_not_chosen(workspace: Path
     interpreter living there (a virtual environment made with mktemp, as CI's wheel check does)
     cannot run inside, so code mode takes a python3 the sandbox shows instead."""
     from toolroute.builtins._process.sandbox import SandboxPlan, visible
-    from toolroute.codemode.tool import interpreter
 
     plan = SandboxPlan(kind="bubblewrap", workspace=workspace, private_tmp=tmp_path / "private")
     assert not visible(Path("/tmp/venv/bin/python"), plan)
@@ -409,4 +408,3 @@ def test_under_bubblewrap_an_interpreter_under_tmp_is_not_chosen(workspace: Path
         assert not chosen.startswith("/tmp/") and chosen.endswith("python3"), chosen
     finally:
         shutil.rmtree(venv, ignore_errors=True)
-    assert interpreter  # the helper the child used is the one shipped
