@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import maturin
 from maturin import *  # noqa: F403  (the other hooks, such as prepare_metadata_for_build_wheel, as they are)
 
-RUST_MIN = (1, 85)  # rust/Cargo.toml's rust-version
+RUST_MIN = (1, 85)  # the workspace's rust-version (Cargo.toml)
 HOW = "install it with rustup (https://rustup.rs) or your system's package manager"
 
 

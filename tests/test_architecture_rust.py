@@ -1,20 +1,53 @@
-"""The Rust core's import rules (docs/architecture.md, "The Rust crate"): no circle between its
-files, and only the binding layer (`py/`, and `lib.rs` that registers it) speaks PyO3. The graph
-is read from the sources: `crate::a::b` and `super::a` paths, resolved to the file that defines
-them (comments and inline test modules left out). A copy with a planted upward reference must
-fail the check, so the check is not vacuous."""
+"""The Rust code's import rules (docs/architecture.md, "The Rust crates"): one crate per layer, each
+depending only on the layers below it, which Cargo keeps (it refuses a cycle, and a crate cannot
+name one it does not depend on: both are shown failing here on a copy with a planted upward
+dependency); only the binding crate links PyO3; and inside each crate, no circle between files.
+The file graph is read from the sources: `crate::a::b` and `super::a` paths, resolved to the file
+that defines them (comments and inline test modules left out)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[1] / "rust" / "src"
+ROOT = Path(__file__).resolve().parents[1]
 PATH = r"((?:[a-z_0-9]+::)*[a-z_0-9]+)"
+
+# The layers, bottom up: a crate may depend on crates of lower layers only.
+LAYERS = [
+    {"toolroute-digest", "toolroute-textsafety", "toolroute-toolsearch"},
+    {"toolroute-names", "toolroute-files"},
+    {"toolroute-edits", "toolroute-search"},
+    {"toolroute-binding"},
+]
+LAYER_OF = {crate: n for n, layer in enumerate(LAYERS) for crate in layer}
+
+
+def metadata(workspace: Path = ROOT) -> dict:
+    proc = subprocess.run(
+        ["cargo", "metadata", "--offline", "--format-version", "1", "--no-deps"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def crates() -> dict[str, dict]:
+    return {package["name"]: package for package in metadata()["packages"]}
+
+
+def crate_sources() -> dict[str, Path]:
+    return {name: Path(package["manifest_path"]).parent / "src" for name, package in crates().items()}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -93,36 +126,81 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_circle_between_rust_files() -> None:
-    assert circles(graph(SOURCE)) == []
+def test_the_crates_are_the_layers_and_each_depends_only_downward() -> None:
+    found = crates()
+    assert set(found) == set(LAYER_OF)
+    for name, package in found.items():
+        own = {dep["name"] for dep in package["dependencies"] if dep["name"] in LAYER_OF}
+        assert all(LAYER_OF[dep] < LAYER_OF[name] for dep in own), (name, own)
 
 
-def test_the_check_sees_a_planted_circle(tmp_path: Path) -> None:
-    copy = tmp_path / "src"
-    shutil.copytree(SOURCE, copy)
-    planted = copy / "files" / "txn.rs"  # the transaction reaching up into write_file's logic
-    planted.write_text("fn planted(_: crate::edits::write::WriteMode) {}\n" + planted.read_text())
-    assert ["edits::write", "files::txn"] in circles(graph(copy))
-
-
-def test_only_the_binding_layer_speaks_pyo3() -> None:
+def test_only_the_binding_crate_links_or_speaks_pyo3() -> None:
+    linking = sorted(
+        name for name, package in crates().items() if any(dep["name"] == "pyo3" for dep in package["dependencies"])
+    )
+    assert linking == ["toolroute-binding"]
     speaking = sorted(
-        str(file.relative_to(SOURCE))
-        for module, file in modules(SOURCE).items()
-        if module
-        and not module.startswith("py")
-        and re.search(r"\bpyo3\b|#\[py(class|methods|function)", file.read_text())
+        str(file.relative_to(ROOT))
+        for name, source in crate_sources().items()
+        if name != "toolroute-binding"
+        for file in source.rglob("*.rs")
+        if re.search(r"\bpyo3\b|#\[py(class|methods|function)", file.read_text())
     )
     assert speaking == []
 
 
-@pytest.mark.parametrize("layer", ["files", "digest"])
-def test_the_bottom_layers_reach_nothing_above(layer: str) -> None:
-    above = {"search", "patch", "edits", "toolsearch", "routing", "naming", "py"}
-    reached = {
-        target.split("::")[0]
-        for module, targets in graph(SOURCE).items()
-        if module.split("::")[0] == layer
-        for target in targets
-    }
-    assert not reached & above, reached
+@pytest.mark.parametrize("crate", sorted(LAYER_OF))
+def test_no_circle_between_the_files_of_a_crate(crate: str) -> None:
+    assert circles(graph(crate_sources()[crate])) == []
+
+
+def test_the_file_check_sees_a_planted_circle(tmp_path: Path) -> None:
+    copy = tmp_path / "src"
+    shutil.copytree(crate_sources()["toolroute-files"], copy)
+    planted = copy / "error.rs"  # the error type reaching up into the transaction that uses it
+    planted.write_text("fn planted(_: crate::txn::Journal) {}\n" + planted.read_text())
+    assert any({"error", "txn"} <= set(circle) for circle in circles(graph(copy)))
+
+
+def workspace_copy(tmp_path: Path) -> Path:
+    """The workspace's manifests and sources (no build output), to plant a change in."""
+    copy = tmp_path / "ws"
+    shutil.copytree(ROOT / "rust", copy / "rust", ignore=shutil.ignore_patterns("target"))
+    for name in ("Cargo.toml", "Cargo.lock"):
+        shutil.copy(ROOT / name, copy / name)
+    return copy
+
+
+def test_cargo_refuses_a_crate_that_depends_upward(tmp_path: Path) -> None:
+    copy = workspace_copy(tmp_path)
+    manifest = copy / "rust" / "files" / "Cargo.toml"
+    manifest.write_text(
+        manifest.read_text().replace("[dependencies]\n", "[dependencies]\ntoolroute-search.workspace = true\n")
+    )
+    proc = subprocess.run(
+        ["cargo", "metadata", "--offline", "--format-version", "1"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "cyclic package dependency" in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_a_crate_naming_one_above_it_does_not_compile(tmp_path: Path) -> None:
+    copy = workspace_copy(tmp_path)
+    planted = copy / "rust" / "files" / "src" / "txn.rs"
+    planted.write_text("fn planted(_: toolroute_search::Cancel) {}\n" + planted.read_text())
+    env = {**os.environ, "CARGO_TARGET_DIR": str(tmp_path / "target")}
+    proc = subprocess.run(
+        ["cargo", "check", "--offline", "--locked", "-p", "toolroute-files"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert "toolroute_search" in proc.stderr and "E0433" in proc.stderr, proc.stderr[-3000:]

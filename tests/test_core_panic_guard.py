@@ -14,7 +14,7 @@ from pathlib import Path
 from toolroute import _core
 
 # One call per function of `_core`, and per method of its classes that does work, by binding
-# module (rust/src/py/*.rs). `conf`, `grep`, `glob` and `table` are made before the panics are
+# module (rust/binding/src/*.rs). `conf`, `grep`, `glob` and `table` are made before the panics are
 # switched on (see CHILD).
 CALLS: dict[str, str] = {
     # naming.rs

@@ -1,6 +1,6 @@
 """The binding's request types are declared once per side and held together: the attributes of
 `toolroute.search_options`' protocols are exactly the fields of the Rust structs that read them
-(`GrepArgs`, `GlobArgs` in rust/src/py/search.rs), and the built-ins' request models provide
+(`GrepArgs`, `GlobArgs` in rust/binding/src/search.rs), and the built-ins' request models provide
 them (mypy checks the types; this checks a real request through the real binding)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from toolroute.builtins.glob import GlobRequest
 from toolroute.builtins.grep import GrepRequest
 from toolroute.search_options import GlobOptions, GrepOptions
 
-BINDING = Path(__file__).resolve().parents[1] / "rust" / "src" / "py" / "search.rs"
+BINDING = Path(__file__).resolve().parents[1] / "rust" / "binding" / "src" / "search.rs"
 
 
 def rust_fields(struct: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The index's settings have one home (rust/src/search/index/config.rs): a host sets a default
+"""The index's settings have one home (rust/search/src/index/config.rs): a host sets a default
 in-process (`_core.set_search_index_default`; served mode its idle timeout) and the operator's
 `TOOLROUTE_SEARCH_INDEX_*` variable still wins; a setting that does not exist, or a value that
 cannot be one, is refused by name."""

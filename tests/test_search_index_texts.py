@@ -1,5 +1,5 @@
 """The file texts the search index keeps in memory for the candidate scan
-(rust/src/search/index/texts.rs) are used, bounded by their budget, and never make an answer
+(rust/search/src/index/texts.rs) are used, bounded by their budget, and never make an answer
 stale: a file rewritten in place at the same size, by this process or another, or rewritten
 again and again while queries run, gives the answer an unindexed scan gives, with the watch and
 with the checking index alike.

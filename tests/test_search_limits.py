@@ -43,7 +43,7 @@ def test_a_cancelled_call_stops_its_search(ws: Path, tool: str) -> None:
     """A call whose client went away has its cancel token fired: the Rust search is told (the
     flag the tool hands it) and stops, and the call fails as cancelled rather than answer a
     question nobody waits for. (Stopping between files and inside a long file is
-    `a_cancelled_search_stops_between_files_and_inside_a_long_one` in rust/src/search/tests.rs.)"""
+    `a_cancelled_search_stops_between_files_and_inside_a_long_one` in rust/search/src/tests.rs.)"""
     from toolroute import cancellation
     from toolroute.errors import ToolExecutionError
 

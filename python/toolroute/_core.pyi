@@ -81,7 +81,7 @@ class Confinement:
     def resolve(self, path: str, write: bool = False) -> Path: ...
     def recover(self) -> tuple[int, int]: ...
 
-# ---- search: grep and glob (rust/src/py/search.rs) -------------------------------------------
+# ---- search: grep and glob (rust/binding/src/search.rs) -------------------------------------------
 
 @final
 class GrepResult:
@@ -157,7 +157,7 @@ def search_daemon_command(argv: list[str | PathLike[str]]) -> None: ...
 def search_daemon_stop() -> bool: ...
 def search_daemon_answered() -> int: ...
 
-# --- File tools (rust/src/py/files.rs): confined reads, atomic writes, edit, apply_patch ---
+# --- File tools (rust/binding/src/files.rs): confined reads, atomic writes, edit, apply_patch ---
 
 @final
 class FilePage:

@@ -1,4 +1,4 @@
-"""What the Rust search reads off a grep or glob request (`rust/src/py/search.rs`, `GrepArgs`
+"""What the Rust search reads off a grep or glob request (`rust/binding/src/search.rs`, `GrepArgs`
 and `GlobArgs`): the binding's request types, declared here at the bottom of the package, so
 the stub (`_core.pyi`) names them without importing the tools layer, and mypy checks that the
 built-ins' request models (`builtins/grep.py`, `builtins/glob.py`) provide every one of them.

@@ -11,12 +11,12 @@ Kept as is: `\\n`, `\\t`, `\\r` directly before `\\n` (a CRLF line ending), and 
 joiner/non-joiner (U+200C, U+200D), which emoji sequences and several scripts need to render.
 The set is every Unicode character of category Cc (controls), Cf (format) and Cs (surrogates)
 but those, plus the variation selectors supplement (U+E0100-U+E01EF), usable to hide bytes after
-any character. The scan is in the Rust core (rust/src/textsafety.rs, which holds the ranges): a
+any character. The scan is in the Rust core (rust/textsafety/src/lib.rs, which holds the ranges): a
 regex here costs about 100 ms per MB of clean text, the core about a millisecond. A test checks
 the ranges against the interpreter's `unicodedata`.
 
 `cut_notice` is the one wording for a marker where output was cut out of the middle (how much, of
-how much, why); a cut at the end of capped output is `_core.CUT_NOTICE` (rust/src/textsafety.rs).
+how much, why); a cut at the end of capped output is `_core.CUT_NOTICE` (rust/textsafety/src/lib.rs).
 """
 
 from __future__ import annotations

@@ -1,0 +1,8 @@
+//! The tool logic above the file layer (which stores bytes): [`patch`] is the Codex-style
+//! structured patch (`apply_patch`); [`edit`] plans a string edit in memory, using the patch's seek
+//! for its near-miss report; [`write`] carries edits and writes to disk through the file layer's
+//! transaction.
+
+pub mod edit;
+pub mod patch;
+pub mod write;
