@@ -7,6 +7,7 @@
 
 use sha2::{Digest, Sha256};
 
+/// The longest name a provider accepts (`^[a-zA-Z0-9_-]{1,64}$`).
 pub const MAX_NAME_LEN: usize = 64;
 const HASH_LEN: usize = 8;
 const USER_PREFIX: &str = "user_";
@@ -72,6 +73,8 @@ fn cut_with_hash(name: &mut String, raw: &[&str]) {
     hash_hex(raw, name);
 }
 
+/// `name` cut to [`MAX_NAME_LEN`] with a short hash of `raw` when it is too long (two long names
+/// sharing a prefix stay distinct).
 pub fn with_hash_suffix(name: &str, raw: &str) -> String {
     let mut out: String = name.chars().take(MAX_NAME_LEN).collect();
     cut_with_hash(&mut out, &[raw]);
@@ -112,12 +115,16 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a user id was refused (the message states [`USER_ID_RULE`]).
 pub enum UserIdError {
     #[error("user id must not be empty; {USER_ID_RULE}")]
+    /// The id is empty.
     Empty,
     #[error("user id is {0} bytes long; {USER_ID_RULE}")]
+    /// The id is longer than allowed (its length in bytes).
     TooLong(usize),
     #[error("user id {0:?} contains {1:?}; {USER_ID_RULE}")]
+    /// The id has a character outside the rule (the id, the character).
     BadChar(String, char),
 }
 
@@ -206,9 +213,17 @@ pub fn encode_user_tool(user_id: &str, tool: &str) -> Result<String, UserIdError
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserForm<'a> {
     /// The readable form: exactly this (user id, tool).
-    Readable { user_id: &'a str, tool: &'a str },
-    /// The digest form: the pair is known only to the table; `user_hint` narrows the owner.
-    Digest { user_hint: &'a str },
+    Readable {
+        /// The owner.
+        user_id: &'a str,
+        /// The tool's name on the user's server.
+        tool: &'a str,
+    },
+    /// The digest form: the pair is known only to the table.
+    Digest {
+        /// A prefix of the owner's id, which narrows whose it can be.
+        user_hint: &'a str,
+    },
 }
 
 /// Does `name` have the user form? Such a name never falls back to local or global tools.

@@ -21,14 +21,20 @@ use crate::naming::{encode_user_tool, has_user_form, with_hash_suffix, UserIdErr
 /// it in the binding layer, the only one that speaks PyO3.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// The eight coding tools.
     Builtin = 0,
+    /// A tool of a user's own remote MCP server (`user_{userId}_tool_{toolName}`).
     UserMcp = 1,
+    /// A tool of a local `@mcp_service`.
     LocalMcp = 2,
+    /// A `@function_tool`.
     Function = 3,
+    /// A tool of a global MCP server, behind the gateway.
     GlobalMcp = 4,
 }
 
 impl Kind {
+    /// Every kind, in precedence order (the first wins).
     pub const ALL: [Kind; 5] = [
         Kind::Builtin,
         Kind::UserMcp,
@@ -37,6 +43,7 @@ impl Kind {
         Kind::GlobalMcp,
     ];
 
+    /// The kind at this precedence level, if there is one.
     pub fn from_index(i: u8) -> Option<Kind> {
         Kind::ALL.get(usize::from(i)).copied()
     }
@@ -46,6 +53,7 @@ impl Kind {
         matches!(self, Kind::Builtin | Kind::LocalMcp | Kind::Function)
     }
 
+    /// The words messages use, e.g. `"built-in"`, `"user MCP"`.
     pub fn label(self) -> &'static str {
         match self {
             Kind::Builtin => "built-in",
@@ -67,6 +75,7 @@ impl Kind {
         }
     }
 
+    /// The name of Python's `ToolKind` member, e.g. `"BUILTIN"`.
     pub fn constant(self) -> &'static str {
         match self {
             Kind::Builtin => "BUILTIN",
@@ -79,27 +88,51 @@ impl Kind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a name could not be registered or looked up.
 pub enum RouteError {
     #[error("{0}")]
+    /// A bad user id.
     UserId(#[from] UserIdError),
     #[error("{name:?} has the user form user_{{userId}}_tool_{{toolName}}, reserved for per-user MCP tools; register it under another name")]
-    ReservedUserForm { name: String },
-    #[error("{name:?} is the name of a built-in tool, which always wins (spec 6), so this {kind} tool could never be called; register it under another name")]
-    BuiltinName { name: String, kind: &'static str },
-    #[error("{name:?} is already taken by the {holder_kind} tool {holder:?}; register it under another name")]
-    Taken {
+    /// A shared name in the form reserved for per-user tools.
+    ReservedUserForm {
+        /// The refused name.
         name: String,
+    },
+    #[error("{name:?} is the name of a built-in tool, which always wins (spec 6), so this {kind} tool could never be called; register it under another name")]
+    /// A name a built-in tool already has.
+    BuiltinName {
+        /// The refused name.
+        name: String,
+        /// The kind it was to be registered as.
+        kind: &'static str,
+    },
+    #[error("{name:?} is already taken by the {holder_kind} tool {holder:?}; register it under another name")]
+    /// A name another tool has claimed.
+    Taken {
+        /// The name.
+        name: String,
+        /// The tool that holds it.
         holder: String,
+        /// That tool's kind.
         holder_kind: &'static str,
     },
     #[error("{name:?} is already registered as a {existing} tool")]
+    /// The same name registered twice.
     Duplicate {
+        /// The name.
         name: String,
+        /// The kind it is registered as.
         existing: &'static str,
     },
     #[error("user tool {name:?} is already registered for another (user, tool) pair")]
-    UserCollision { name: String },
+    /// Two (user, tool) pairs with one encoded name.
+    UserCollision {
+        /// The encoded name both pairs map to.
+        name: String,
+    },
     #[error("kind {0} is not a shared tool kind")]
+    /// A kind number that is not a shared kind.
     BadKind(u8),
 }
 
@@ -189,6 +222,8 @@ struct UserRoute<T> {
     target: T,
 }
 
+/// The routing table: shared names by kind, each user's tools by their encoded name, and the
+/// names claimed for life; `T` is what a name routes to.
 pub struct RoutingTable<T> {
     shared: FxHashMap<String, Route<T>>,
     /// Keyed by the whole encoded name (the encoding is one-to-one).
@@ -208,15 +243,19 @@ impl<T> Default for RoutingTable<T> {
     }
 }
 
+/// What a lookup found.
 pub enum Lookup<'a, T> {
+    /// The route's kind and target.
     Found(Kind, &'a T),
     /// Nothing matched; `user_form` says the name was confined to the user table.
     Missing {
+        /// Whether the name had the user form (and so was looked up only in the user table).
         user_form: bool,
     },
 }
 
 impl<T> RoutingTable<T> {
+    /// An empty table.
     pub fn new() -> Self {
         Self::default()
     }
@@ -315,6 +354,7 @@ impl<T> RoutingTable<T> {
         self.shared.remove(name).map(|r| r.target)
     }
 
+    /// Forget a user's tool, given the user and the tool's key; returns its target.
     pub fn remove_user(&mut self, user_id: &str, key: &str) -> Option<T> {
         let name = encode_user_tool(user_id, key).ok()?;
         match self.user.get(&name) {
@@ -382,6 +422,7 @@ impl<T> RoutingTable<T> {
         })
     }
 
+    /// The names routed to tools of `kind`, sorted.
     pub fn names(&self, kind: Kind) -> Vec<String> {
         let mut out: Vec<String> = match kind {
             Kind::UserMcp => self.user.keys().cloned().collect(),

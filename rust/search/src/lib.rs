@@ -1,5 +1,9 @@
 //! grep and glob on ripgrep's crates, sharing one walker configuration.
 
+// The workspace denies undocumented public items; this crate's surface (mostly its error
+// variants' fields) is still being documented, so it is allowed here for now.
+#![allow(missing_docs)]
+
 pub mod glob;
 pub mod grep;
 pub mod index;

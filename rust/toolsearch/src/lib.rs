@@ -15,8 +15,11 @@ use rustc_hash::FxHashMap;
 /// A tool as search sees it.
 #[derive(Clone, Debug, Default)]
 pub struct Document {
+    /// The tool's name.
     pub name: String,
+    /// Its MCP server or local service (empty for none).
     pub namespace: String,
+    /// Its description.
     pub description: String,
     /// (parameter name, its description and enum values), nested parameters flattened.
     pub parameters: Vec<(String, String)>,
@@ -172,14 +175,17 @@ impl Index {
         }
     }
 
+    /// How many documents the index holds.
     pub fn len(&self) -> usize {
         self.documents.len()
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.documents.is_empty()
     }
 
+    /// The document numbered `number` (its place in the catalogue the index was built from).
     pub fn document(&self, number: usize) -> Option<&Document> {
         self.documents.get(number)
     }
