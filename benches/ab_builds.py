@@ -1,11 +1,12 @@
 """Two builds of toolroute side by side: is a change (a redesign, a refactor) slower anywhere?
 
-    python benches/ab_builds.py --old /path/to/old/site-packages [--rounds 15]
+    python benches/ab_builds.py --old /path/to/old/site-packages [--new /path/to/new/site] [--rounds 15]
 
 `--old` is a folder holding another build's `toolroute` package (for example a wheel of an earlier
 commit unpacked there: `maturin build --release -o dist` in a worktree of that commit, then
-`unzip dist/*.whl -d old-site`); the new build is the one this interpreter imports. Each build runs
-in a worker process of its own; the driver alternates them round by round (interleaved, so drift
+`unzip dist/*.whl -d old-site`); the new build is the one this interpreter imports, or the one in
+`--new` (built the same way, so both are release builds). Each build runs in a worker process of
+its own; the driver alternates them round by round (interleaved, so drift
 hits both), each round timing the same calls on the same files, and checks both give the same
 answers. Reported: per workload, the median over rounds of old time / new time (above 1: the new
 build is faster).
@@ -59,8 +60,43 @@ TOGGLES = {
     ],
     "edit_unique": [edit(30, 31), edit(31, 30)],
 }
+# A served call: an MCP session over the SDK's in-memory transport to `toolroute serve`'s server
+# (session start included, the same in both builds).
+SERVED = {"served_read_file": ("read_file", {"path": "small.txt"})}
+served_server = None
+
+
+def served(name, n):
+    import anyio
+    from mcp import Client
+    from toolroute.serve import ServedTools, build_server
+
+    global served_server
+    tool, arguments = SERVED[name]
+    if served_server is None:
+        served_server = build_server(ServedTools(router, [tool]))
+
+    async def session(count):
+        async with Client(served_server) as client:
+            text = None
+            for _ in range(count):
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, result
+                text = result.content[0].text
+            return text
+
+    anyio.run(session, 1)
+    started = time.perf_counter()
+    answer = anyio.run(session, n)
+    return time.perf_counter() - started, answer
+
+
 for line in sys.stdin:
     name, n = line.split()
+    if name in SERVED:
+        elapsed, answer = served(name, int(n))
+        print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
+        continue
     calls = TOGGLES.get(name) or [CALLS[name]]
     answer = router.invoke(*calls[0])
     if len(calls) > 1:
@@ -81,6 +117,7 @@ WORKLOADS = {
     "glob_tree": 60,
     "apply_patch_1_hunk": 200,
     "edit_unique": 200,
+    "served_read_file": 300,
 }
 
 
@@ -123,6 +160,7 @@ class Worker:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--old", required=True, help="folder holding the other build's toolroute package")
+    parser.add_argument("--new", help="folder holding this build's toolroute package (default: the one imported)")
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,7 +169,7 @@ def main() -> None:
         for ws in spaces.values():
             ws.mkdir()
             make_workspace(ws)
-        old, new = Worker("old", args.old, spaces["old"]), Worker("new", None, spaces["new"])
+        old, new = Worker("old", args.old, spaces["old"]), Worker("new", args.new, spaces["new"])
         try:
             print(f"{'workload':<18} {'old/new':>8} {'old ms':>9} {'new ms':>9}")
             for workload, n in WORKLOADS.items():

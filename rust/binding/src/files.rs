@@ -10,7 +10,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors::{argument, edit_error, guard, CoreError, ToolExecutionError};
 use toolroute_edits::edit::plan_edit;
-use toolroute_edits::patch::commit::apply_patch_with;
+use toolroute_edits::patch::apply_patch_with;
 use toolroute_edits::patch::{
     apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,
     Outcome,

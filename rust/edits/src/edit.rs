@@ -15,7 +15,9 @@ use crate::patch::{seek, Tier};
 pub struct EditPlan {
     /// Byte offsets of the replaced occurrences.
     pub hits: Vec<usize>,
+    /// The length of what each occurrence replaces, in bytes.
     pub old_len: usize,
+    /// What goes in its place (in the file's line endings).
     pub new_bytes: Vec<u8>,
     /// 1-based line (in the original file) where each replacement starts (of the first
     /// `max_lines`, see `plan_edit_reporting`).
@@ -25,10 +27,12 @@ pub struct EditPlan {
 }
 
 impl EditPlan {
+    /// How many occurrences are replaced.
     pub fn replacements(&self) -> usize {
         self.hits.len()
     }
 
+    /// The new file's length, given the old one's.
     pub fn output_len(&self, content_len: usize) -> usize {
         content_len + self.hits.len() * self.new_bytes.len() - self.hits.len() * self.old_len
     }
@@ -70,19 +74,24 @@ impl EditPlan {
     }
 }
 
+/// An edit applied in memory (the tests' view of a plan; the tools stream the plan to disk).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditOutcome {
-    pub bytes: Vec<u8>,
-    pub replacements: usize,
-    pub lines: Vec<usize>,
-    pub eol_adapted: bool,
+struct EditOutcome {
+    bytes: Vec<u8>,
+    replacements: usize,
+    lines: Vec<usize>,
+    eol_adapted: bool,
 }
 
 /// Where the closest thing to `old_string` is, for the error message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NearMatch {
+    /// Its 1-based line.
     pub line: usize,
+    /// How it differs, e.g. "the indentation differs".
     pub note: String,
+    /// The file's lines there: (line number, text).
     pub excerpt: Vec<(usize, String)>,
 }
 
@@ -100,26 +109,43 @@ impl std::fmt::Display for NearMatch {
     }
 }
 
+/// Why an edit cannot be made (nothing was changed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
+    /// An empty `old_string`.
     #[error("old_string must not be empty (use write_file to create or overwrite a file)")]
     EmptyOld,
+    /// `old_string` and `new_string` are the same.
     #[error("old_string and new_string are identical; nothing to change")]
     Identical,
+    /// `old_string` is not in the file.
     #[error("old_string was not found; no change was made. {}", describe_near(.near))]
-    NotFound { near: Option<NearMatch> },
+    NotFound {
+        /// The closest thing to it, if anything is close.
+        near: Option<NearMatch>,
+    },
+    /// `old_string` is there more than once and `replace_all` is off.
     #[error(
         "old_string is not unique: found {count} occurrences, starting at lines {}; no change was \
          made. Add surrounding lines to old_string to make it unique, or set replace_all=true.",
         join_lines(.lines)
     )]
-    NotUnique { count: usize, lines: Vec<usize> },
+    NotUnique {
+        /// How many times.
+        count: usize,
+        /// The lines they start at.
+        lines: Vec<usize>,
+    },
+    /// A non-ASCII `new_string` for a file that is not UTF-8.
     #[error(
         "the file is not valid UTF-8 (first bad byte at offset {offset}, probably Latin-1 or another \
          legacy encoding) and new_string contains non-ASCII characters, which would mix encodings; \
          no change was made. Use only ASCII in new_string for this file."
     )]
-    Encoding { offset: usize },
+    Encoding {
+        /// The first byte that is not UTF-8.
+        offset: usize,
+    },
 }
 
 fn describe_near(near: &Option<NearMatch>) -> String {
@@ -155,7 +181,8 @@ fn adapt_eol(content: &[u8], old: &str, new: &str) -> Option<(String, String)> {
 }
 
 /// Plan and apply in one go (the new bytes in memory).
-pub fn apply_edit(
+#[cfg(test)]
+fn apply_edit(
     content: &[u8],
     old: &str,
     new: &str,

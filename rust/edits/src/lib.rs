@@ -3,10 +3,6 @@
 //! for its near-miss report; [`write`] carries edits and writes to disk through the file layer's
 //! transaction.
 
-// The workspace denies undocumented public items; this crate's surface (mostly its error
-// variants' fields) is still being documented, so it is allowed here for now.
-#![allow(missing_docs)]
-
 pub mod edit;
 pub mod patch;
 pub mod write;

@@ -16,7 +16,9 @@ use toolroute_files::txn::{commit, Change, Op, TxnError, WriteOptions};
 pub enum WriteMode {
     /// Fail if the file exists (the rename itself is no-clobber, so a race cannot overwrite).
     Create,
+    /// Replace the file (or create it).
     Overwrite,
+    /// Add to its end (or create it).
     Append,
 }
 
@@ -34,11 +36,16 @@ impl FromStr for WriteMode {
     }
 }
 
+/// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
+    /// The path as the kernel resolved it.
     pub resolved: PathBuf,
+    /// The file did not exist before.
     pub created: bool,
+    /// Bytes written by this call.
     pub bytes_written: usize,
+    /// The file's size afterwards.
     pub size: usize,
 }
 
@@ -145,9 +152,12 @@ fn put(
 /// Replacements above which edit writes the new file from one buffer.
 const MANY_HITS: usize = 64;
 
+/// Why an edit on disk failed: the file, or the edit.
 #[derive(Debug)]
 pub enum EditFailure {
+    /// The file could not be read or written.
     Fs(FsError),
+    /// The edit does not fit the file.
     Edit(EditError),
 }
 

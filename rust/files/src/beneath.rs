@@ -54,12 +54,15 @@ impl Links {
     }
 }
 
+/// Why an open beneath a root failed.
 #[derive(Debug)]
 pub enum BeneathError {
     /// The path leaves the root; `to` is the absolute place it heads for (lexical).
     Escape {
+        /// Where it heads for.
         to: PathBuf,
     },
+    /// The system refused it (e.g. no such file, or a link where none may be).
     Io(io::Error),
 }
 
@@ -104,6 +107,7 @@ pub struct Parent {
     pub dir: OwnedFd,
     /// Folders still to create below `dir` (only with [`Missing::Stop`]), outermost first.
     pub missing: Vec<OsString>,
+    /// The last component's name.
     pub name: OsString,
 }
 
@@ -214,6 +218,7 @@ impl Root {
         &self.path
     }
 
+    /// The root's descriptor, to open beneath.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }

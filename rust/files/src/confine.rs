@@ -17,9 +17,12 @@ use rustix::fs::OFlags;
 use crate::beneath::{fd_path, lexical_join, BeneathError, Missing, Parent, Root};
 use crate::error::{ConfineError, FsError};
 
+/// What a caller wants to do with a path: writes are allowed only under the workspace root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
+    /// Reading (any root).
     Read,
+    /// Writing (the workspace, outside its read-only roots).
     Write,
 }
 
@@ -47,6 +50,7 @@ fn open_root(root: &Path) -> Result<Root, ConfineError> {
 }
 
 impl Roots {
+    /// Open the workspace root and the read-only roots (a root that cannot be opened is an error).
     pub fn new(workspace: &Path, read_only: &[PathBuf]) -> Result<Self, ConfineError> {
         let mut roots = vec![open_root(workspace)?];
         for r in read_only {
@@ -75,6 +79,7 @@ impl Roots {
         }))
     }
 
+    /// The workspace root's canonical path.
     pub fn workspace(&self) -> &Path {
         self.0.roots[0].path()
     }
@@ -84,6 +89,7 @@ impl Roots {
         &self.0.roots[0]
     }
 
+    /// The read-only roots' canonical paths.
     pub fn read_only(&self) -> &[PathBuf] {
         &self.0.read_only
     }

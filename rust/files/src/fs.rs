@@ -19,29 +19,38 @@ use crate::text_style::{binary_kind, Encoding};
 /// Who owns a file and how it may be used, as read before changing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
+    /// Permission bits and file type (`st_mode`).
     pub mode: u32,
+    /// The owner.
     pub uid: u32,
+    /// The group.
     pub gid: u32,
+    /// Hard links to it.
     pub nlink: u64,
+    /// Its size in bytes.
     pub size: u64,
 }
 
 /// A file's bytes and metadata, as read before changing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Existing {
+    /// Its contents.
     pub bytes: Vec<u8>,
+    /// Its metadata.
     pub meta: Meta,
 }
 
 /// What is at a write's destination before the write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Original {
+    /// A regular file: its bytes and metadata.
     File(Existing),
     /// A symlink (only when the destination was taken without following it): its target.
     Link(Vec<u8>),
 }
 
 impl Original {
+    /// The file, unless it is a link.
     pub fn file(&self) -> Option<&Existing> {
         match self {
             Original::File(e) => Some(e),
@@ -137,8 +146,11 @@ impl Roots {
 /// Where a write goes and what is there now.
 #[derive(Debug)]
 pub struct Target {
+    /// The path as the caller gave it (for messages).
     pub shown: String,
+    /// The destination's folder, open, and its name there.
     pub parent: Parent,
+    /// What is there now; `None` when nothing is.
     pub original: Option<Original>,
 }
 
@@ -151,10 +163,12 @@ impl Target {
         out
     }
 
+    /// The destination's name in its folder.
     pub fn name(&self) -> &OsString {
         &self.parent.name
     }
 
+    /// The file there now, if it is a regular file.
     pub fn existing(&self) -> Option<&Existing> {
         self.original.as_ref().and_then(Original::file)
     }
@@ -267,7 +281,9 @@ pub fn check_writable(shown: &str, meta: Meta, permit: Permit) -> Result<(), FsE
 /// `max_lines`), read from the start only as far as needed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
+    /// The path as the kernel resolved it.
     pub resolved: PathBuf,
+    /// The file's size in bytes.
     pub size: u64,
     /// The encoding the file's byte-order mark names, if it has one.
     pub bom: Option<Encoding>,
@@ -276,6 +292,7 @@ pub struct Page {
     /// Set for UTF-16/32 files (by BOM): `body` is then the whole file (up to the byte cap)
     /// and the caller splits lines after decoding.
     pub whole: bool,
+    /// The page's bytes (or the whole file, when `whole`).
     pub body: Vec<u8>,
     /// 1-based number of the first line in `body` (unless `whole`).
     pub first: usize,
@@ -292,13 +309,18 @@ pub struct Page {
 /// A folder's entries for read_file's listing: names (folders end in `/`), sorted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
+    /// The folder's path as the kernel resolved it.
     pub resolved: PathBuf,
+    /// Its entries' names.
     pub names: Vec<String>,
 }
 
+/// What read_file found: a page of a file, or a folder's listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadOutcome {
+    /// A page of a file.
     Page(Page),
+    /// A folder's entries.
     Dir(Listing),
 }
 

@@ -9,10 +9,6 @@
 //! endings; [`txn`] commits changes atomically. The tools' logic above it (edit, write_file)
 //! lives in the `toolroute-edits` crate.
 
-// The workspace denies undocumented public items; this crate's surface (mostly its error
-// variants' fields) is still being documented, so it is allowed here for now.
-#![allow(missing_docs)]
-
 /// Whether this build uses the Linux-only interfaces (`O_PATH`, `openat2`, `O_TMPFILE`, inotify):
 /// Linux without the `portable` feature. The crates above ask this instead of deciding again;
 /// the search crate's own Linux-only module (the inotify watch) is left out by the same rule

@@ -67,6 +67,7 @@ pub fn openat2_beneath(
     got
 }
 
+/// No `openat2` in this build: always `ENOSYS`, so the caller walks the components itself.
 #[cfg(not(native_linux))]
 pub fn openat2_beneath(
     _base: BorrowedFd<'_>,

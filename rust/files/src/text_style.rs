@@ -32,13 +32,20 @@ pub fn binary_kind(head: &[u8]) -> Option<&'static str> {
     memchr::memchr(0, head).map(|_| "binary data (NUL bytes)")
 }
 
+/// A text file's encoding, as its byte-order mark (or its bytes) say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
+    /// UTF-8 without a byte-order mark.
     Utf8,
+    /// UTF-8 with a byte-order mark.
     Utf8Bom,
+    /// UTF-16, little-endian (by its BOM).
     Utf16Le,
+    /// UTF-16, big-endian (by its BOM).
     Utf16Be,
+    /// UTF-32, little-endian (by its BOM).
     Utf32Le,
+    /// UTF-32, big-endian (by its BOM).
     Utf32Be,
     /// Not valid UTF-8 and no BOM: every byte is one character (how read_file shows it).
     Latin1,
@@ -99,6 +106,7 @@ impl Encoding {
         }
     }
 
+    /// The name messages use, e.g. `"UTF-16LE"`.
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Utf8 => "UTF-8",
@@ -111,6 +119,7 @@ impl Encoding {
         }
     }
 
+    /// The byte-order mark it writes (empty for none).
     pub fn bom(self) -> &'static [u8] {
         match self {
             Encoding::Utf8 | Encoding::Latin1 => b"",
@@ -200,11 +209,15 @@ pub fn conform_to_style(existing: &[u8], content: &str) -> Vec<u8> {
     out
 }
 
+/// Text the file's encoding cannot hold: nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the file is {encoding} and the content has {bad:?} (U+{code:04X}), which {encoding} cannot hold; nothing was written. Use only characters the file's encoding has, or delete the file and create it anew")]
 pub struct StyleError {
+    /// The encoding's name.
     pub encoding: &'static str,
+    /// The first character it cannot hold.
     pub bad: char,
+    /// That character's code point.
     pub code: u32,
 }
 

@@ -59,7 +59,9 @@ pub enum Durability {
 /// How a write may go: durability and what it may overwrite.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {
+    /// How much is synced to disk before the call returns.
     pub durability: Durability,
+    /// Which files it may rewrite (read-only ones only when permitted).
     pub permit: Permit,
 }
 
@@ -81,7 +83,9 @@ pub enum Op<'a> {
     /// Replace (or create) with the concatenation of the parts. `no_clobber`: fail if a file
     /// appeared there meanwhile.
     Put {
+        /// The new content, in parts (written in one pass).
         parts: Vec<&'a [u8]>,
+        /// Fail if a file appeared at the destination since it was read.
         no_clobber: bool,
         /// Owner, group and mode for the new file; default: those of the file it replaces.
         meta: Option<Meta>,
@@ -90,9 +94,12 @@ pub enum Op<'a> {
     Remove,
 }
 
+/// One file a transaction changes: where, and how.
 #[derive(Debug)]
 pub struct Change<'a> {
+    /// The destination.
     pub target: Target,
+    /// What to do there.
     pub op: Op<'a>,
 }
 
@@ -105,8 +112,11 @@ pub enum TxnError {
     /// Failed while renaming; what was already renamed was put back as far as possible.
     #[error("could not write {path}: {source}; {rollback}")]
     Publishing {
+        /// The path as given.
         path: String,
+        /// The failure.
         source: Box<FsError>,
+        /// What the rollback did, as a message says it.
         rollback: String,
     },
 }

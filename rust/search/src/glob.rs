@@ -6,24 +6,31 @@ use std::time::SystemTime;
 use super::walker::{Found, PerFile, Walker};
 use super::SkipStats;
 
+/// How glob orders its files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GlobSort {
     /// Newest first; ties by path.
     Modified,
+    /// By path.
     Path,
 }
 
+/// One file glob found.
 #[derive(Debug, Clone)]
 pub struct GlobHit {
     /// Workspace-relative (absolute under a read-only root): every hit of one walk shares the
     /// start path's prefix, so ordering by this text orders by path.
     pub display: String,
+    /// Its modification time, when sorting by it.
     pub modified: Option<SystemTime>,
 }
 
+/// What a glob found.
 #[derive(Debug, Default)]
 pub struct GlobOutcome {
+    /// The files, in the asked order.
     pub files: Vec<GlobHit>,
+    /// What the walk left out.
     pub stats: SkipStats,
 }
 

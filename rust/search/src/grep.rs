@@ -21,14 +21,19 @@ use super::{Cancel, Cancellable, SearchError, SkipStats};
 /// mode); beyond it the file fails with an error instead of eating memory.
 const HEAP_LIMIT: usize = 64 * 1024 * 1024;
 
+/// What grep prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputMode {
+    /// Matching lines (with context).
     Content,
+    /// The paths of files with a match.
     FilesWithMatches,
+    /// The number of matching lines per file.
     Count,
 }
 
 impl OutputMode {
+    /// Read `output_mode` as the tool takes it.
     pub fn parse(name: &str) -> Result<Self, SearchError> {
         match name {
             "content" => Ok(Self::Content),
@@ -41,15 +46,22 @@ impl OutputMode {
     }
 }
 
+/// How grep matches and what it keeps.
 #[derive(Debug, Clone)]
 pub struct GrepOptions {
+    /// Ignore case (rg -i).
     pub case_insensitive: bool,
+    /// The pattern is a literal string (rg -F).
     pub fixed_strings: bool,
+    /// Match whole words only (rg -w).
     pub word: bool,
     /// Patterns may span lines, and `.` matches a newline (rg -U --multiline-dotall).
     pub multiline: bool,
+    /// Context lines before each match (rg -B).
     pub before: usize,
+    /// Context lines after each match (rg -A).
     pub after: usize,
+    /// What to print.
     pub mode: OutputMode,
     /// Matches per file (rg -m).
     pub max_count: Option<u64>,
@@ -81,9 +93,12 @@ impl Default for GrepOptions {
     }
 }
 
+/// What a row of grep's output is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
+    /// A matching line.
     Match,
+    /// A context line.
     Context,
     /// `--` between non-adjacent groups of context.
     Break,
@@ -93,8 +108,10 @@ pub enum RowKind {
     Count,
 }
 
+/// One row of grep's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
+    /// What it is.
     pub kind: RowKind,
     /// 1-based line number (0 for File/Count/Break rows).
     pub line: u64,
@@ -102,6 +119,7 @@ pub struct Row {
     pub byte_offset: u64,
     /// The line without its terminator, lossily decoded, cut at `max_line_bytes`.
     pub text: String,
+    /// The text was cut at `max_line_bytes`.
     pub truncated: bool,
     /// Byte spans of each match within the line.
     pub submatches: Vec<(usize, usize)>,
@@ -123,21 +141,27 @@ impl Row {
     }
 }
 
+/// One file's matches.
 #[derive(Debug, Clone)]
 pub struct FileHits {
     /// Relative to the root the walk was confined to (`GrepOutcome::root`).
     pub path: PathBuf,
+    /// The path as output shows it (workspace-relative, or absolute under a read-only root).
     pub display: String,
     /// `None` when the store budget ran out; `Grep::rows` then searches the file again.
     pub rows: Option<Vec<Row>>,
+    /// How many rows it has (also when they were not kept).
     pub row_count: usize,
+    /// How many of its lines match.
     pub match_lines: u64,
 }
 
+/// What a grep found.
 #[derive(Debug, Default)]
 pub struct GrepOutcome {
     /// Files with at least one match, sorted by path.
     pub files: Vec<FileHits>,
+    /// What the walk left out.
     pub stats: SkipStats,
     /// The root the files were found beneath: files whose rows were not kept are opened again
     /// beneath it.
@@ -145,10 +169,12 @@ pub struct GrepOutcome {
 }
 
 impl GrepOutcome {
+    /// Rows over every file.
     pub fn total_rows(&self) -> usize {
         self.files.iter().map(|f| f.row_count).sum()
     }
 
+    /// Matching lines over every file.
     pub fn match_lines(&self) -> u64 {
         self.files.iter().map(|f| f.match_lines).sum()
     }
@@ -160,6 +186,7 @@ pub(crate) struct Collector {
     budget: AtomicUsize,
 }
 
+/// A compiled grep: the pattern's matcher and the options, run over a walk.
 pub struct Grep {
     /// Shared with the matcher cache, so its match caches stay warm across calls.
     matcher: Arc<RegexMatcher>,
@@ -571,6 +598,7 @@ fn compile(pattern: &str, opts: &GrepOptions) -> Result<RegexMatcher, SearchErro
 }
 
 impl Grep {
+    /// Compile `pattern` with `opts` (matchers are cached across calls).
     pub fn new(pattern: &str, opts: GrepOptions) -> Result<Self, SearchError> {
         if pattern.is_empty() {
             return Err(SearchError::Argument("pattern must not be empty".into()));
@@ -616,6 +644,7 @@ impl Grep {
         self.searched.is_some()
     }
 
+    /// The options it was compiled with.
     pub fn options(&self) -> &GrepOptions {
         &self.opts
     }

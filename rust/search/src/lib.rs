@@ -1,9 +1,5 @@
 //! grep and glob on ripgrep's crates, sharing one walker configuration.
 
-// The workspace denies undocumented public items; this crate's surface (mostly its error
-// variants' fields) is still being documented, so it is allowed here for now.
-#![allow(missing_docs)]
-
 pub mod glob;
 pub mod grep;
 pub mod index;
@@ -25,6 +21,7 @@ use toolroute_files::error::ConfineError;
 pub struct Cancel(Arc<AtomicBool>);
 
 impl Cancel {
+    /// A request not yet cancelled.
     pub fn new() -> Self {
         Self::default()
     }
@@ -34,6 +31,7 @@ impl Cancel {
         self.0.store(true, Ordering::Release);
     }
 
+    /// Whether the search was asked to stop.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
@@ -54,16 +52,27 @@ impl<R: Read> Read for Cancellable<R> {
     }
 }
 
+/// Why a search could not run (the message is what the model reads).
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
+    /// The roots refuse the path searched.
     #[error(transparent)]
     Confine(#[from] ConfineError),
+    /// A glob that does not parse.
     #[error("invalid glob {glob:?}: {reason}")]
-    Glob { glob: String, reason: String },
+    Glob {
+        /// The glob as given.
+        glob: String,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// An unknown file type (`type="..."`).
     #[error("{0}")]
     Type(String),
+    /// A pattern that does not compile.
     #[error("{0}")]
     Regex(String),
+    /// Options that do not go together, or out of range.
     #[error("{0}")]
     Argument(String),
 }
@@ -100,6 +109,7 @@ pub struct SkipStats {
     pub outside_roots: u64,
     /// Unreadable entries, symlink loops, broken links.
     pub errors: u64,
+    /// The first few of those errors, as messages (the count above is complete).
     pub first_errors: Vec<String>,
     /// Files searched (grep) or listed candidates (glob).
     pub files: u64,

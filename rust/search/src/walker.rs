@@ -38,6 +38,7 @@ const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
 const SPAWN_AFTER: Duration = Duration::from_millis(2);
 const SPAWN_QUEUED: usize = 8;
 
+/// What a walk visits: the ignore rules, globs and types, links and depth.
 #[derive(Debug, Clone, Default)]
 pub struct WalkOptions {
     /// Include hidden (dot) files and directories.
@@ -50,6 +51,7 @@ pub struct WalkOptions {
     /// rg-style globs; `!glob` excludes. Matched relative to the start path, or to the workspace
     /// root with `globs_from_workspace` (rg's `-g` run from the workspace root).
     pub globs: Vec<String>,
+    /// Match the globs relative to the workspace root instead of the start path.
     pub globs_from_workspace: bool,
     /// ripgrep file type names (`py`, `rust`...); `!name` excludes the type. A file a glob
     /// selects is kept whatever its type (as in ripgrep).
@@ -157,7 +159,9 @@ fn is_hidden(name: &[u8]) -> bool {
 /// What a visitor does per file: almost nothing (glob), or enough to share the files out (grep).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerFile {
+    /// Almost nothing (glob): one thread walks and visits.
     Cheap,
+    /// Enough to share the files out among threads (grep).
     Costly,
 }
 
@@ -437,6 +441,7 @@ impl Walker {
         })
     }
 
+    /// Whether the walk follows symbolic links.
     pub fn follows_symlinks(&self) -> bool {
         self.opts.follow_symlinks
     }
@@ -446,6 +451,7 @@ impl Walker {
         Arc::clone(&self.root)
     }
 
+    /// The root's path (for messages).
     pub fn root_path(&self) -> &Path {
         &self.root_path
     }

@@ -16,14 +16,17 @@ use super::text::{Line, Replacement, TextFile};
 pub struct ChunkReport {
     /// 1-based line in the original file where the chunk's lines start.
     pub line: usize,
+    /// The matching tier that found it (exact first, then ever looser).
     pub tier: Tier,
 }
 
+/// A chunk that does not fit the file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ChunkError {
     /// 1-based index of the failing chunk within the file's update.
     pub chunk: usize,
+    /// What went wrong, as the model reads it.
     pub message: String,
 }
 
@@ -105,6 +108,8 @@ pub enum Dialect {
     V4a,
 }
 
+/// Apply an update's chunks to a file's text with Codex's rules: the new text and where each
+/// chunk matched.
 pub fn apply_chunks(
     path: &str,
     content: &str,
@@ -113,6 +118,7 @@ pub fn apply_chunks(
     apply_chunks_as(path, content, chunks, Dialect::Codex)
 }
 
+/// Apply an update's chunks with the rules of `dialect`.
 pub fn apply_chunks_as(
     path: &str,
     content: &str,

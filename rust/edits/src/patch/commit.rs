@@ -15,10 +15,13 @@ use toolroute_files::error::FsError;
 use toolroute_files::fs::{check_rewrite, check_writable, Meta, Original, Target};
 use toolroute_files::txn::{commit, Change, Op, TxnError, WriteOptions};
 
+/// Why a patch was not applied (no file was changed, except as `Commit` says).
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
+    /// The patch does not parse.
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// A patch with no file operations.
     #[error("{0}")]
     Empty(String),
     /// The patch does not fit the files (missing file, context not found, not UTF-8, …).
@@ -26,38 +29,58 @@ pub enum PatchError {
         "apply_patch failed on {path} (file operation {hunk}): {message}; no file was changed"
     )]
     Mismatch {
+        /// The file as the patch names it.
         path: String,
+        /// The file operation's number in the patch (1-based).
         hunk: usize,
+        /// What did not fit.
         message: String,
     },
+    /// A file could not be read or is refused (the file layer's error).
     #[error("apply_patch failed on {path} (file operation {hunk}): {source}; no file was changed")]
     File {
+        /// The file as the patch names it.
         path: String,
+        /// The file operation's number in the patch (1-based).
         hunk: usize,
+        /// The file layer's error.
         source: Box<FsError>,
     },
+    /// Writing failed after staging; what was written was rolled back as far as possible.
     #[error("apply_patch could not write {path}: {source}; {rollback}")]
     Commit {
+        /// The file as the patch names it.
         path: String,
+        /// The file layer's error.
         source: Box<FsError>,
+        /// What the rollback did, as a message says it.
         rollback: String,
     },
 }
 
+/// What the patch did to one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileReport {
+    /// The file as the patch names it.
     pub path: String,
+    /// `"add"`, `"update"`, `"delete"` or `"move"`.
     pub action: &'static str,
+    /// Where each chunk of an update matched.
     pub chunks: Vec<ChunkReport>,
 }
 
 /// What a successful patch did, paths as written in the patch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// Files created.
     pub added: Vec<String>,
+    /// Files changed in place.
     pub modified: Vec<String>,
+    /// Files moved: (from, to).
     pub moved: Vec<(String, String)>,
+    /// Files deleted.
     pub deleted: Vec<String>,
+    /// Each file operation, in patch order.
     pub files: Vec<FileReport>,
 }
 
@@ -163,10 +186,12 @@ impl<'r> Staging<'r> {
     }
 }
 
+/// Apply a Codex-style patch beneath `roots`: every file or none (files over `max_bytes` refused).
 pub fn apply_patch(roots: &Roots, patch: &str, max_bytes: u64) -> Result<Outcome, PatchError> {
     apply_patch_with(roots, patch, max_bytes, WriteOptions::default())
 }
 
+/// [`apply_patch`] with the write's options (durability, what it may rewrite).
 pub fn apply_patch_with(
     roots: &Roots,
     patch: &str,

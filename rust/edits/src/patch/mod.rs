@@ -4,14 +4,14 @@
 //! `text` keeps each line's own ending, `apply` updates one file's text in memory, and `commit`
 //! stages every file before writing any, so a failed patch changes nothing.
 
-pub mod apply;
-pub mod commit;
-pub mod parse;
-pub mod seek;
-pub mod text;
+mod apply;
+mod commit;
+mod parse;
+mod seek;
+mod text;
 
 pub use apply::{apply_chunks, apply_chunks_as, ChunkError, ChunkReport, Dialect};
-pub use commit::{apply_hunks, apply_patch, FileReport, Outcome, PatchError};
+pub use commit::{apply_hunks, apply_patch, apply_patch_with, FileReport, Outcome, PatchError};
 pub use parse::{
     parse_create_diff, parse_patch, parse_update_diff, Chunk, ChunkLine, Hunk, ParseError,
 };

@@ -14,10 +14,14 @@ const UPDATE: &str = "*** Update File:";
 const MOVE: &str = "*** Move to:";
 const EOF_MARK: &str = "*** End of File";
 
+/// One line of a chunk, by its first character.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChunkLine {
+    /// ` `: a line kept.
     Context(String),
+    /// `-`: a line removed.
     Delete(String),
+    /// `+`: a line added.
     Insert(String),
 }
 
@@ -26,6 +30,7 @@ pub enum ChunkLine {
 pub struct Chunk {
     /// `@@ <text>` anchors, located one after the other before the lines.
     pub anchors: Vec<String>,
+    /// The chunk's lines, in order.
     pub lines: Vec<ChunkLine>,
     /// `*** End of File`: the chunk must match at the end of the file.
     pub end_of_file: bool,
@@ -34,6 +39,7 @@ pub struct Chunk {
 }
 
 impl ChunkLine {
+    /// The line without its marker.
     pub fn text(&self) -> &str {
         match self {
             ChunkLine::Context(t) | ChunkLine::Delete(t) | ChunkLine::Insert(t) => t,
@@ -61,28 +67,40 @@ pub fn old_lines(lines: &[ChunkLine]) -> Vec<&str> {
 }
 
 impl Chunk {
+    /// The lines the file must contain (see [`old_lines`]).
     pub fn old_lines(&self) -> Vec<&str> {
         old_lines(&self.lines)
     }
 }
 
+/// One file operation of a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hunk {
+    /// `*** Add File:`, a new file.
     Add {
+        /// The file.
         path: String,
+        /// Its contents.
         contents: String,
     },
+    /// `*** Delete File:`.
     Delete {
+        /// The file.
         path: String,
     },
+    /// `*** Update File:`, changed in place or moved.
     Update {
+        /// The file.
         path: String,
+        /// `*** Move to:`, where it goes.
         move_to: Option<String>,
+        /// Its `@@` sections.
         chunks: Vec<Chunk>,
     },
 }
 
 impl Hunk {
+    /// The file it operates on (its source, for a move).
     pub fn path(&self) -> &str {
         match self {
             Hunk::Add { path, .. } | Hunk::Delete { path } | Hunk::Update { path, .. } => path,
@@ -90,12 +108,20 @@ impl Hunk {
     }
 }
 
+/// A patch that does not follow the grammar (Codex's messages).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// The patch as a whole (its begin and end markers).
     #[error("Invalid patch: {0}")]
     Patch(String),
+    /// One file operation.
     #[error("Invalid patch hunk on line {line}: {message}")]
-    Hunk { line: usize, message: String },
+    Hunk {
+        /// The line of the patch it is on (1-based).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 fn hunk_err(line: usize, message: impl Into<String>) -> ParseError {
@@ -119,6 +145,7 @@ fn strip_heredoc<'a>(lines: &'a [&'a str]) -> &'a [&'a str] {
     }
 }
 
+/// Parse a Codex-style patch (`*** Begin Patch` ... `*** End Patch`) into its file operations.
 pub fn parse_patch(text: &str) -> Result<Vec<Hunk>, ParseError> {
     let all: Vec<&str> = text.trim().lines().collect();
     let lines = strip_heredoc(&all);

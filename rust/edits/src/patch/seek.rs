@@ -6,15 +6,21 @@ use std::cell::{Cell, OnceCell};
 
 use rustc_hash::FxHashMap;
 
+/// How loosely a chunk's lines had to be compared to be found: Codex's four tiers, tried in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
+    /// Byte for byte.
     Exact,
+    /// Ignoring whitespace at line ends.
     TrailingWhitespace,
+    /// Ignoring whitespace at both ends.
     Whitespace,
+    /// Also treating look-alike punctuation (dashes, quotes, spaces) as ASCII.
     Unicode,
 }
 
 impl Tier {
+    /// The words messages use, e.g. `"exact"`.
     pub fn describe(self) -> &'static str {
         match self {
             Tier::Exact => "exact",

@@ -56,10 +56,6 @@ impl<'a> TextFile<'a> {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.texts.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.texts.is_empty()
     }

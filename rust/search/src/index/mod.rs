@@ -177,15 +177,23 @@ pub(crate) fn warm_here(key: &key::Key, roots: &Roots, timeout: Duration) -> boo
 /// What the index for this walk's settings holds.
 #[derive(Debug, Default, Clone)]
 pub struct IndexStats {
+    /// `none`, `building`, `ready`, `broken: why` or `unusable: why`.
     pub state: String,
+    /// Files indexed.
     pub files: usize,
+    /// Their bytes.
     pub bytes: u64,
+    /// Memory the index holds, in bytes.
     pub memory: usize,
+    /// Files marked changed, to read again before they are trusted.
     pub dirty: usize,
+    /// Folders the watch follows.
     pub watched: usize,
     /// Kept fresh by the watch (else by checking every file before each answer).
     pub watching: bool,
+    /// Queries it answered.
     pub served: u64,
+    /// How long its build took, when this process built it.
     pub build_seconds: Option<f64>,
     /// Read back from the on-disk cache rather than built by this process.
     pub restored: bool,

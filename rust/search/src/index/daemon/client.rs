@@ -45,6 +45,7 @@ static LAST_START: Mutex<Option<Instant>> = Mutex::new(None);
 const START_EVERY: Duration = Duration::from_secs(2);
 static ANSWERED: AtomicU64 = AtomicU64::new(0);
 
+/// Set how to start a daemon (`argv`; empty: never start one).
 pub fn set_command(argv: Vec<OsString>) {
     *COMMAND.lock().unwrap_or_else(|e| e.into_inner()) = (!argv.is_empty()).then_some(argv);
 }

@@ -16,16 +16,20 @@ pub(crate) enum Answer<T> {
     Unavailable,
 }
 
+/// There is no daemon to start here.
 pub fn set_command(_argv: Vec<OsString>) {}
 
+/// No daemon ever answers here.
 pub fn answered() -> u64 {
     0
 }
 
+/// A daemon cannot be served here (`Unsupported`).
 pub fn serve(_name: &str) -> io::Result<bool> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
+/// There is no daemon to stop here.
 pub fn stop() -> bool {
     false
 }
