@@ -11,14 +11,15 @@ from typing import Any
 
 import anyio
 import pytest
+from _mcp_helpers import demo_stdio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolroute import BuiltInToolContext, ToolRouter
+from toolroute import BuiltInToolContext, ToolRouter, naming
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
 from toolroute.mcp import McpGateway
 from toolroute.mcp.config import parse_server
-from toolroute.naming import SERVICE_ID_RULE
+from toolroute.naming import SERVICE_ID_RULE, UserId, validate_user_id
 from toolroute.serve.store import StoreError, UserStore
 
 RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -78,3 +79,53 @@ def test_the_service_id_rule_is_one_for_configs_and_the_registry(tmp_path: Path,
         store.add_user("alice")
         with pytest.raises(StoreError, match=re.escape(SERVICE_ID_RULE)):
             store.add_server("alice", sid, {"command": "python3"})
+
+
+# ---- the checked value: made once where the id enters, never checked again --------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(user=st.one_of(good_ids, bad_ids))
+def test_a_user_id_value_is_made_exactly_when_the_rule_accepts(user: Any) -> None:
+    try:
+        validate_user_id(user)
+    except ToolArgumentError:
+        with pytest.raises(ToolArgumentError, match=re.escape("[A-Za-z0-9_-]{1,64}")):
+            UserId(user)
+        return
+    checked = UserId(user)
+    assert (checked, hash(checked), str(checked)) == (user, hash(user), user)
+    assert UserId.of(checked) is checked and UserId.optional(None) is None
+
+
+class _Counted:
+    """The one rule, counting how often it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, value: object) -> None:
+        self.asked += 1
+        validate_user_id(value)
+
+
+def test_a_call_with_a_user_checks_the_id_once_through_router_and_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A user's own MCP server over real stdio: the call crosses the router (resolve, the
+    # gateway's prepare and lookup) and the gateway's call path, each of which used to check.
+    gateway = McpGateway()
+    gateway.add_user_server("alice", "mine", demo_stdio("alicesrv", "lookup"))
+    with ToolRouter(context=BuiltInToolContext(tmp_path), gateway=gateway) as router:
+        assert "alicesrv" in router.invoke("lookup", {}, "alice")  # connected and listed
+        counted = _Counted()
+        monkeypatch.setattr(naming, "validate_user_id", counted)
+        for _ in range(3):
+            assert "alicesrv" in router.invoke("lookup", {}, "alice")
+        assert counted.asked == 3  # once per call, where the plain string came in
+        checked = UserId("alice")
+        counted.asked = 0
+        assert "alicesrv" in router.invoke("lookup", {}, checked)
+        assert router.expose(None, ["mine"], checked).names and counted.asked == 0
+        with pytest.raises(ToolArgumentError):
+            router.invoke("lookup", {}, "al ice")  # the door still refuses

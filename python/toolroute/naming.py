@@ -31,6 +31,30 @@ SERVICE_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 SERVICE_ID_RULE = "a service id is 1 to 64 ASCII letters, digits, '_', '.' or '-' ([A-Za-z0-9_.-]{1,64})"
 
 
+class UserId(str):
+    """A user id that follows the one rule (`validate_user_id`, naming.rs), checked at the door
+    it came in by: a served request's verified identity, a library call, the gateway's API.
+    Making one is the check (`UserId(raw)` raises `ToolArgumentError` for a bad id); code handed
+    one does not check it again (`UserId.of` returns it as it is). It is a `str`, equal to and
+    hashing as the plain id."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: object) -> UserId:
+        validate_user_id(value)
+        return super().__new__(cls, value)
+
+    @classmethod
+    def of(cls, value: object) -> UserId:
+        """`value` checked, or as it is when it already was."""
+        return value if type(value) is cls else cls(value)
+
+    @classmethod
+    def optional(cls, value: object) -> UserId | None:
+        """`UserId.of`, with None (the shared, user-less view) passed through."""
+        return None if value is None else cls.of(value)
+
+
 def service_id_problem(service_id: object) -> str | None:
     """Why `service_id` is not a legal MCP service id (the message names the rule), else None."""
     if not isinstance(service_id, str):
@@ -61,6 +85,7 @@ def mcp_tool_candidates(service_id: str, tool: str) -> list[str]:
 
 __all__ = [
     "SERVICE_ID_RULE",
+    "UserId",
     "decode_user_tool",
     "encode_user_tool",
     "generate_api_function_name",

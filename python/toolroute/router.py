@@ -31,10 +31,7 @@ from toolroute.errors import (
 )
 from toolroute.exposure import Exposure
 from toolroute.host_tools import ENTRY_POINT_GROUP, HostTools
-from toolroute.naming import (
-    parse_user_service_key,
-    validate_user_id,
-)
+from toolroute.naming import UserId, parse_user_service_key
 from toolroute.resulttext import result_text
 from toolroute.routes import GatewayRoutes, ToolGateway
 from toolroute.toolsearch import DEFAULT_NAME as SEARCH_TOOL
@@ -316,7 +313,7 @@ class ToolRouter:
         return Exposure.of(self._require_gateway(ids[0]).global_tools(ids)).definitions
 
     def get_user_mcp_tools(self, mcp_server_ids: Sequence[str] | None, user_id: str) -> list[ToolDefinition]:
-        _check_user(user_id)
+        user_id = UserId.of(user_id)
         ids = list(mcp_server_ids or ())
         if not ids:
             return []
@@ -340,7 +337,7 @@ class ToolRouter:
         tools, local services or MCP servers (True: every tool but the built-ins) whose
         definitions are left out and found by a search tool listed in their place
         (docs/tool_search.md); they stay callable, the allowlist is unchanged."""
-        _check_user(user_id)
+        user_id = UserId.optional(user_id)
         self.ensure_initialized()
         names = dict.fromkeys(function_list or ())
         code = self.code_mode if self.code_mode is not None and self.code_mode.name in names else None
@@ -426,14 +423,14 @@ class ToolRouter:
 
     def traits(self, name: str, user_id: str | None = None) -> ToolTraits:
         """Declared side effects of whatever `name` routes to (remote tools: not read-only)."""
-        _check_user(user_id)
+        user_id = UserId.optional(user_id)
         self.ensure_initialized()
         hit = self._table.resolve(name, user_id)
         return ToolTraits() if hit is None else hit[1].traits
 
     def route(self, name: str, user_id: str | None = None) -> Tool | None:
         """The tool `name` resolves to now (None when nothing does), without loading anything."""
-        _check_user(user_id)
+        user_id = UserId.optional(user_id)
         self.ensure_initialized()
         hit = self._table.resolve(name, user_id)
         return None if hit is None else hit[1]
@@ -460,17 +457,18 @@ class ToolRouter:
     def resolve(self, name: str, user_id: str | None = None) -> Tool:
         """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
         that user's own, then, on a miss, the ones the name may be in."""
-        tool, hit = self._routed(name, user_id)
-        return tool if tool is not None else run_sync(self._resolving(name, user_id, hit))
+        uid = UserId.optional(user_id)
+        tool, hit = self._routed(name, uid)
+        return tool if tool is not None else run_sync(self._resolving(name, uid, hit))
 
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
-        tool, hit = self._routed(name, user_id)
-        return tool if tool is not None else await run_async(self._resolving(name, user_id, hit))
+        uid = UserId.optional(user_id)
+        tool, hit = self._routed(name, uid)
+        return tool if tool is not None else await run_async(self._resolving(name, uid, hit))
 
-    def _routed(self, name: str, user_id: str | None) -> tuple[Tool | None, tuple[ToolKind, Any] | None]:
+    def _routed(self, name: str, user_id: UserId | None) -> tuple[Tool | None, tuple[ToolKind, Any] | None]:
         """The table's answer, and the tool when that answer stands alone (no gateway to ask, or
         a built-in, or a hit without a user's own tools to load first)."""
-        _check_user(user_id)
         self._check_open(name)
         hit = self._table.resolve(name, user_id)
         if self._gateway is None and hit is None:
@@ -480,7 +478,7 @@ class ToolRouter:
             return tool, hit
         return None, hit
 
-    def _resolving(self, name: str, user_id: str | None, hit: tuple[ToolKind, Any] | None) -> Body[Tool]:
+    def _resolving(self, name: str, user_id: UserId | None, hit: tuple[ToolKind, Any] | None) -> Body[Tool]:
         """`resolve` with a gateway, from the table's first answer `hit`, written once: the
         gateway's loads are the only twinned steps."""
         gateway = self._gateway
@@ -588,19 +586,12 @@ class ToolRouter:
         self.close()
 
 
-def _check_user(user_id: object) -> None:
-    """Every door of the router takes a user id only if it follows the one rule (naming.rs);
-    None is the shared, user-less view."""
-    if user_id is not None:
-        validate_user_id(user_id)
-
-
 def _is_builtin(hit: tuple[ToolKind, Any] | None) -> bool:
     """Built-ins win over everything (spec 6): no user's tool list can change where they route."""
     return hit is not None and hit[0] == ToolKind.BUILTIN
 
 
-def _refresh_scopes(gateway: ToolGateway, name: str, user_id: str | None) -> list[str | None]:
+def _refresh_scopes(gateway: ToolGateway, name: str, user_id: UserId | None) -> list[str | None]:
     """Whose tool lists a miss should load: the caller's, or the users a user-form name may name
     (so per-user servers connect lazily too); never a user the caller did not name."""
     if user_id is not None or not has_user_form(name):

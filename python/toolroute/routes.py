@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolroute._core import RouteTable, ToolKind
 from toolroute.errors import ToolError
+from toolroute.naming import UserId
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 PlanItem = tuple[str, Sequence[str]]  # (identity, candidate names, most readable first)
@@ -97,7 +98,7 @@ class ToolGateway(Protocol):
     def remove_user_server(self, user_id: str, service_id: str) -> None:
         """Forget one of `user_id`'s own servers (its config changed, or it was removed)."""
 
-    def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
+    def on_tools_changed(self, listener: Callable[[UserId | None], None]) -> None:
         """Call `listener(user_id)` once changed upstream tools are published: None for a shared
         server, else the user whose server it is (served mode tells listing clients)."""
 

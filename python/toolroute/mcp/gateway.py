@@ -32,7 +32,7 @@ from toolroute.mcp.offer import Upstream, UpstreamOffer
 from toolroute.mcp.projection import Declared, declared, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS, to_output
-from toolroute.naming import parse_user_service_key, user_service_key, validate_user_id
+from toolroute.naming import UserId, parse_user_service_key, user_service_key
 from toolroute.progress import ProgressSink, current_progress
 from toolroute.routes import GatewayRoutes
 from toolroute.types import Tool, ToolDefinition, ToolOutput
@@ -48,7 +48,7 @@ __all__ = ["McpGateway", "McpTarget", "UpstreamOffer"]
 class _Service:
     key: str
     service_id: str
-    user_id: str | None
+    user_id: UserId | None  # checked where the server was added
     config: ServerConfig
     connection: Connection
     tools: list[types.Tool] | None = None  # None: not listed yet
@@ -135,7 +135,7 @@ class McpGateway:
         self._publisher = McpPublisher(self)
         self._skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
         self._background: set[asyncio.Task[Any]] = set()
-        self._listeners: list[Callable[[str | None], None]] = []
+        self._listeners: list[Callable[[UserId | None], None]] = []
         # A gateway nobody closed still ends its server processes when the interpreter exits.
         self._atexit = _close_at_exit(weakref.ref(self))
         atexit.register(self._atexit)
@@ -164,7 +164,7 @@ class McpGateway:
 
     # ---- registration ------------------------------------------------------------------
 
-    def _add(self, service_id: str, user_id: str | None, config: ServerConfig) -> _Service:
+    def _add(self, service_id: str, user_id: UserId | None, config: ServerConfig) -> _Service:
         key = user_service_key(user_id, service_id) if user_id is not None else service_id
         with self._lock:
             if self._closed:
@@ -198,7 +198,7 @@ class McpGateway:
 
     def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
         """Register a server for one user, under `user_{userId}_service_{serviceId}`."""
-        validate_user_id(user_id)
+        user_id = UserId.of(user_id)
         service = self._add(service_id, user_id, parse_server(service_id, server_config))
         if self.eager:
             self._loop.run(self._load(service))
@@ -245,7 +245,8 @@ class McpGateway:
         `available_only`, a server that cannot be reached (or failed moments ago, and waits
         for its retry) is left out, logged, instead of failing the whole listing: one dead
         upstream of a served tenant must not take the tenant's other tools with it."""
-        services = [self._user_or_global_service(sid, user_id) for sid in dict.fromkeys(service_ids)]
+        uid = UserId.of(user_id)
+        services = [self._user_or_global_service(sid, uid) for sid in dict.fromkeys(service_ids)]
         if available_only:
             now = time.monotonic()
             todo = [s for s in services if not _failed_recently(s, now)]
@@ -359,7 +360,7 @@ class McpGateway:
         """`offer` for `(service id, user id or None)` pairs, in order (an exposure's upstreams)."""
         upstreams = []
         for sid, uid in dict.fromkeys(services):
-            service = self._global_service(sid) if uid is None else self._user_or_global_service(sid, uid)
+            service = self._global_service(sid) if uid is None else self._user_or_global_service(sid, UserId.of(uid))
             timeout = service.config.timeout or self.call_timeout
             upstreams.append(Upstream(service.service_id, service.connection, timeout))
         return UpstreamOffer(self._loop, upstreams)
@@ -375,8 +376,7 @@ class McpGateway:
             service_id, [s for s in known if s.lower() == service_id.lower()], "no such global MCP service"
         )
 
-    def _user_or_global_service(self, service_id: str, user_id: str) -> _Service:
-        validate_user_id(user_id)
+    def _user_or_global_service(self, service_id: str, user_id: UserId) -> _Service:
         parsed = parse_user_service_key(service_id, user_id)
         if parsed is not None:
             service_id = parsed[1]
@@ -479,8 +479,7 @@ class McpGateway:
         """Forget `user_id`'s own servers: their connections (and processes) end and their tools
         leave the routing table; `add_user_server` adds them again. For served mode's idle users,
         who then cost nothing until they come back."""
-        validate_user_id(user_id)
-        self._loop.run(self._remove_user(user_id))
+        self._loop.run(self._remove_user(UserId.of(user_id)))
 
     async def _remove_user(self, user_id: str) -> None:
         with self._lock:
@@ -502,8 +501,7 @@ class McpGateway:
         """Forget one of `user_id`'s own servers (its config changed or it was removed): its
         connection ends in the background and its tools leave the routing table; the user's
         other servers stay as they are. Unknown ids are ignored."""
-        validate_user_id(user_id)
-        self._loop.run(self._remove_user_server(user_id, service_id))
+        self._loop.run(self._remove_user_server(UserId.of(user_id), service_id))
 
     async def _remove_user_server(self, user_id: str, service_id: str) -> None:
         with self._lock:
@@ -519,14 +517,14 @@ class McpGateway:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def on_tools_changed(self, listener: Callable[[str | None], None]) -> None:
+    def on_tools_changed(self, listener: Callable[[UserId | None], None]) -> None:
         """Call `listener(user_id)` once an upstream server's tools changed (`list_changed`, or a
         restarted server that lists others) and the new names are published: None for a shared
         server, else the user whose server it is. It runs on the gateway's loop: never block."""
         with self._lock:
             self._listeners.append(listener)
 
-    def _announce(self, user_id: str | None) -> None:
+    def _announce(self, user_id: UserId | None) -> None:
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:
@@ -593,7 +591,7 @@ class McpGateway:
             return self._publisher.by_key(user_id, tool)
 
     async def _call_user(self, user_id: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
-        validate_user_id(user_id)
+        user_id = UserId.of(user_id)
         target = self._user_target(user_id, tool)
         if target is None and await self._refresh(user_id, shared=False):
             target = self._user_target(user_id, tool)

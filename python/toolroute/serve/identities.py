@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolroute.errors import ToolArgumentError
-from toolroute.naming import validate_user_id
+from toolroute.naming import UserId
 
 USER_PLACEHOLDER = "{user}"
 # 65,536 uids from 0x70000000: above systemd's container range (524288-1879048191) and its
@@ -65,7 +65,7 @@ class Workspaces:
         template_base(self.template)  # validates the placeholder
 
     def path(self, user_id: str) -> Path:
-        validate_user_id(user_id)  # the id becomes a path component: never `..` or a separator
+        user_id = UserId.of(user_id)  # the id becomes a path component: never `..` or a separator
         return Path(self.template.replace(USER_PLACEHOLDER, user_id)).expanduser()
 
     def ensure(self, user_id: str) -> tuple[Path, int | None]:

@@ -18,12 +18,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from toolroute.naming import UserId
+
 log = logging.getLogger("toolroute.serve")
 
 EVERYONE = object()  # the audience of a change to the shared servers: every user
 
 
-def subscribe(router: Any, listener: Callable[[str | None], None]) -> None:
+def subscribe(router: Any, listener: Callable[[UserId | None], None]) -> None:
     """`listener(user_id)` after the router's gateway published changed upstream tools (see
     `ToolGateway.on_tools_changed`); nothing without a gateway."""
     gateway = router.gateway

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
-from toolroute.naming import service_id_problem, validate_user_id
+from toolroute.naming import UserId, service_id_problem
 from toolroute.serve.secrets import SecretBox
 
 KEY_PREFIX = "trk"
@@ -234,7 +234,7 @@ class UserStore:
     # ---- users ---------------------------------------------------------------------------
 
     def add_user(self, user_id: str) -> None:
-        validate_user_id(user_id)
+        user_id = UserId.of(user_id)  # an administrator's door: the id is checked here
         with self._transaction() as cur:
             cur.execute(self._sql("SELECT 1 FROM toolroute_users WHERE user_id = ?"), (user_id,))
             if cur.fetchall():

@@ -20,6 +20,7 @@ from toolroute.allowlist import CallOutcome, OutcomeKind, inner_reply
 from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_code_tool
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
+from toolroute.naming import UserId
 from toolroute.serve.doors import ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
@@ -32,12 +33,13 @@ if TYPE_CHECKING:
 AFFINITY_HEADER = "x-toolroute-user"
 
 
-def request_user(ctx: ServerContext) -> str | None:
-    """The user id the bearer token of this HTTP request was verified for (None without auth)."""
+def request_user(ctx: ServerContext) -> UserId | None:
+    """The user id the bearer token of this HTTP request was verified for (None without auth):
+    where a served request's user id enters, so where it becomes a `UserId`."""
     request = getattr(ctx, "request", None)
     user = None if request is None else request.scope.get("user")
     token = getattr(user, "access_token", None)
-    return None if token is None else token.subject
+    return None if token is None else UserId.of(token.subject)
 
 
 def affinity_claim(ctx: ServerContext) -> str | None:
@@ -70,7 +72,7 @@ class TenantDoors:
         self.limits = limits
         self.audit = audit
         self.authenticated = authenticated
-        self.fixed_user = fixed_user
+        self.fixed_user = UserId.optional(fixed_user)
         self.watchers = ListWatchers()
         subscribe(tenancy.router, self._tools_changed)
 
@@ -93,12 +95,12 @@ class TenantDoors:
             and self.tenancy.background_running() == 0
         )
 
-    def _tools_changed(self, user_id: str | None) -> None:
+    def _tools_changed(self, user_id: UserId | None) -> None:
         """A shared server's change reaches every user; a user's own server's, that user."""
         self.tenancy.forget_doors(user_id)
         self.watchers.changed(EVERYONE if user_id is None else user_id)
 
-    def _user(self, ctx: ServerContext) -> str | None:
+    def _user(self, ctx: ServerContext) -> UserId | None:
         if not self.authenticated:
             return self.fixed_user
         user = request_user(ctx)
@@ -169,7 +171,7 @@ class TenantDoors:
         )
 
     async def _call(
-        self, user: str | None, name: str, arguments: Mapping[str, Any] | None, connection: Any = None
+        self, user: UserId | None, name: str, arguments: Mapping[str, Any] | None, connection: Any = None
     ) -> tuple[types.CallToolResult, str, Tool | None]:
         """The result, the audit outcome, and the tool that ran (None when refused)."""
         door = await self._door(user)
@@ -197,7 +199,7 @@ class TenantDoors:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
 
-    def _inner_calls(self, user: str | None, door: ServedTools, caller: str) -> InnerCaller:
+    def _inner_calls(self, user: UserId | None, door: ServedTools, caller: str) -> InnerCaller:
         """A code program's calls through `door`: each within the user's argument size and calls
         per minute (the program's own call holds the concurrency slot its calls share), each with
         its audit line naming `caller`."""
@@ -231,7 +233,7 @@ class TenantDoors:
 
         return call
 
-    async def _door(self, user: str | None) -> ServedTools:
+    async def _door(self, user: UserId | None) -> ServedTools:
         # A fresh cached door is served on the loop; reading the registry goes to a thread.
         door = self.tenancy.fresh_door(user)
         if door is None:
@@ -259,11 +261,11 @@ class TenantDoors:
         """The connecting user's upstream servers' instructions, once that user's door is built
         (a handshake cannot wait for a registry read or an upstream connect)."""
         token = get_access_token()
-        user = self.fixed_user if not self.authenticated else (None if token is None else token.subject)
+        user = self.fixed_user if not self.authenticated else (None if token is None else UserId.of(token.subject))
         door = self.tenancy.cached_door(user) if user is not None or not self.authenticated else None
         return None if door is None else door.known_instructions()
 
-    def _slot(self, user: str | None) -> Any:
+    def _slot(self, user: UserId | None) -> Any:
         if self.limits is None or user is None:
             return contextlib.nullcontext()
         return self.limits.call(user)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from toolroute.builtins.bash import owner_of
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError, ToolError, ToolRegistrationError
+from toolroute.naming import UserId
 from toolroute.router import ToolRouter
 from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
@@ -99,7 +100,7 @@ class Tenancy:
         self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
         self._last_seen: dict[str, float] = {}  # user -> monotonic time of their last request
 
-    def _user_servers(self, user_id: str | None) -> dict[str, dict[str, object]]:
+    def _user_servers(self, user_id: UserId | None) -> dict[str, dict[str, object]]:
         if user_id is None or self.store is None:
             return {}
         return self.store.servers(user_id)
@@ -129,7 +130,7 @@ class Tenancy:
                 done[sid] = json.dumps(config, sort_keys=True)
         return [sid for sid in servers if sid in done]
 
-    def _launchable(self, user_id: str, servers: dict[str, dict[str, object]]) -> dict[str, dict[str, Any]]:
+    def _launchable(self, user_id: UserId, servers: dict[str, dict[str, object]]) -> dict[str, dict[str, Any]]:
         """How each of the user's servers is started here: with `confine` (served mode), in the
         tenant's own sandbox and workspace; a server that cannot be is left out, and logged."""
         if self.confine is None:
@@ -149,7 +150,7 @@ class Tenancy:
                 log.warning("user %r: MCP server %r is not started: %s", user_id, sid, exc)
         return launch
 
-    def _server_context(self, user_id: str) -> BuiltInToolContext:
+    def _server_context(self, user_id: UserId) -> BuiltInToolContext:
         context = self.context(user_id)
         if context is None or self.workspaces is None:
             raise ToolRegistrationError(
@@ -158,7 +159,7 @@ class Tenancy:
             )
         return context
 
-    def door(self, user_id: str | None) -> ServedTools:
+    def door(self, user_id: UserId | None) -> ServedTools:
         """The tools `user_id` sees (None: the unauthenticated, single-tenant door). With a
         registry, each call asks it whether the user's servers changed (one indexed read of the
         stored rows, nothing decrypted): a change made on any replica applies to the next request."""
@@ -189,7 +190,7 @@ class Tenancy:
             _bound(self._doors)
             return served
 
-    def _seen(self, user_id: str | None) -> None:
+    def _seen(self, user_id: UserId | None) -> None:
         if user_id is not None:
             self._last_seen[user_id] = time.monotonic()
 
@@ -224,7 +225,7 @@ class Tenancy:
                     gateway.remove_user(user)
         return gone
 
-    def forget_doors(self, user_id: str | None) -> None:
+    def forget_doors(self, user_id: UserId | None) -> None:
         """Drop `user_id`'s door (None: every door), so the next request exposes its tools anew."""
         with self._lock:
             if user_id is None:
@@ -232,7 +233,7 @@ class Tenancy:
             else:
                 self._doors.pop(user_id, None)
 
-    def fresh_door(self, user_id: str | None) -> ServedTools | None:
+    def fresh_door(self, user_id: UserId | None) -> ServedTools | None:
         """The user's cached door if it may be served as is; None when `door` must read the
         registry. Never blocks (safe on the event loop): a busy lock also answers None."""
         if not self._lock.acquire(blocking=False):
@@ -246,12 +247,12 @@ class Tenancy:
         finally:
             self._lock.release()
 
-    def _stored_version(self, user_id: str | None) -> str | None:
+    def _stored_version(self, user_id: UserId | None) -> str | None:
         if user_id is None or self.store is None:
             return None
         return self.store.servers_version(user_id)
 
-    def cached_door(self, user_id: str | None) -> ServedTools | None:
+    def cached_door(self, user_id: UserId | None) -> ServedTools | None:
         """The user's door as last built, fresh or not (never blocks: None if the lock is busy)."""
         if not self._lock.acquire(blocking=False):
             return None
@@ -270,7 +271,7 @@ class Tenancy:
             return True
         return door.generation == self.store.generation and time.monotonic() - door.read_at < self.registry_ttl
 
-    def context(self, user_id: str | None) -> BuiltInToolContext | None:
+    def context(self, user_id: UserId | None) -> BuiltInToolContext | None:
         """The built-ins' context for `user_id`: their own workspace when a template is set."""
         if user_id is None or self.workspaces is None:
             return self.base_context
