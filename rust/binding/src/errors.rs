@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::prelude::*;
 
-use toolroute_edits::edit::EditError;
 use toolroute_edits::patch::PatchError;
-use toolroute_files::error::ConfineError;
-use toolroute_files::error::FsError;
+use toolroute_edits::EditError;
+use toolroute_files::ConfineError;
+use toolroute_files::FsError;
 use toolroute_names::routing::RouteError;
 use toolroute_search::SearchError;
 

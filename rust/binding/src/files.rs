@@ -9,18 +9,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::{argument, edit_error, guard, CoreError, ToolExecutionError};
-use toolroute_edits::edit::plan_edit;
 use toolroute_edits::patch::apply_patch_with;
 use toolroute_edits::patch::{
     apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,
     Outcome,
 };
-use toolroute_edits::write::{self, write_bytes, write_text, EditFailure, WriteMode};
-use toolroute_files::confine::{Access, Roots};
-use toolroute_files::error::FsError;
-use toolroute_files::fs::{Page, Permit, ReadOutcome};
-use toolroute_files::txn::WriteOptions;
-use toolroute_files::txn::{recover, Durability};
+use toolroute_edits::{plan_edit, write_bytes, write_text, EditFailure, WriteMode};
+use toolroute_files::FsError;
+use toolroute_files::WriteOptions;
+use toolroute_files::{recover, Durability};
+use toolroute_files::{Access, Roots};
+use toolroute_files::{Page, Permit, ReadOutcome};
 
 /// The open roots of one context; `resolve` confines a user-supplied path to them.
 #[pyclass(frozen, name = "Confinement", module = "toolroute._core")]
@@ -45,7 +44,7 @@ impl PyConfinement {
                 let roots = Roots::new(&workspace, &read_only)?;
                 // The next use of a workspace finishes what a crashed write left (see txn.rs).
                 let _ = recover(roots.workspace_root());
-                Ok::<_, toolroute_files::error::ConfineError>(roots)
+                Ok::<_, toolroute_files::ConfineError>(roots)
             })?;
             Ok(Self { roots, durability })
         })
@@ -318,7 +317,7 @@ fn edit_file(
         let conf = confinement.get();
         let opts = conf.options(write_read_only);
         let done = py.detach(|| {
-            write::edit_file(
+            toolroute_edits::edit_file(
                 &conf.roots,
                 &path,
                 &old_string,

@@ -413,7 +413,7 @@ fn glob_files(
 
 /// The walker an index for these settings would serve (its start is the root or `path`).
 fn index_walker(
-    roots: &toolroute_files::confine::Roots,
+    roots: &toolroute_files::Roots,
     path: Option<&str>,
     hidden: bool,
     no_ignore: bool,

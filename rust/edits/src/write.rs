@@ -1,15 +1,15 @@
 //! write_file and edit on disk: find the destination by descriptor, keep the file's style and
-//! metadata, and commit the new bytes atomically through [`toolroute_files::txn`].
+//! metadata, and commit the new bytes atomically through the file layer's transaction.
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::edit::{plan_edit_reporting, EditError, EditPlan, REPORTED_LINES};
-use toolroute_files::confine::Roots;
-use toolroute_files::error::FsError;
-use toolroute_files::fs::{check_rewrite, Original};
-use toolroute_files::text_style::encode_like;
-use toolroute_files::txn::{commit, Change, Op, TxnError, WriteOptions};
+use toolroute_files::encode_like;
+use toolroute_files::FsError;
+use toolroute_files::Roots;
+use toolroute_files::{check_rewrite, Original};
+use toolroute_files::{commit, Change, Op, TxnError, WriteOptions};
 
 /// write_file's modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

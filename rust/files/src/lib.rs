@@ -1,12 +1,13 @@
 //! The confined file layer: every read and write the file tools make, by descriptor beneath the
 //! workspace roots.
 //!
-//! From the bottom up: [`os`] is what differs between systems; [`beneath`] opens a path beneath one folder's descriptor (the one
-//! confinement primitive, also used by the search walker and index); [`confine`] holds the
-//! roots and their access; [`error`] is the layer's error; [`fs`] reads (pages, listings, the
-//! current bytes of a write's destination); [`observe`] tells a layer above (the
-//! search index) what was written, without knowing it; [`text_style`] keeps a file's encoding and line
-//! endings; [`txn`] commits changes atomically. The tools' logic above it (edit, write_file)
+//! Its modules are private; what the crates above use is the `pub use` list below. From the
+//! bottom up: `os` is what differs between systems; `beneath` opens a path beneath one folder's descriptor (the one
+//! confinement primitive, also used by the search walker and index); `confine` holds the
+//! roots and their access; `error` is the layer's error; `fs` reads (pages, listings, the
+//! current bytes of a write's destination); `observe` tells a layer above (the
+//! search index) what was written, without knowing it; `text_style` keeps a file's encoding and line
+//! endings; `txn` commits changes atomically. The tools' logic above it (edit, write_file)
 //! lives in the `toolroute-edits` crate.
 
 /// Whether this build uses the Linux-only interfaces (`O_PATH`, `openat2`, `O_TMPFILE`, inotify):
@@ -16,11 +17,22 @@
 /// crate's on).
 pub const NATIVE_LINUX: bool = cfg!(native_linux);
 
-pub mod beneath;
-pub mod confine;
-pub mod error;
-pub mod fs;
-pub mod observe;
-pub mod os;
-pub mod text_style;
-pub mod txn;
+mod beneath;
+mod confine;
+mod error;
+mod fs;
+mod observe;
+mod os;
+mod text_style;
+mod txn;
+
+pub use beneath::{fd_path, lexical_join, open_beneath, Root};
+pub use confine::{Access, Roots};
+pub use error::{ConfineError, FsError};
+pub use fs::{
+    check_rewrite, check_writable, read_flags, Meta, Original, Page, Permit, ReadOutcome, Target,
+};
+pub use observe::{install as install_write_observer, WriteObserver};
+pub use os::{file_id, handle_flags};
+pub use text_style::{encode_like, BOM_CHAR};
+pub use txn::{commit, recover, Change, Durability, Op, TxnError, WriteOptions};

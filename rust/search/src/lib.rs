@@ -11,7 +11,7 @@ use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use toolroute_files::error::ConfineError;
+use toolroute_files::ConfineError;
 
 /// A caller's request to stop a search early (its tool call was cancelled, its client left).
 /// Checked before each file and before each read of a file, so a cancelled search gives its

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{fstat, openat, FileType, Mode, OFlags};
 
-use toolroute_files::beneath::open_beneath;
+use toolroute_files::open_beneath;
 
 /// Rule files larger than this are not read (a hostile or accidental huge file).
 const MAX_RULE_FILE: u64 = 16 * 1024 * 1024;

@@ -9,7 +9,7 @@ use super::grep::{Grep, GrepOptions, OutputMode, RowKind};
 use super::render;
 use super::walker::{WalkOptions, Walker};
 use super::SearchError;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 fn write(root: &Path, rel: &str, content: &[u8]) {
     let path = root.join(rel);

@@ -24,10 +24,10 @@ use rustix::fs::{fstat, openat, statat, AtFlags, Dir, FileType, Mode, OFlags, St
 
 use super::rules::{absolute, Present, Rules, Verdict};
 use super::{Cancel, SearchError, SkipStats};
-use toolroute_files::beneath::{fd_path, lexical_join, open_beneath};
-use toolroute_files::confine::{Access, Roots};
-use toolroute_files::error::FsError;
-use toolroute_files::fs::read_flags;
+use toolroute_files::read_flags;
+use toolroute_files::FsError;
+use toolroute_files::{fd_path, lexical_join, open_beneath};
+use toolroute_files::{Access, Roots};
 
 /// Version-control metadata directories: never searched, even with `hidden`.
 const VCS_DIRS: [&str; 6] = [".git", ".hg", ".svn", ".bzr", ".jj", ".sl"];
@@ -588,7 +588,7 @@ impl Walker {
         let fd = open_beneath(
             root.as_fd(),
             rel,
-            toolroute_files::os::handle_flags() | OFlags::NOFOLLOW,
+            toolroute_files::handle_flags() | OFlags::NOFOLLOW,
         )
         .ok()?;
         mtime(&fstat(&fd).ok()?)
@@ -679,7 +679,7 @@ struct Chain {
 
 impl Chain {
     fn id(st: &Stat) -> (u64, u64) {
-        toolroute_files::os::file_id(st)
+        toolroute_files::file_id(st)
     }
 
     fn root(fd: &OwnedFd) -> Arc<Chain> {

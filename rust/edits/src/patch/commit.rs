@@ -1,5 +1,5 @@
 //! The transaction: every hunk is checked and applied in memory first (later hunks see earlier
-//! ones), then all changed files are committed together by [`toolroute_files::txn`]: staged, journaled,
+//! ones), then all changed files are committed together by the file layer's transaction: staged, journaled,
 //! renamed. A patch changes all of its files or none, across a failure and across a crash.
 //! Paths are found by descriptor beneath the workspace; a delete (and the source of a move)
 //! acts on the name itself, so a symlink is removed, never its target.
@@ -10,10 +10,10 @@ use std::os::fd::AsFd;
 
 use super::apply::{apply_chunks_as, ChunkReport, Dialect};
 use super::parse::{parse_patch, Hunk, ParseError};
-use toolroute_files::confine::Roots;
-use toolroute_files::error::FsError;
-use toolroute_files::fs::{check_rewrite, check_writable, Meta, Original, Target};
-use toolroute_files::txn::{commit, Change, Op, TxnError, WriteOptions};
+use toolroute_files::FsError;
+use toolroute_files::Roots;
+use toolroute_files::{check_rewrite, check_writable, Meta, Original, Target};
+use toolroute_files::{commit, Change, Op, TxnError, WriteOptions};
 
 /// Why a patch was not applied (no file was changed, except as `Commit` says).
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +159,7 @@ impl<'r> Staging<'r> {
         let target = self.roots.target(shown, follow, true, self.max_bytes)?;
         let st = rustix::fs::fstat(target.parent.dir.as_fd())
             .map_err(|e| FsError::io("stat the folder of", shown, e.into()))?;
-        let (dev, ino) = toolroute_files::os::file_id(&st);
+        let (dev, ino) = toolroute_files::file_id(&st);
         let key = (
             dev,
             ino,

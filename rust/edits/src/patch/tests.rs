@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::commit::apply_patch_inner;
 use super::*;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 const MAX: u64 = 1 << 20;
 

@@ -2,7 +2,7 @@
 //! come back byte for byte; a UTF-8 BOM is kept aside and put back. Untouched runs of lines are
 //! copied as whole byte ranges, which keeps big files cheap.
 
-use toolroute_files::text_style::BOM_CHAR;
+use toolroute_files::BOM_CHAR;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Line<'a> {

@@ -14,7 +14,7 @@ use super::validate::dir_stamp;
 use super::watch::Watch;
 use crate::walker::{Found, Observer, PerFile, WalkOptions, Walker};
 use crate::SkipStats;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 /// Files at least this big are searched on every query rather than indexed: the searcher
 /// could fail on them (its heap limit) and the index must not hide such an error.

@@ -21,7 +21,7 @@ use super::trigram::Extractor;
 use super::validate;
 use super::watch::{Mark, Watch};
 use crate::walker::Walker;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 pub(crate) struct Index {
     pub(crate) key: Key,
@@ -352,7 +352,7 @@ impl Index {
     fn open_root(&self) -> Option<std::os::fd::OwnedFd> {
         rustix::fs::open(
             &self.key.root,
-            toolroute_files::os::handle_flags()
+            toolroute_files::handle_flags()
                 | rustix::fs::OFlags::DIRECTORY
                 | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use crate::glob::{GlobOutcome, GlobSort};
 use crate::grep::{Grep, GrepOutcome};
 use crate::walker::Walker;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 pub(crate) fn key_of(walker: &Walker) -> Option<key::Key> {
     let o = walker.options();
@@ -257,7 +257,7 @@ pub fn note_written(path: &Path) {
 /// The index registry as the file layer's write observer (installed when an index first goes live).
 pub(crate) struct IndexObserver;
 
-impl toolroute_files::observe::WriteObserver for IndexObserver {
+impl toolroute_files::WriteObserver for IndexObserver {
     fn active(&self) -> bool {
         active()
     }

@@ -16,7 +16,7 @@ use super::config::IndexConfig;
 use super::key::Key;
 use super::live::Index;
 use super::state::Phase;
-use toolroute_files::confine::Roots;
+use toolroute_files::Roots;
 
 enum Entry {
     /// One query ran: the next one starts a build (a single query never pays for one).
@@ -171,7 +171,7 @@ fn start(map: &mut FxHashMap<Key, Entry>, key: &Key, roots: &Roots) -> Arc<Index
 
 /// List `index` and start its background thread; false (and not listed) if no thread starts.
 fn spawn(map: &mut FxHashMap<Key, Entry>, key: &Key, index: &Arc<Index>) -> bool {
-    toolroute_files::observe::install(&super::IndexObserver); // writes are reported from now on
+    toolroute_files::install_write_observer(&super::IndexObserver); // writes are reported from now on
     map.insert(key.clone(), Entry::Live(Arc::clone(index)));
     let worker = Arc::clone(index);
     let spawned = std::thread::Builder::new()

@@ -14,7 +14,7 @@ use rustix::fs::{fstat, statat, AtFlags, FileType, OFlags, Stat};
 use super::tree::{DirNode, DirStamp, Tree};
 use super::watch::Mark;
 use crate::rules::{GIT_EXCLUDE, RULE_NAMES};
-use toolroute_files::beneath::open_beneath;
+use toolroute_files::open_beneath;
 
 /// The rule sources `rules.rs` reads in a folder (a `.git` itself marks a repository boundary).
 const RULES: [&CStr; 4] = [RULE_NAMES[0], RULE_NAMES[1], RULE_NAMES[2], GIT_EXCLUDE];
@@ -120,7 +120,7 @@ fn check_dir(
     let fd = if dir.as_os_str().is_empty() {
         root.as_fd()
     } else {
-        let flags = toolroute_files::os::handle_flags() | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+        let flags = toolroute_files::handle_flags() | OFlags::DIRECTORY | OFlags::NOFOLLOW;
         match open_beneath(root.as_fd(), dir, flags) {
             Ok(fd) => {
                 opened = fd;

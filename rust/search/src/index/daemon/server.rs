@@ -18,8 +18,8 @@ use super::IN_DAEMON;
 use crate::grep::Grep;
 use crate::index::{self, listing, query, registry};
 use crate::walker::Walker;
-use toolroute_files::beneath::Root;
-use toolroute_files::confine::Roots;
+use toolroute_files::Root;
+use toolroute_files::Roots;
 
 /// Connections served at once; more are closed at once (their queries scan).
 const MAX_CONNECTIONS: usize = 256;
