@@ -8,12 +8,11 @@ precedence and runs whatever a name resolves to through the common `Tool` interf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from toolroute._core import RouteTable, ToolKind
 from toolroute.errors import ToolError
-from toolroute.naming import UserId
 from toolroute.types import Tool, ToolDefinition, ToolOutput
 
 PlanItem = tuple[str, Sequence[str]]  # (identity, candidate names, most readable first)
@@ -87,20 +86,6 @@ class ToolGateway(Protocol):
         the global ones too; True if routing changed."""
 
     async def arefresh(self, user_id: str | None = None, shared: bool = True) -> bool: ...
-
-    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
-        """Register a server of `user_id`'s own (served mode hands over the registry's)."""
-
-    def remove_user(self, user_id: str) -> None:
-        """Forget `user_id`'s own servers: their connections end and their tools leave the table
-        (served mode's idle users); `add_user_server` adds them again."""
-
-    def remove_user_server(self, user_id: str, service_id: str) -> None:
-        """Forget one of `user_id`'s own servers (its config changed, or it was removed)."""
-
-    def on_tools_changed(self, listener: Callable[[UserId | None], None]) -> None:
-        """Call `listener(user_id)` once changed upstream tools are published: None for a shared
-        server, else the user whose server it is (served mode tells listing clients)."""
 
     def close(self) -> None: ...
 

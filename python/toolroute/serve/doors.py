@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPError
 
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
-from toolroute.mcp.gateway import McpGateway
 from toolroute.mcp.offer import UpstreamOffer
 from toolroute.serve.list_changes import ListWatchers, connection_of, subscribe
+from toolroute.serve.upstreams import upstreams_of
 from toolroute.toolsearch import is_search_tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
@@ -129,10 +129,10 @@ class ServedTools(ExposedTools):
     @cached_property
     def offer(self) -> UpstreamOffer | None:
         """The prompts, resources and instructions of the upstream servers this allowlist names."""
-        gateway = self.router.gateway
-        if not self.exposure.upstreams or not isinstance(gateway, McpGateway):
+        upstreams = upstreams_of(self.router)
+        if not self.exposure.upstreams or upstreams is None:
             return None
-        return gateway.offer_of(self.exposure.upstreams)
+        return upstreams.offer_of(self.exposure.upstreams)
 
     @cached_property
     def instructions(self) -> str | None:
@@ -210,7 +210,7 @@ class FixedDoor:
         self.served = served
         self.watchers = ListWatchers()
         self._stale = False
-        subscribe(served.router, self._tools_changed)
+        subscribe(upstreams_of(served.router), self._tools_changed)
 
     def _tools_changed(self, user_id: str | None) -> None:
         if user_id is None or user_id == self.served.user_id:

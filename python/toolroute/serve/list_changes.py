@@ -19,18 +19,18 @@ from collections.abc import Callable
 from typing import Any
 
 from toolroute.naming import UserId
+from toolroute.serve.upstreams import Upstreams
 
 log = logging.getLogger("toolroute.serve")
 
 EVERYONE = object()  # the audience of a change to the shared servers: every user
 
 
-def subscribe(router: Any, listener: Callable[[UserId | None], None]) -> None:
-    """`listener(user_id)` after the router's gateway published changed upstream tools (see
-    `ToolGateway.on_tools_changed`); nothing without a gateway."""
-    gateway = router.gateway
-    if gateway is not None:
-        gateway.on_tools_changed(listener)
+def subscribe(upstreams: Upstreams | None, listener: Callable[[UserId | None], None]) -> None:
+    """`listener(user_id)` after the gateway published changed upstream tools (see
+    `Upstreams.on_tools_changed`); nothing without one."""
+    if upstreams is not None:
+        upstreams.on_tools_changed(listener)
 
 
 def connection_of(ctx: Any) -> Any:

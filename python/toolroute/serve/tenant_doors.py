@@ -74,7 +74,7 @@ class TenantDoors:
         self.authenticated = authenticated
         self.fixed_user = UserId.optional(fixed_user)
         self.watchers = ListWatchers()
-        subscribe(tenancy.router, self._tools_changed)
+        subscribe(tenancy.upstreams, self._tools_changed)
 
     def prune(self) -> int:
         """Let go of per-user bookkeeping nobody needs any more: counters of users quiet for a

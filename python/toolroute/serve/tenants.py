@@ -27,6 +27,7 @@ from toolroute.naming import UserId
 from toolroute.router import ToolRouter
 from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
+from toolroute.serve.upstreams import Upstreams, upstreams_of
 from toolroute.types import using_resources
 
 if TYPE_CHECKING:
@@ -78,9 +79,12 @@ class Tenancy:
         tenant_uids: range | None = None,
         confine: Confine | None = None,
         deferred: bool | Sequence[str] = (),
+        upstreams: Upstreams | None = None,
     ) -> None:
         self.workspaces = None if workspace_template is None else Workspaces(workspace_template, tenant_uids)
         self.router = router
+        # The gateway as served mode's own interface (users' servers, changes, offers).
+        self.upstreams = upstreams if upstreams is not None else upstreams_of(router)
         self.functions = list(functions)
         self.mcp_servers = list(mcp_servers)
         self.deferred = deferred  # left out of every user's listing, behind search_tools
@@ -110,7 +114,7 @@ class Tenancy:
     ) -> list[str]:
         """Hand the user's registry servers to the gateway (once each), each as `launch` starts
         it (a stdio server confined to the tenant's sandbox); the ids of those handed over."""
-        gateway = self.router.gateway
+        gateway = self.upstreams
         done = self._registered.setdefault(user_id, {})
         for sid in list(done):
             # Removed, changed or no longer startable here: the old connection goes (a changed
@@ -220,7 +224,7 @@ class Tenancy:
                     # ended ones nobody came back for goes.
                     self.processes.release_ended(owner_of(context))
                 # Under the lock, as registration is: a user back at once registers anew after.
-                gateway = self.router.gateway
+                gateway = self.upstreams
                 if self._registered.pop(user, None) is not None and gateway is not None:
                     gateway.remove_user(user)
         return gone

@@ -1,0 +1,180 @@
+"""The gateway's loading: listing servers' tools (lazily, eagerly, again after
+`notifications/tools/list_changed` or a restart), projecting their schemas, and handing each
+scope's listings to the publisher; and telling listeners once changed tools are published.
+Runs on the gateway's loop; the registry and publisher are read and changed under its lock."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from toolroute.errors import ToolError, ToolRegistrationError
+from toolroute.mcp.connection import Connection
+from toolroute.mcp.projection import Declared, declared, tool_definition
+from toolroute.mcp.publishing import Listed, McpPublisher
+from toolroute.mcp.services import Service, ServiceRegistry
+from toolroute.naming import UserId
+from toolroute.types import ToolDefinition
+
+log = logging.getLogger("toolroute.mcp")
+
+
+@dataclass
+class _Projection:
+    """One listing made presentable (outside the gateway lock: a schema may be large)."""
+
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict)  # nameless, by tool name
+    skipped: dict[str, str] = field(default_factory=dict)  # why a tool was left out
+    declared: dict[str, Declared] = field(default_factory=dict)
+
+
+def _project(tools: list[types.Tool]) -> _Projection:
+    """Nameless definitions of the tools whose schema can be function parameters, why the others
+    cannot, and what they declare besides (output schema, annotations, title)."""
+    out = _Projection()
+    for tool in tools:
+        try:
+            out.definitions[tool.name] = tool_definition(tool.name, tool)
+        except ToolRegistrationError as exc:
+            out.skipped[tool.name] = str(exc)
+            continue
+        out.declared[tool.name] = declared(tool)
+    return out
+
+
+class ToolLists:
+    def __init__(self, registry: ServiceRegistry, publisher: McpPublisher, lock: threading.RLock) -> None:
+        self._registry = registry
+        self._publisher = publisher
+        self._lock = lock
+        self.skipped: dict[str, str] = {}  # "service/tool" -> why its schema was refused
+        self._listeners: list[Callable[[UserId | None], None]] = []
+        self.background: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` on the gateway's loop without waiting for it (kept until it ends)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    # ---- listing --------------------------------------------------------------------------
+
+    async def load_all(self, services: list[Service], *, raise_errors: bool, only_missing: bool = False) -> bool:
+        """List every service of the batch, then name and publish them together, so the names
+        a batch gets do not depend on which server answered first."""
+        todo = [s for s in services if not (only_missing and s.tools is not None and not s.stale)]
+        if not todo:
+            return False
+        results = await asyncio.gather(*(self._list(s) for s in todo), return_exceptions=True)
+        with self._lock:
+            scopes = {s.user_id for s, r in zip(todo, results, strict=True) if r is True}
+            changed = [self.publish(uid) for uid in sorted(scopes, key=lambda u: (u is not None, u or ""))]
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors and raise_errors:
+            raise errors[0]
+        for service, result in zip(todo, results, strict=True):
+            if isinstance(result, BaseException):  # left out of this listing: say why
+                log.warning("MCP server %r is left out: %s", service.key, result)
+        return any(changed)
+
+    async def load(self, service: Service) -> bool:
+        return await self.load_all([service], raise_errors=True)
+
+    async def _list(self, service: Service) -> bool:
+        """List one service's tools and project their schemas (outside the lock); True if listed."""
+        try:
+            tools = await service.connection.list_tools()
+        except ToolError as exc:
+            with self._lock:
+                service.error, service.failed_at = exc, time.monotonic()
+            raise
+        # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
+        # on the loop that carries every server's calls.
+        projected = await asyncio.to_thread(_project, tools)
+        with self._lock:
+            if self._registry.get(service.key) is not service:
+                return False  # removed or closed meanwhile
+            service.tools, service.stale, service.error = tools, False, None
+            service.listed_on = service.connection.connects
+            service.definitions = projected.definitions
+            service.declared = projected.declared
+            self.forget_skipped(service)
+            for name, why in projected.skipped.items():
+                self.skipped[f"{service.key}/{name}"] = why
+                log.warning("MCP server %r: tool %r left out: %s", service.key, name, why)
+            return True
+
+    def forget_skipped(self, service: Service) -> None:
+        for tool in service.tools or ():
+            self.skipped.pop(f"{service.key}/{tool.name}", None)
+
+    def unloaded(self, user_id: UserId) -> list[Service]:
+        """`user_id`'s own servers still to list (not waiting out a recent failure)."""
+        now = time.monotonic()
+        with self._lock:
+            return [s for s in self._registry.user_services(user_id) if s.needs_listing(now)]
+
+    async def refresh(self, user_id: UserId | None, shared: bool = True) -> bool:
+        """Load the not yet loaded tool lists of one scope: `user_id`'s own servers, and with
+        `shared` the global ones (a user-form name can only resolve among a user's own)."""
+        now = time.monotonic()
+        with self._lock:
+            candidates = self._registry.global_services() if shared else []
+            if user_id is not None:
+                candidates += self._registry.user_services(user_id)
+            todo = [s for s in candidates if s.needs_listing(now)]
+        return await self.load_all(todo, raise_errors=False)
+
+    # ---- changes --------------------------------------------------------------------------
+
+    def tools_changed(self, connection: Connection) -> None:
+        """`notifications/tools/list_changed`: mark stale and re-list in the background."""
+        with self._lock:
+            service = self._registry.get(connection.key)
+            if service is None or self.closed:
+                return
+            service.stale = True
+        self.in_background(self._reload_quietly(service))
+
+    async def _reload_quietly(self, service: Service) -> None:
+        try:
+            changed = await self.load(service)
+        except ToolError as exc:
+            log.warning("MCP server %r: re-listing tools after list_changed failed: %s", service.key, exc)
+            return
+        if changed:
+            self._announce(service.user_id)
+
+    def on_tools_changed(self, listener: Callable[[UserId | None], None]) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _announce(self, user_id: UserId | None) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(user_id)
+            except Exception:
+                log.exception("a tools-changed listener failed")
+
+    # ---- publishing -----------------------------------------------------------------------
+
+    def publish(self, user_id: UserId | None) -> bool:
+        """Publish the tools of every listed server of one scope (under the lock); True if
+        routing changed."""
+        services = self._registry.global_services() if user_id is None else self._registry.user_services(user_id)
+        listings = [
+            Listed(s.key, s.service_id, s.user_id, s.definitions, s.declared, s.config.trust_annotations)
+            for s in services
+            if s.tools is not None
+        ]
+        return self._publisher.sync(user_id, listings)
