@@ -2,7 +2,7 @@
 and `GlobArgs`): the binding's request types, declared here at the bottom of the package, so
 the stub (`_core.pyi`) names them without importing the tools layer, and mypy checks that the
 built-ins' request models (`builtins/grep.py`, `builtins/glob.py`) provide every one of them.
-`tests/test_core_search_options.py` holds these attribute lists to the Rust structs' fields."""
+`tests/core/test_core_search_options.py` holds these attribute lists to the Rust structs' fields."""
 
 from __future__ import annotations
 

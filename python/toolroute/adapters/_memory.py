@@ -2,7 +2,7 @@
 
 The anthropic SDK's reference, `BetaLocalFilesystemMemoryTool`, keeps `/memories` in a local
 folder; this one answers every command with the reference's own wording and leaves the same
-files behind (tests/test_native_anthropic.py runs a scripted session on both), but each path
+files behind (tests/adapters/test_native_anthropic.py runs a scripted session on both), but each path
 is opened beneath the folder by descriptor (toolroute's `Confinement`: a `..`, an absolute path
 or a symlink planted in the folder cannot lead out), files are written atomically (staged,
 renamed, fsynced), and served mode can give each user a folder of their own. It is an

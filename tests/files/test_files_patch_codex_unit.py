@@ -26,7 +26,7 @@ from _files_helpers import router_for
 from toolroute.errors import ToolArgumentError, ToolError
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "fixtures" / "codex-apply-patch-unit" / "cases.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "fixtures" / "codex-apply-patch-unit" / "cases.json").read_text(encoding="utf-8")
 )["cases"]
 
 # Deliberate differences: toolroute's tree for these cases, and why.

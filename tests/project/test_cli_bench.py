@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 from _serve_helpers import run_cli
 
-REPORT_SCRIPT = Path(__file__).resolve().parent.parent / "benches" / "report.py"
+REPORT_SCRIPT = Path(__file__).resolve().parents[2] / "benches" / "report.py"
 
 DEMO_BENCH = """
 import time

@@ -21,7 +21,7 @@ from typing import Any
 from toolroute._core import ToolSearchIndex
 from toolroute.toolsearch import document
 
-BFCL = Path(__file__).parent / "fixtures" / "bfcl"
+BFCL = Path(__file__).parents[1] / "fixtures" / "bfcl"
 HAYSTACK = (
     "simple_python",
     "simple_java",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-USAGE = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
+USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 ROUTER = """

@@ -12,7 +12,7 @@ from _serve_helpers import TOOLS_MODULE, run_cli, tool_env, toolroute_exe
 
 from toolroute import cli
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 MOD = ("--modules", TOOLS_MODULE)
 
 

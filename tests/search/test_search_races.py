@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 TRIES, SECONDS = 2000, 6.0
 
 DIR_CASES = ["grep_path", "grep_walk", "grep_follow", "grep_follow_path", "glob_walk", "glob_path", "glob_follow"]

@@ -13,7 +13,7 @@ from _serve_helpers import run_cli
 
 import toolroute
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CONSUMER = """
 from toolroute import ToolRouter

@@ -13,7 +13,7 @@ import pytest
 from _search_helpers import call, router_for
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "fixtures" / "ripgrep" / "cases.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "fixtures" / "ripgrep" / "cases.json").read_text(encoding="utf-8")
 )
 
 

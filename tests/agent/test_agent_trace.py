@@ -28,11 +28,6 @@ CALLS = 100
 GROUP = 4  # calls released together inside the tool, and again before reading last_trace()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def traced_router(tmp_path: Path, inside: threading.Barrier) -> ToolRouter:
     router = ToolRouter()
 

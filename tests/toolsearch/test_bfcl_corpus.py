@@ -21,7 +21,7 @@ import jsonschema
 
 from toolroute import ToolError, ToolRouter, function_tool
 
-CORPUS = Path(__file__).parent / "fixtures" / "bfcl" / "corpus.jsonl.gz"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "bfcl" / "corpus.jsonl.gz"
 MIN_PASS_RATE = 0.995
 
 # BFCL's own type names (and the Java/JavaScript ones of its simple_java/_javascript categories).

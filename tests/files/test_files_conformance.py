@@ -16,7 +16,7 @@ from _files_helpers import router_for, snapshot
 from toolroute.errors import ToolError
 
 # Vendored with its license and source note (fixtures/codex-apply-patch/SOURCE.md).
-CORPUS = Path(__file__).resolve().parent / "fixtures" / "codex-apply-patch"
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "codex-apply-patch"
 STRICTER = {"015_failure_after_partial_success_leaves_changes"}
 
 

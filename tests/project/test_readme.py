@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _serve_helpers import tool_env, toolroute_exe
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
 # Python blocks by their first line: run (with `router` already made where the block uses one
@@ -68,7 +68,7 @@ def _env(project: Path) -> dict[str, str]:
 
 def test_every_python_block_is_run_or_checked() -> None:
     for body in _blocks("python"):
-        assert body.startswith(RUN + CHECK), f"classify this README block in tests/test_readme.py:\n{body[:200]}"
+        assert body.startswith(RUN + CHECK), f"classify this README block in test_readme.py:\n{body[:200]}"
 
 
 @pytest.mark.parametrize("start", RUN)

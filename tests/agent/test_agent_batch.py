@@ -25,11 +25,6 @@ from toolroute.router import ToolKind
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return make_workspace(tmp_path)
 

@@ -14,7 +14,7 @@ from toolroute.builtins.glob import GlobRequest
 from toolroute.builtins.grep import GrepRequest
 from toolroute.search_options import GlobOptions, GrepOptions
 
-BINDING = Path(__file__).resolve().parents[1] / "rust" / "binding" / "src" / "search.rs"
+BINDING = Path(__file__).resolve().parents[2] / "rust" / "binding" / "src" / "search.rs"
 
 
 def rust_fields(struct: str) -> list[str]:

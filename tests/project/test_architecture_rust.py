@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PATH = r"((?:[a-z_0-9]+::)*[a-z_0-9]+)"
 
 # The layers, bottom up: a crate may depend on crates of lower layers only.
