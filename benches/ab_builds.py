@@ -32,9 +32,11 @@ from toolroute import BuiltInToolContext, ToolRouter, function_tool
 def echo(text: str) -> str:
     return text
 
-ws = Path(sys.argv[1])
-router = ToolRouter(context=BuiltInToolContext(ws))
-router.register(echo)
+# Two workspaces, used in turn (the driver says which): a workload that writes is slower in one
+# folder than in another on the same disk (an A/A run showed 0.7x), so each build writes in both.
+routers = [ToolRouter(context=BuiltInToolContext(Path(folder))) for folder in sys.argv[1:3]]
+for router in routers:
+    router.register(echo)
 CALLS = {
     "invoke_function": ("echo", '{"text": "hello"}'),
     "read_file_page": ("read_file", '{"path": "big.py", "offset": 50, "limit": 100}'),
@@ -63,18 +65,18 @@ TOGGLES = {
 # A served call: an MCP session over the SDK's in-memory transport to `toolroute serve`'s server
 # (session start included, the same in both builds).
 SERVED = {"served_read_file": ("read_file", {"path": "small.txt"})}
-served_server = None
+served_servers = {}
 
 
-def served(name, n):
+def served(router, name, n):
     import anyio
     from mcp import Client
     from toolroute.serve import ServedTools, build_server
 
-    global served_server
     tool, arguments = SERVED[name]
-    if served_server is None:
-        served_server = build_server(ServedTools(router, [tool]))
+    if id(router) not in served_servers:
+        served_servers[id(router)] = build_server(ServedTools(router, [tool]))
+    served_server = served_servers[id(router)]
 
     async def session(count):
         async with Client(served_server) as client:
@@ -92,9 +94,10 @@ def served(name, n):
 
 
 for line in sys.stdin:
-    name, n = line.split()
+    name, n, side = line.split()
+    router = routers[int(side)]
     if name in SERVED:
-        elapsed, answer = served(name, int(n))
+        elapsed, answer = served(router, name, int(n))
         print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
         continue
     calls = TOGGLES.get(name) or [CALLS[name]]
@@ -135,18 +138,22 @@ def make_workspace(root: Path) -> None:
 
 
 class Worker:
-    def __init__(self, label: str, site: str | None, ws: Path) -> None:
+    def __init__(self, label: str, site: str | None, spaces: list[Path]) -> None:
         env = dict(os.environ)
         if site is not None:
             env["PYTHONPATH"] = site  # before the editable install's path entry
         self.label = label
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, "-c", WORKER, *map(str, spaces)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
 
-    def run(self, workload: str, n: int) -> tuple[float, str]:
+    def run(self, workload: str, n: int, side: int) -> tuple[float, str]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{workload} {n}\n")
+        self.proc.stdin.write(f"{workload} {n} {side}\n")
         self.proc.stdin.flush()
         reply = json.loads(self.proc.stdout.readline())
         return reply["seconds"], reply["answer"]
@@ -162,24 +169,29 @@ def main() -> None:
     parser.add_argument("--old", required=True, help="folder holding the other build's toolroute package")
     parser.add_argument("--new", help="folder holding this build's toolroute package (default: the one imported)")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="run only these workloads")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        # A workspace each: the workloads that change files never meet.
-        spaces = {side: Path(tmp) / side for side in ("old", "new")}
-        for ws in spaces.values():
+        # Two workspaces; in a round each build uses the other one (the workloads that change
+        # files never meet), and they swap every round, so neither build keeps the faster one.
+        spaces = [Path(tmp) / name for name in ("a", "b")]
+        for ws in spaces:
             ws.mkdir()
             make_workspace(ws)
-        old, new = Worker("old", args.old, spaces["old"]), Worker("new", args.new, spaces["new"])
+        old, new = Worker("old", args.old, spaces), Worker("new", args.new, spaces)
         try:
             print(f"{'workload':<18} {'old/new':>8} {'old ms':>9} {'new ms':>9}")
             for workload, n in WORKLOADS.items():
+                if args.only and workload not in args.only:
+                    continue
                 ratios, olds, news = [], [], []
                 for r in range(args.rounds):
                     pair = (old, new) if r % 2 == 0 else (new, old)
+                    sides = {"old": (r // 2) % 2, "new": 1 - (r // 2) % 2}
                     times = {}
                     answers = {}
                     for w in pair:
-                        times[w.label], answers[w.label] = w.run(workload, n)
+                        times[w.label], answers[w.label] = w.run(workload, n, sides[w.label])
                     if answers["old"] != answers["new"]:
                         raise SystemExit(f"{workload}: the builds answer differently:\n{answers}")
                     ratios.append(times["old"] / times["new"])

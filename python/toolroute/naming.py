@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from toolroute._core import (
+    USER_ID_RULE,
     decode_user_tool,
     encode_user_tool,
     generate_api_function_name,
@@ -85,6 +86,7 @@ def mcp_tool_candidates(service_id: str, tool: str) -> list[str]:
 
 __all__ = [
     "SERVICE_ID_RULE",
+    "USER_ID_RULE",
     "UserId",
     "decode_user_tool",
     "encode_user_tool",

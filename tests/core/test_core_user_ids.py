@@ -19,7 +19,7 @@ from toolroute import BuiltInToolContext, ToolRouter, naming
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
 from toolroute.mcp import McpGateway
 from toolroute.mcp.config import parse_server
-from toolroute.naming import SERVICE_ID_RULE, UserId, validate_user_id
+from toolroute.naming import SERVICE_ID_RULE, USER_ID_RULE, UserId, validate_user_id
 from toolroute.serve.store import StoreError, UserStore
 
 RULE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -58,7 +58,7 @@ def _doors(router: ToolRouter) -> dict[str, Callable[[Any], Any]]:
 @settings(max_examples=80, deadline=None)
 @given(user=bad_ids, door=st.sampled_from(sorted(_doors(ToolRouter()))))
 def test_every_door_refuses_a_bad_user_id_with_the_rule(router: ToolRouter, user: Any, door: str) -> None:
-    with pytest.raises(ToolArgumentError, match=re.escape("[A-Za-z0-9_-]{1,64}")):
+    with pytest.raises(ToolArgumentError, match=re.escape(USER_ID_RULE)):
         _doors(router)[door](user)
 
 
@@ -90,7 +90,7 @@ def test_a_user_id_value_is_made_exactly_when_the_rule_accepts(user: Any) -> Non
     try:
         validate_user_id(user)
     except ToolArgumentError:
-        with pytest.raises(ToolArgumentError, match=re.escape("[A-Za-z0-9_-]{1,64}")):
+        with pytest.raises(ToolArgumentError, match=re.escape(USER_ID_RULE)):
             UserId(user)
         return
     checked = UserId(user)

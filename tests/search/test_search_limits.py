@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from _search_helpers import call, router_for, write
 
+from toolroute import _core
+
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
@@ -28,14 +30,14 @@ def test_text_never_exceeds_the_cap(ws: Path, cap: int, tool: str) -> None:
     # Any cut says so in the one wording (never a bare "…" or "[cut]").
     assert "[cut]" not in text
     if "…" in text:
-        assert "… [output cut at the size limit]" in text
+        assert _core.CUT_NOTICE in text
 
 
 def test_one_row_longer_than_the_cap_is_cut_with_the_notice(ws: Path) -> None:
     text, trace = call(
         router_for(ws, max_output_chars=300, max_line_chars=5000), "grep", pattern="y+", path="d", head_limit=1
     )
-    assert len(text) <= 300 and "[output cut at the size limit]" in text and trace["shown"] == 1
+    assert len(text) <= 300 and _core.CUT_NOTICE in text and trace["shown"] == 1
 
 
 @pytest.mark.parametrize("tool", ["grep", "glob"])

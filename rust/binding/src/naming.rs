@@ -138,5 +138,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(user_tool_owners, m)?)?;
     m.add_function(wrap_pyfunction!(user_service_key, m)?)?;
     m.add_function(wrap_pyfunction!(user_service_candidates, m)?)?;
+    // The rule as messages state it: tests and callers match it, not a copy of its wording.
+    m.add("USER_ID_RULE", naming::USER_ID_RULE)?;
     Ok(())
 }
