@@ -7,6 +7,7 @@ that defines them (comments and inline test modules left out)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -30,20 +31,17 @@ LAYERS = [
 LAYER_OF = {crate: n for n, layer in enumerate(LAYERS) for crate in layer}
 
 
-def metadata(workspace: Path = ROOT) -> dict:
+@functools.cache  # read once: every test asks
+def crates() -> dict[str, dict]:
     proc = subprocess.run(
         ["cargo", "metadata", "--offline", "--format-version", "1", "--no-deps"],
-        cwd=workspace,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def crates() -> dict[str, dict]:
-    return {package["name"]: package for package in metadata()["packages"]}
+    return {package["name"]: package for package in json.loads(proc.stdout)["packages"]}
 
 
 def crate_sources() -> dict[str, Path]:

@@ -56,18 +56,18 @@ class Calls:
             max_chars=self.max_result_chars,
         )
 
-    def global_target(self, exposed_name: str) -> McpTarget | None:
+    def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
         with self._lock:
-            return self._publisher.target(exposed_name, None)
+            return self._publisher.target(exposed_name, user_id)
 
     def global_tool_names(self) -> list[str]:
         with self._lock:
             return sorted(t.exposed_name for t in self._publisher.live.values() if t.user_id is None)
 
     async def call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        target = self.global_target(name)
+        target = self.target(name)
         if target is None and await self._lists.refresh(None):
-            target = self.global_target(name)
+            target = self.target(name)
         if target is None:
             names = self.global_tool_names()
             suggestions = [n for n in names if name in n or n.endswith(f"_{name}")][:3]

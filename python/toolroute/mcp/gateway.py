@@ -138,8 +138,6 @@ class McpGateway:
                     f"global MCP service id {service_id!r} has the per-user form user_{{userId}}_service_{{id}}; "
                     "register it with add_user_server instead"
                 )
-            if self._services.get(key) is not None:
-                raise ToolRegistrationError(f"MCP service {key!r} is already registered")
             conn = Connection(
                 key,
                 config,
@@ -147,7 +145,7 @@ class McpGateway:
                 on_tools_changed=self._lists.tools_changed,
             )
             service = Service(key, service_id, user_id, config, conn)
-            self._services.add(service)
+            self._services.add(service)  # refuses a key already registered (the connection was never opened)
         return service
 
     def add_server(self, service_id: str, server_config: Mapping[str, Any]) -> None:
@@ -336,8 +334,7 @@ class McpGateway:
         return self._calls.global_tool_names()
 
     def target(self, exposed_name: str, user_id: str | None = None) -> McpTarget | None:
-        with self._lock:
-            return self._publisher.target(exposed_name, user_id)
+        return self._calls.target(exposed_name, user_id)
 
     # ---- prompts, resources and instructions ---------------------------------------------
 
