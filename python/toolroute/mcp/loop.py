@@ -308,8 +308,15 @@ class LoopThread:
         # when the work ends there): after LINGER with none new, back to watching, so that a
         # synchronous caller runs it himself. Not at once: async callers (a served gateway's)
         # come in quick successions too, and a loop held needs no wake-up for the next.
-        if done and self._serving and self._watchable and self.on_loop_thread():
+        if not (done and self._serving and self._watchable):
+            return
+        if self.on_loop_thread():
             self._loop.call_later(self.LINGER, self._unhold)
+        else:
+            # The work ended before its callback was attached, so the callback runs here, in
+            # the caller's thread: without this the loop stayed held until the next work came.
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(self._loop.call_later, self.LINGER, self._unhold)
 
     def _unhold(self) -> None:
         if self._serving and not self._wanted:
