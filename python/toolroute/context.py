@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
 
-from toolroute._core import Confinement
+from toolroute._core import Confinement, FileSession
 
 # How bash confines commands (docs/bash.md): "off"; "auto", the best available here or none;
 # "on", the best available or refuse to run; "bubblewrap" or "landlock", exactly that one.
@@ -78,6 +78,11 @@ class BuiltInToolContext:
     sandbox_uid: int | None = None
     # fsyncs of file writes: none, file (each new file) or full (files, then each folder once).
     durability: Durability = "full"
+    # The stale-read guard (docs/files.md, "The stale-read guard"): what this session last read or
+    # wrote of each file; a rewrite of a file changed since is refused. One per context unless
+    # the host passes one (to share it across contexts of one conversation, or strict); None
+    # when the host turned the guard off.
+    file_session: FileSession | None = None
 
     def __init__(
         self,
@@ -94,8 +99,11 @@ class BuiltInToolContext:
         sandbox_view: SandboxView = "host",
         sandbox_hidden: Sequence[str | os.PathLike[str]] = (),
         sandbox_uid: int | None = None,
+        file_session: FileSession | None = None,
+        guard_stale_reads: bool = True,
     ) -> None:
-        """`sandbox_writes=True` without `sandbox` means `sandbox="on"`."""
+        """`sandbox_writes=True` without `sandbox` means `sandbox="on"`. `guard_stale_reads=False`
+        turns the stale-read guard off; `file_session` shares one (or a strict one)."""
         mode: SandboxMode = sandbox if sandbox is not None else ("on" if sandbox_writes else "off")
         if mode not in SANDBOX_MODES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}; got {mode!r}")
@@ -119,8 +127,12 @@ class BuiltInToolContext:
         if durability not in ("none", "file", "full"):
             raise ValueError(f"durability must be none, file or full, got {durability!r}")
         set_(self, "durability", durability)
+        if file_session is not None and not guard_stale_reads:
+            raise ValueError("file_session is the stale-read guard; it cannot be given with guard_stale_reads=False")
+        session = (file_session or FileSession()) if guard_stale_reads else None
+        set_(self, "file_session", session)
         # Open (and validate) the roots now, so a bad root fails at construction.
-        confinement = Confinement(self.workspace_root, list(self.read_only_roots), durability)
+        confinement = Confinement(self.workspace_root, list(self.read_only_roots), durability, session)
         _refuse_read_only_around_workspace(confinement)
         set_(self, "confinement", confinement)
 

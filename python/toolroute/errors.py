@@ -64,6 +64,11 @@ class PathExistsError(ToolPreconditionError):
     """Something is already there, and the call may not replace it (a create)."""
 
 
+class StaleFileError(ToolPreconditionError):
+    """A rewrite was refused: the file changed since this session last read or wrote it (or, in
+    strict mode, the session never read it). Read it again and redo the change."""
+
+
 class PathDeniedError(ToolArgumentError):
     """A path resolved outside the context's roots, or a write targeted a read-only root."""
 

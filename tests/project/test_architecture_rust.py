@@ -25,7 +25,7 @@ PATH = r"((?:[a-z_0-9]+::)*[a-z_0-9]+)"
 LAYERS = [
     {"toolroute-digest", "toolroute-textsafety", "toolroute-toolsearch"},
     {"toolroute-names", "toolroute-files"},
-    {"toolroute-edits", "toolroute-search"},
+    {"toolroute-edits", "toolroute-search", "toolroute-checkpoints"},
     {"toolroute-binding"},
 ]
 LAYER_OF = {crate: n for n, layer in enumerate(LAYERS) for crate in layer}

@@ -23,6 +23,7 @@ pyo3::import_exception!(toolroute.errors, ToolPreconditionError);
 pyo3::import_exception!(toolroute.errors, PathDeniedError);
 pyo3::import_exception!(toolroute.errors, PathNotFoundError);
 pyo3::import_exception!(toolroute.errors, PathExistsError);
+pyo3::import_exception!(toolroute.errors, StaleFileError);
 
 /// A malformed call (the model's arguments, or a caller's): `ToolArgumentError`.
 pub fn argument(message: impl Into<String>) -> CoreError {
@@ -61,6 +62,7 @@ fn fs_exception(e: &FsError, message: String) -> PyErr {
         FsError::Denied(_) => PathDeniedError::new_err(message),
         FsError::NotFound { .. } => PathNotFoundError::new_err(message),
         FsError::Exists { .. } => PathExistsError::new_err(message),
+        FsError::Stale { .. } => StaleFileError::new_err(message),
         FsError::Io { .. } => ToolExecutionError::new_err(message),
         _ => ToolPreconditionError::new_err(message),
     }

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -19,25 +20,65 @@ use toolroute_files::FsError;
 use toolroute_files::WriteOptions;
 use toolroute_files::{recover, Durability};
 use toolroute_files::{Access, Roots};
+use toolroute_files::{digest_parts, Session};
 use toolroute_files::{Page, Permit, ReadOutcome};
+
+/// One session's stale-read guard (what it last read or wrote of each file), shared by every
+/// confinement made with it.
+#[pyclass(frozen, name = "FileSession", module = "toolroute._core")]
+pub struct PyFileSession {
+    pub session: Arc<Session>,
+}
+
+#[pymethods]
+impl PyFileSession {
+    #[new]
+    #[pyo3(signature = (strict=false))]
+    fn new(strict: bool) -> Self {
+        Self {
+            session: Arc::new(Session::new(strict)),
+        }
+    }
+
+    /// Whether rewriting a file this session never read is refused.
+    #[getter]
+    fn strict(&self) -> bool {
+        self.session.strict()
+    }
+
+    /// Files the session remembers.
+    fn __len__(&self) -> usize {
+        self.session.len()
+    }
+
+    /// Whether the session last saw `resolved` (a path as `Confinement.resolve` gives it) hold
+    /// exactly `content`.
+    fn saw(&self, resolved: PathBuf, content: &[u8]) -> bool {
+        self.session.known(&resolved) == Some(digest_parts(&[content]))
+    }
+}
 
 /// The open roots of one context; `resolve` confines a user-supplied path to them.
 #[pyclass(frozen, name = "Confinement", module = "toolroute._core")]
 pub struct PyConfinement {
     pub roots: Roots,
     pub durability: Durability,
+    /// The stale-read guard its reads and writes keep, if any.
+    pub session: Option<Arc<Session>>,
 }
 
 #[pymethods]
 impl PyConfinement {
     #[new]
-    #[pyo3(signature = (workspace, read_only=Vec::new(), durability="full"))]
+    #[pyo3(signature = (workspace, read_only=Vec::new(), durability="full", session=None))]
     fn new(
         py: Python<'_>,
         workspace: PathBuf,
         read_only: Vec<PathBuf>,
         durability: &str,
+        session: Option<&Bound<'_, PyFileSession>>,
     ) -> PyResult<Self> {
+        let session = session.map(|s| s.get().session.clone());
         guard(|| {
             let durability = Durability::from_str(durability).map_err(argument)?;
             let roots = py.detach(|| {
@@ -46,7 +87,11 @@ impl PyConfinement {
                 let _ = recover(roots.workspace_root());
                 Ok::<_, toolroute_files::ConfineError>(roots)
             })?;
-            Ok(Self { roots, durability })
+            Ok(Self {
+                roots,
+                durability,
+                session,
+            })
         })
     }
 
@@ -90,12 +135,13 @@ impl PyConfinement {
 }
 
 impl PyConfinement {
-    fn options(&self, write_read_only: bool) -> WriteOptions {
+    pub fn options(&self, write_read_only: bool) -> WriteOptions<'_> {
         WriteOptions {
             durability: self.durability,
             permit: Permit {
                 read_only_files: write_read_only,
             },
+            session: self.session.as_deref(),
         }
     }
 }
@@ -178,8 +224,16 @@ fn read_page<'py>(
     max_bytes: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
     guard(|| {
-        let roots = &confinement.get().roots;
-        let outcome = py.detach(|| roots.read_page(&path, offset, max_lines, max_bytes))?;
+        let conf = confinement.get();
+        let roots = &conf.roots;
+        let outcome = py.detach(|| {
+            let outcome = roots.read_page(&path, offset, max_lines, max_bytes)?;
+            if let (Some(session), ReadOutcome::Page(_)) = (&conf.session, &outcome) {
+                // The guard knows the whole file, not only the page shown.
+                session.note_read(roots, &path, max_bytes)?;
+            }
+            Ok::<_, FsError>(outcome)
+        })?;
         Ok(match outcome {
             ReadOutcome::Page(page) => Bound::new(py, PyFilePage { page })?.into_any(),
             ReadOutcome::Dir(l) => Bound::new(
@@ -203,10 +257,14 @@ fn read_file_head<'py>(
     max_bytes: u64,
 ) -> PyResult<(PathBuf, Bound<'py, PyBytes>, u64)> {
     guard(|| {
-        let roots = &confinement.get().roots;
+        let conf = confinement.get();
+        let roots = &conf.roots;
         let (resolved, bytes, size) = py.detach(|| {
             let resolved = roots.resolve(&path, Access::Read)?;
             let (bytes, size) = roots.read_head(&path, max_bytes)?;
+            if let Some(session) = conf.session.as_ref().filter(|_| bytes.len() as u64 == size) {
+                session.note(resolved.clone(), digest_parts(&[&bytes]));
+            }
             Ok::<_, FsError>((resolved, bytes, size))
         })?;
         Ok((resolved, PyBytes::new(py, &bytes), size))
@@ -513,6 +571,7 @@ fn edit_bytes<'py>(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyFileSession>()?;
     m.add_class::<PyConfinement>()?;
     m.add_class::<PyFilePage>()?;
     m.add_class::<PyDirListing>()?;

@@ -1,6 +1,7 @@
 //! `toolroute._core`: the PyO3 layer over toolroute's Rust crates, and the only crate that links
 //! PyO3. Argument conversion and error mapping only; the logic lives in the crates below it.
 
+mod checkpoints;
 mod errors;
 mod files;
 mod naming;
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     naming::register(m)?;
     routing::register(m)?;
     files::register(m)?;
+    checkpoints::register(m)?;
     search::register(m)?;
     textsafety::register(m)?;
     toolsearch::register(m)?;

@@ -112,6 +112,9 @@ fn put(
         });
     }
     check_rewrite(&target, opts.permit, true)?;
+    if let Some(e) = target.existing() {
+        opts.check_fresh(&target, &e.bytes)?;
+    }
     // The old bytes move out of the target (its metadata stays for the rewrite).
     let old = match target.original.as_mut() {
         Some(Original::File(e)) => Some(std::mem::take(&mut e.bytes)),
@@ -140,7 +143,7 @@ fn put(
         no_clobber: mode == WriteMode::Create,
         meta: None,
     };
-    commit(roots, vec![Change { target, op }], opts.durability, None).map_err(flatten)?;
+    commit(roots, vec![Change { target, op }], opts, None).map_err(flatten)?;
     Ok(Written {
         resolved,
         created,
@@ -174,10 +177,15 @@ pub fn edit_file(
     let mut target = roots
         .target(shown, true, true, max_bytes)
         .map_err(EditFailure::Fs)?;
-    let Some(Original::File(existing)) = target.original.as_mut() else {
+    let Some(Original::File(existing)) = target.original.as_ref() else {
         return Err(EditFailure::Fs(FsError::NotFound {
             path: shown.to_string(),
         }));
+    };
+    opts.check_fresh(&target, &existing.bytes)
+        .map_err(EditFailure::Fs)?;
+    let Some(Original::File(existing)) = target.original.as_mut() else {
+        unreachable!("matched above");
     };
     // The bytes move out of the target (its metadata stays for the rewrite): no 2nd copy.
     let bytes = std::mem::take(&mut existing.bytes);
@@ -199,7 +207,7 @@ pub fn edit_file(
         no_clobber: false,
         meta: None,
     };
-    commit(roots, vec![Change { target, op }], opts.durability, None)
+    commit(roots, vec![Change { target, op }], opts, None)
         .map_err(|e| EditFailure::Fs(flatten(e)))?;
     Ok((resolved, plan))
 }

@@ -102,6 +102,15 @@ pub enum FsError {
         /// Why, as the model reads it.
         reason: String,
     },
+    /// The stale-read guard refused a rewrite (the reason says why).
+    #[error("{path} was not changed: {reason}; read it again (read_file) and redo the change on \
+             what it holds now")]
+    Stale {
+        /// The path as given.
+        path: String,
+        /// Why, as the model reads it.
+        reason: String,
+    },
     /// The file system failed.
     #[error("cannot {action} {path}: {source}")]
     Io {

@@ -23,6 +23,7 @@ mod error;
 mod fs;
 mod observe;
 mod os;
+mod session;
 mod text_style;
 mod txn;
 
@@ -34,5 +35,6 @@ pub use fs::{
 };
 pub use observe::{install as install_write_observer, WriteObserver};
 pub use os::{file_id, handle_flags};
+pub use session::{digest_parts, ContentDigest, Session};
 pub use text_style::{encode_like, BOM_CHAR};
 pub use txn::{commit, recover, Change, Durability, Op, TxnError, WriteOptions};

@@ -34,6 +34,7 @@ use crate::beneath::{fd_path, Created, Missing, Root};
 use crate::confine::Roots;
 use crate::error::FsError;
 use crate::fs::{Meta, Original, Permit, Target};
+use crate::session::{digest_parts, Session};
 
 /// How toolroute's temps and journals are named (then the owner's pid and start time).
 pub const TEMP_PREFIX: &str = ".toolroute-";
@@ -56,13 +57,27 @@ pub enum Durability {
     Full,
 }
 
-/// How a write may go: durability and what it may overwrite.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WriteOptions {
+/// How a write may go: durability, what it may overwrite, and the session it belongs to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions<'a> {
     /// How much is synced to disk before the call returns.
     pub durability: Durability,
     /// Which files it may rewrite (read-only ones only when permitted).
     pub permit: Permit,
+    /// The session whose stale-read guard the write passes (its writers check the file they
+    /// rewrite; [`commit`] records what it wrote).
+    pub session: Option<&'a Session>,
+}
+
+impl WriteOptions<'_> {
+    /// Refuse rewriting `target` (whose current bytes are `bytes`) if the session's view of it
+    /// is stale; nothing to check without a session or an existing file.
+    pub fn check_fresh(&self, target: &Target, bytes: &[u8]) -> Result<(), FsError> {
+        match (self.session, target.existing()) {
+            (Some(s), Some(_)) => s.check(target, bytes),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl FromStr for Durability {
@@ -575,9 +590,10 @@ fn restore(change: &Change<'_>, created: &[Created], txid: &str, n: usize) -> Re
 pub fn commit(
     roots: &Roots,
     mut changes: Vec<Change<'_>>,
-    durability: Durability,
+    opts: WriteOptions<'_>,
     fail_at: Option<usize>,
 ) -> Result<(), TxnError> {
+    let durability = opts.durability;
     let ws = roots.workspace_root();
     let txid = next_txid();
     let many = changes.len() > 1;
@@ -675,6 +691,9 @@ pub fn commit(
         }
     }
     note_written(&changes);
+    if let Some(session) = opts.session {
+        note_in_session(session, &changes);
+    }
     if durability == Durability::Full {
         sync_folders(&changes);
     }
@@ -733,6 +752,17 @@ fn note_written(changes: &[Change<'_>]) {
     if let Some(observer) = crate::observe::listening() {
         for c in changes {
             observer.written(&c.target.resolved());
+        }
+    }
+}
+
+/// The session now knows what it wrote (and that what it removed is gone).
+fn note_in_session(session: &Session, changes: &[Change<'_>]) {
+    for c in changes {
+        let path = c.target.resolved();
+        match &c.op {
+            Op::Put { parts, .. } => session.note(path, digest_parts(parts)),
+            Op::Remove => session.forget(&path),
         }
     }
 }

@@ -141,13 +141,22 @@ impl Slot {
     }
 }
 
+/// The stale-read guard on a file the patch rewrites, checked when the patch first reaches it
+/// (later hunks on it see the patch's own content).
+fn fresh(opts: WriteOptions<'_>, slot: &Slot) -> Result<(), FsError> {
+    match (&slot.want, &slot.target.original) {
+        (Want::Original, Some(Original::File(e))) => opts.check_fresh(&slot.target, &e.bytes),
+        _ => Ok(()),
+    }
+}
+
 /// A place by descriptor: its folder's device and inode, missing folders and name.
 type Key = (u64, u64, Vec<OsString>, OsString);
 
 struct Staging<'r> {
     roots: &'r Roots,
     max_bytes: u64,
-    opts: WriteOptions,
+    opts: WriteOptions<'r>,
     slots: HashMap<Key, Slot>,
     order: Vec<Key>,
 }
@@ -272,7 +281,9 @@ fn stage_and_commit(
         };
         match hunk {
             Hunk::Add { path, contents } => {
+                let opts = staging.opts;
                 let slot = staging.slot(path, true).map_err(file_err)?;
+                fresh(opts, slot).map_err(file_err)?;
                 if dialect == Dialect::V4a && slot.exists() {
                     return Err(mismatch(format!(
                         "cannot create {path} because it already exists; use an update_file \
@@ -305,7 +316,9 @@ fn stage_and_commit(
                 move_to,
                 chunks,
             } => {
+                let opts = staging.opts;
                 let slot = staging.slot(path, true).map_err(file_err)?;
+                fresh(opts, slot).map_err(file_err)?;
                 let Some(current) = slot.current() else {
                     return Err(mismatch(
                         "Failed to read file to update: no such file (use *** Add File: to create it)"
@@ -411,7 +424,7 @@ fn commit_slots(mut staging: Staging<'_>, fail_write: Option<usize>) -> Result<(
             target: slot.target,
         })
         .collect();
-    commit(staging.roots, txn, staging.opts.durability, fail_write).map_err(|e| match e {
+    commit(staging.roots, txn, staging.opts, fail_write).map_err(|e| match e {
         TxnError::Staging(source) => PatchError::Commit {
             path: source_path(&source),
             source,
@@ -436,6 +449,7 @@ fn source_path(e: &FsError) -> String {
         | FsError::TooLarge { path, .. }
         | FsError::Exists { path }
         | FsError::Refused { path, .. }
+        | FsError::Stale { path, .. }
         | FsError::Io { path, .. } => path.clone(),
         FsError::Denied(_) => String::new(),
     }

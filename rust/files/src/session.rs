@@ -1,0 +1,176 @@
+//! What one session (a conversation) last saw of each file: the stale-read guard.
+//!
+//! A read records the digest of the whole file; a committed write records the digest of what it
+//! wrote; a rewrite of an existing file is refused when the file's digest now differs from the
+//! one recorded (someone else changed it since), and, in strict mode, when nothing was recorded
+//! (the session never read it). Content, not modification times: a formatter that rewrites a
+//! file with the same bytes, or a `touch`, refuses nothing.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::beneath::fd_path;
+use crate::confine::{Access, Roots};
+use crate::error::FsError;
+use crate::fs::{read_flags, regular_meta, Target};
+
+/// The SHA-256 of a file's bytes.
+pub type ContentDigest = [u8; 32];
+
+/// The digest of the concatenation of `parts`.
+pub fn digest_parts(parts: &[&[u8]]) -> ContentDigest {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// Most files one session remembers; past it, the oldest half is forgotten (a forgotten file is
+/// a file never read: allowed, or refused in strict mode, with the same advice to read it).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// One session's view of the files it read or wrote, keyed by resolved path.
+#[derive(Debug, Default)]
+pub struct Session {
+    strict: bool,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    by_path: HashMap<PathBuf, (ContentDigest, u64)>,
+    clock: u64,
+}
+
+impl Session {
+    /// A new session; `strict`: also refuse rewriting a file it never read.
+    pub fn new(strict: bool) -> Self {
+        Self {
+            strict,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Whether a rewrite of a file never read is refused.
+    pub fn strict(&self) -> bool {
+        self.strict
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        // A panic while holding the lock leaves a valid map.
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record that the session now knows `path` holds content with `digest`.
+    pub fn note(&self, path: PathBuf, digest: ContentDigest) {
+        let mut seen = self.seen();
+        seen.clock += 1;
+        let now = seen.clock;
+        if seen.by_path.len() >= MAX_REMEMBERED && !seen.by_path.contains_key(&path) {
+            let mut ages: Vec<u64> = seen.by_path.values().map(|(_, t)| *t).collect();
+            let (_, median, _) = ages.select_nth_unstable(MAX_REMEMBERED / 2);
+            let cutoff = *median;
+            seen.by_path.retain(|_, (_, t)| *t > cutoff);
+        }
+        seen.by_path.insert(path, (digest, now));
+    }
+
+    /// Forget `path` (it was removed by this session).
+    pub fn forget(&self, path: &Path) {
+        self.seen().by_path.remove(path);
+    }
+
+    /// What the session last saw at `path`.
+    pub fn known(&self, path: &Path) -> Option<ContentDigest> {
+        self.seen().by_path.get(path).map(|(d, _)| *d)
+    }
+
+    /// Files the session remembers.
+    pub fn len(&self) -> usize {
+        self.seen().by_path.len()
+    }
+
+    /// Whether it remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Refuse a rewrite of `target`'s existing file if it changed since the session saw it (or,
+    /// strict, if the session never saw it). `bytes`: the file's current bytes, as read for the
+    /// write. Call before the target's bytes are moved out.
+    pub fn check(&self, target: &Target, bytes: &[u8]) -> Result<(), FsError> {
+        let path = target.resolved();
+        match self.known(&path) {
+            Some(d) if d == digest_parts(&[bytes]) => Ok(()),
+            Some(_) => Err(FsError::Stale {
+                path: target.shown.clone(),
+                reason: "it changed since you last read or wrote it (by another process, a \
+                         command or the user)"
+                    .into(),
+            }),
+            None if self.strict => Err(FsError::Stale {
+                path: target.shown.clone(),
+                reason: "you have not read it in this session".into(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Record what read_file just read at `shown`: the digest of the whole file (read again by
+    /// descriptor, streaming, up to `max_bytes`; a larger file is not recorded).
+    pub fn note_read(&self, roots: &Roots, shown: &str, max_bytes: u64) -> Result<(), FsError> {
+        let fd = roots.open(shown, Access::Read, read_flags())?;
+        let Ok(meta) = regular_meta(fd.as_fd(), shown) else {
+            return Ok(()); // a folder's listing records nothing
+        };
+        if meta.size > max_bytes {
+            return Ok(());
+        }
+        let resolved = fd_path(fd.as_fd()).map_err(|e| FsError::io("resolve", shown, e))?;
+        let mut h = Sha256::new();
+        let mut file = std::fs::File::from(fd);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| FsError::io("read", shown, e))?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+        self.note(resolved, h.finalize().into());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_a_bounded_number_of_files() {
+        let s = Session::new(false);
+        for i in 0..(MAX_REMEMBERED + 10) {
+            s.note(PathBuf::from(format!("/f{i}")), [0; 32]);
+        }
+        assert!(s.len() <= MAX_REMEMBERED / 2 + 11);
+        // The newest are kept.
+        assert!(s
+            .known(Path::new(&format!("/f{}", MAX_REMEMBERED + 9)))
+            .is_some());
+        assert!(s.known(Path::new("/f0")).is_none());
+    }
+
+    #[test]
+    fn digest_of_parts_is_the_digest_of_their_concatenation() {
+        assert_eq!(digest_parts(&[b"ab", b"c"]), digest_parts(&[b"abc"]));
+        assert_ne!(digest_parts(&[b"abc"]), digest_parts(&[b"abd"]));
+    }
+}
