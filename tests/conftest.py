@@ -41,12 +41,13 @@ def router(ctx: BuiltInToolContext) -> Iterator[ToolRouter]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _host_folders_of_this_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The registry's default key file (`$XDG_CONFIG_HOME/toolroute/store.key`) and the search
-    index cache (`$XDG_CACHE_HOME/toolroute/index`) in folders of this session, so tests never
+    """The registry's default key file (`$XDG_CONFIG_HOME/toolroute/store.key`), the search
+    index cache (`$XDG_CACHE_HOME/toolroute/index`) and the checkpoint stores
+    (`$XDG_STATE_HOME/toolroute/checkpoints`) in folders of this session, so tests never
     write into the home folder; subprocesses inherit them."""
     import os
 
-    names = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+    names = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")
     saved = {name: os.environ.get(name) for name in names}
     for name in names:
         os.environ[name] = str(tmp_path_factory.mktemp(name.lower()))

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from toolroute._core import Confinement, FileSession
+from toolroute.checkpoints import CheckpointLimits, WorkspaceCheckpoints
+from toolroute.diagnostics import Diagnostics
 
 # How bash confines commands (docs/bash.md): "off"; "auto", the best available here or none;
 # "on", the best available or refuse to run; "bubblewrap" or "landlock", exactly that one.
@@ -82,7 +84,13 @@ class BuiltInToolContext:
     # wrote of each file; a rewrite of a file changed since is refused. One per context unless
     # the host passes one (to share it across contexts of one conversation, or strict); None
     # when the host turned the guard off.
-    file_session: FileSession | None = None
+    file_session: FileSession | None = field(default=None, compare=False)
+    # Checkpoints of the workspace (docs/files.md, "Checkpoints and rewind"): where the store is
+    # kept (outside the workspace; None: under $XDG_STATE_HOME, per workspace and user) and its limits.
+    checkpoint_dir: Path | None = None
+    checkpoint_limits: CheckpointLimits = field(default_factory=CheckpointLimits)
+    # Checkers run on the files the file tools change (docs/files.md, "Diagnostics after an edit").
+    diagnostics: Diagnostics | None = None
 
     def __init__(
         self,
@@ -101,6 +109,9 @@ class BuiltInToolContext:
         sandbox_uid: int | None = None,
         file_session: FileSession | None = None,
         guard_stale_reads: bool = True,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_limits: CheckpointLimits | None = None,
+        diagnostics: Diagnostics | None = None,
     ) -> None:
         """`sandbox_writes=True` without `sandbox` means `sandbox="on"`. `guard_stale_reads=False`
         turns the stale-read guard off; `file_session` shares one (or a strict one)."""
@@ -129,12 +140,15 @@ class BuiltInToolContext:
         set_(self, "durability", durability)
         if file_session is not None and not guard_stale_reads:
             raise ValueError("file_session is the stale-read guard; it cannot be given with guard_stale_reads=False")
-        session = (file_session or FileSession()) if guard_stale_reads else None
+        session = (FileSession() if file_session is None else file_session) if guard_stale_reads else None
         set_(self, "file_session", session)
         # Open (and validate) the roots now, so a bad root fails at construction.
         confinement = Confinement(self.workspace_root, list(self.read_only_roots), durability, session)
         _refuse_read_only_around_workspace(confinement)
         set_(self, "confinement", confinement)
+        set_(self, "checkpoint_dir", None if checkpoint_dir is None else Path(checkpoint_dir))
+        set_(self, "checkpoint_limits", checkpoint_limits or CheckpointLimits())
+        set_(self, "diagnostics", diagnostics)
 
     confinement: Confinement = field(init=False, repr=False, compare=False)
 
@@ -142,6 +156,11 @@ class BuiltInToolContext:
     def workspace(self) -> Path:
         """The canonical workspace root."""
         return Path(self.confinement.workspace)
+
+    @cached_property
+    def checkpoints(self) -> WorkspaceCheckpoints:
+        """The workspace's checkpoints (the store opens on first use)."""
+        return WorkspaceCheckpoints(self, self.checkpoint_dir, self.checkpoint_limits)
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """Confine a user-supplied path; raises PathDeniedError when it escapes the roots."""

@@ -20,6 +20,7 @@ import pydantic_core
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.builtins import BuiltinTool, builtin_tools
+from toolroute.checkpoints import Checkpoint, Rewind
 from toolroute.codemode import CodeMode, code_tool
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
 from toolroute.errors import (
@@ -446,6 +447,31 @@ class ToolRouter:
                 tool=name,
             )
         return ctx
+
+    # ---- checkpoints (docs/files.md, "Checkpoints and rewind") ------------------------------
+
+    def _checkpoint_context(self, context: BuiltInToolContext | None) -> BuiltInToolContext:
+        ctx = context or current_builtin_tool_context() or self._default_context
+        if ctx is None:
+            raise ToolExecutionError(
+                "checkpoints are of a BuiltInToolContext's workspace: pass context=..., push one with "
+                "builtin_tool_context(...) or create the router with context=..."
+            )
+        return ctx
+
+    def checkpoint(self, label: str = "", *, context: BuiltInToolContext | None = None) -> Checkpoint:
+        """Take a checkpoint of the context's workspace (every file, whoever changed it)."""
+        return self._checkpoint_context(context).checkpoints.take(label)
+
+    def checkpoints(self, *, context: BuiltInToolContext | None = None) -> list[Checkpoint]:
+        """The checkpoints held for the context's workspace, oldest first."""
+        return self._checkpoint_context(context).checkpoints.list()
+
+    def rewind(self, checkpoint_id: int, *, context: BuiltInToolContext | None = None) -> Rewind:
+        """Put the context's workspace back as it was at `checkpoint_id`: every file changed
+        since written back, every path created since removed, all or nothing; what cannot be put
+        back is named in the report."""
+        return self._checkpoint_context(context).checkpoints.rewind(checkpoint_id)
 
     # ---- execution ---------------------------------------------------------------------
 

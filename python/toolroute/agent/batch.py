@@ -38,7 +38,9 @@ from toolroute.agent.policy import ApprovalPolicy, Approver, check_approval, saf
 from toolroute.agent.retry import RetryPolicy
 from toolroute.agent.telemetry import ToolTelemetry
 from toolroute.agent.types import AgentToolCall, AgentToolResult
+from toolroute.checkpoints import Checkpoint, WorkspaceCheckpoints
 from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, not_callable
+from toolroute.diagnostics import diagnostics_batch
 from toolroute.errors import ToolNotFoundError, ToolTimeoutError
 from toolroute.router import ToolRouter
 from toolroute.types import ToolTraits
@@ -84,6 +86,9 @@ class ToolCallRunner:
     - `read_only_override(call)`: True/False overrides a tool's declared side effects for
       scheduling (e.g. a host that proves a bash command harmless); None keeps the declaration.
     - `sinks`: `IoCapture`, `JsonlTraceStore` or any `ResultSink`, fed as each call finishes.
+    - `checkpoints` (e.g. `context.checkpoints`): a checkpoint of the workspace is taken before
+      each batch that has a call not declared read-only (`last_checkpoint`), so the host can
+      rewind the batch's changes, a command's included.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class ToolCallRunner:
         telemetry: ToolTelemetry | None = None,
         read_only_override: Callable[[AgentToolCall], bool | None] | None = None,
         user_id: str | None = None,
+        checkpoints: WorkspaceCheckpoints | None = None,
     ) -> None:
         if max_concurrency is None:
             # Parallel groups are mostly quick file work sharing the GIL: a few more lanes than
@@ -119,6 +125,8 @@ class ToolCallRunner:
         self.sinks = tuple(sinks)
         self.telemetry = telemetry or ToolTelemetry()
         self.read_only_override = read_only_override
+        self.checkpoints = checkpoints
+        self.last_checkpoint: Checkpoint | None = None
         # Protocol isinstance checks are slow: decide once.
         self._traceable = isinstance(self.executor, TraceableToolExecutor)
         self._has_hints = isinstance(self.executor, SchedulingHints)
@@ -184,9 +192,17 @@ class ToolCallRunner:
         return await self._arun(calls, own_loop=False)
 
     async def _arun(self, calls: Iterable[CallLike], *, own_loop: bool) -> list[AgentToolResult]:
+        groups = self.plan(calls)
+        if self.checkpoints is not None and any(not p.traits.read_only for g in groups for p in g):
+            names = sorted({p.call.name for g in groups for p in g})
+            self.last_checkpoint = await anyio.to_thread.run_sync(self.checkpoints.take, f"before {', '.join(names)}")
+        with diagnostics_batch():  # each changed file is checked once in the batch
+            return await self._run_groups(groups, own_loop=own_loop)
+
+    async def _run_groups(self, groups: list[list[PlannedCall]], *, own_loop: bool) -> list[AgentToolResult]:
         results: dict[int, AgentToolResult] = {}
         limiter = anyio.CapacityLimiter(self.max_concurrency)
-        for group in self.plan(calls):
+        for group in groups:
             approved = []
             for planned in group:  # approvals are asked one at a time, in the model's order
                 refusal = await check_approval(planned.call, self.policy, self.approver)

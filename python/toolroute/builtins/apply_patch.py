@@ -16,6 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from toolroute._core import apply_patch as apply_patch_core
 from toolroute._core import apply_v4a
+from toolroute.builtins._diagnostics import with_diagnostics
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
 from toolroute.types import ToolOutput
@@ -85,7 +86,8 @@ def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutp
             for f in result.files
         ],
     }
-    return ToolOutput(result.summary, trace)
+    changed = [*result.added, *result.modified, *(dst for _, dst in result.moved)]
+    return with_diagnostics(ctx, ToolOutput(result.summary, trace), [ctx.resolve(p) for p in changed])
 
 
 TOOL = BuiltinTool(

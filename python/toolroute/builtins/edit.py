@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import AliasChoices, Field
 
 from toolroute._core import edit_file
+from toolroute.builtins._diagnostics import refusing_errors
 from toolroute.builtins._fileio import display_path
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
@@ -33,6 +36,10 @@ def _lines_text(lines: list[int]) -> str:
 
 
 def edit(request: EditRequest, ctx: BuiltInToolContext) -> ToolOutput:
+    return refusing_errors(ctx, request.path, lambda: _edit(request, ctx))
+
+
+def _edit(request: EditRequest, ctx: BuiltInToolContext) -> tuple[ToolOutput, Path]:
     result = edit_file(
         ctx.confinement,
         request.path,
@@ -51,7 +58,7 @@ def edit(request: EditRequest, ctx: BuiltInToolContext) -> ToolOutput:
     if result.eol_adapted:
         text += " (old_string/new_string line endings were matched to the file's.)"
     trace = {"path": shown, "replacements": count, "lines": lines, "eol_adapted": result.eol_adapted}
-    return ToolOutput(text, trace)
+    return ToolOutput(text, trace), result.resolved
 
 
 TOOL = BuiltinTool(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 
 from toolroute._core import write_file_text
+from toolroute.builtins._diagnostics import refusing_errors
 from toolroute.builtins._fileio import display_path
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
 from toolroute.context import BuiltInToolContext
@@ -36,6 +38,10 @@ class WriteFileRequest(BuiltinRequest):
 
 
 def write_file(request: WriteFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
+    return refusing_errors(ctx, request.path, lambda: _write(request, ctx))
+
+
+def _write(request: WriteFileRequest, ctx: BuiltInToolContext) -> tuple[ToolOutput, Path]:
     limits = ctx.limits
     size = len(request.content.encode("utf-8"))
     if size > limits.max_write_bytes:
@@ -60,7 +66,7 @@ def write_file(request: WriteFileRequest, ctx: BuiltInToolContext) -> ToolOutput
     else:
         text = f"Overwrote {shown} ({written} bytes)."
     trace = {"path": shown, "mode": request.mode, "created": result.created, "bytes_written": written}
-    return ToolOutput(text, trace)
+    return ToolOutput(text, trace), result.resolved
 
 
 TOOL = BuiltinTool(

@@ -249,12 +249,16 @@ fn read_page<'py>(
 }
 
 /// Read a confined file: `(resolved, head, size)`, at most `max_bytes` of it from the start.
+/// With `note`, the stale-read guard records a file read whole (a read for the model); without,
+/// it does not (toolroute's own look at a file).
 #[pyfunction]
+#[pyo3(signature = (confinement, path, max_bytes, note=true))]
 fn read_file_head<'py>(
     py: Python<'py>,
     confinement: &Bound<'py, PyConfinement>,
     path: String,
     max_bytes: u64,
+    note: bool,
 ) -> PyResult<(PathBuf, Bound<'py, PyBytes>, u64)> {
     guard(|| {
         let conf = confinement.get();
@@ -262,7 +266,7 @@ fn read_file_head<'py>(
         let (resolved, bytes, size) = py.detach(|| {
             let resolved = roots.resolve(&path, Access::Read)?;
             let (bytes, size) = roots.read_head(&path, max_bytes)?;
-            if let Some(session) = conf.session.as_ref().filter(|_| bytes.len() as u64 == size) {
+            if let Some(session) = conf.session.as_ref().filter(|_| note && bytes.len() as u64 == size) {
                 session.note(resolved.clone(), digest_parts(&[&bytes]));
             }
             Ok::<_, FsError>((resolved, bytes, size))

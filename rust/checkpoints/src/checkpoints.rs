@@ -344,6 +344,7 @@ impl Checkpoints {
     /// itself be undone.
     pub fn rewind(&self, id: u64, opts: WriteOptions<'_>) -> Result<Rewound, CheckpointError> {
         let _lock = self.lock()?;
+        let _in_order = opts.exclusive();
         let target = self.load(id)?;
         let (undo, _, now) = self.take_locked(&format!("before rewind to {id}"))?;
         let mut out = Rewound {

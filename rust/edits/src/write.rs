@@ -105,6 +105,7 @@ fn put(
     opts: WriteOptions,
     encode: impl FnOnce(Option<&[u8]>, bool) -> Result<Vec<u8>, FsError>,
 ) -> Result<Written, FsError> {
+    let _in_order = opts.exclusive();
     let mut target = roots.target(shown, true, mode != WriteMode::Create, max_bytes)?;
     if mode == WriteMode::Create && target.original.is_some() {
         return Err(FsError::Exists {
@@ -174,6 +175,7 @@ pub fn edit_file(
     max_bytes: u64,
     opts: WriteOptions,
 ) -> Result<(PathBuf, EditPlan), EditFailure> {
+    let _in_order = opts.exclusive();
     let mut target = roots
         .target(shown, true, true, max_bytes)
         .map_err(EditFailure::Fs)?;

@@ -40,6 +40,10 @@ const MAX_REMEMBERED: usize = 100_000;
 pub struct Session {
     strict: bool,
     seen: Mutex<Seen>,
+    /// Held by a writer from reading the file it rewrites to committing it, so concurrent writes
+    /// of one session (parallel lanes of a batch) apply in order, each to what the one before
+    /// left, instead of one silently undoing another.
+    writing: Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -54,7 +58,13 @@ impl Session {
         Self {
             strict,
             seen: Mutex::default(),
+            writing: Mutex::default(),
         }
+    }
+
+    /// Hold the session's writes back until the guard is dropped (see `writing`).
+    pub fn exclusive(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a rewrite of a file never read is refused.

@@ -69,7 +69,12 @@ pub struct WriteOptions<'a> {
     pub session: Option<&'a Session>,
 }
 
-impl WriteOptions<'_> {
+impl<'a> WriteOptions<'a> {
+    /// For a writer, from reading its files to committing: the session's other writes wait.
+    pub fn exclusive(&self) -> Option<std::sync::MutexGuard<'a, ()>> {
+        self.session.map(Session::exclusive)
+    }
+
     /// Refuse rewriting `target` (whose current bytes are `bytes`) if the session's view of it
     /// is stale; nothing to check without a session or an existing file.
     pub fn check_fresh(&self, target: &Target, bytes: &[u8]) -> Result<(), FsError> {

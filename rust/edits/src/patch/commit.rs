@@ -259,6 +259,7 @@ fn stage_and_commit(
     opts: WriteOptions,
     fail_write: Option<usize>,
 ) -> Result<Outcome, PatchError> {
+    let _in_order = opts.exclusive();
     let mut staging = Staging {
         roots,
         max_bytes,
