@@ -22,12 +22,13 @@ from typing import Literal
 CheckerOutput = Literal["exit-code", "ruff-json"]
 
 
+# (No `{path}` in it: that is the placeholder of `Checker.command`.)
 _COMPILE = """import sys
-path = sys.argv[1]
+name = sys.argv[1]
 try:
-    compile(open(path, "rb").read(), path, "exec", dont_inherit=True)
+    compile(open(name, "rb").read(), name, "exec", dont_inherit=True)
 except SyntaxError as e:
-    print(f"{path}:{e.lineno}:{e.offset}: {e.msg}")
+    print(f"{name}:{e.lineno}:{e.offset}: {e.msg}")
     sys.exit(1)
 """
 
