@@ -168,7 +168,7 @@ def test_the_store_must_be_outside_the_workspace_and_is_per_workspace_and_user(s
 def test_the_agent_layer_takes_one_before_each_batch_that_may_change_files(
     r: ToolRouter, space: tuple[Path, Path]
 ) -> None:
-    ws, state = space
+    ws, _ = space
     from toolroute.context import current_builtin_tool_context
 
     ctx = current_builtin_tool_context()
@@ -329,4 +329,3 @@ def test_a_rewind_killed_at_any_moment_leaves_the_old_or_the_restored_tree(deplo
         seen.add(("restored" if now == checkpointed else "old") + (" from a journal" if journaled else ""))
     print("outcomes seen:", sorted(seen))
     assert seen
-

@@ -18,9 +18,9 @@ use toolroute_edits::patch::{
 use toolroute_edits::{plan_edit, write_bytes, write_text, EditFailure, WriteMode};
 use toolroute_files::FsError;
 use toolroute_files::WriteOptions;
+use toolroute_files::{digest_parts, Session};
 use toolroute_files::{recover, Durability};
 use toolroute_files::{Access, Roots};
-use toolroute_files::{digest_parts, Session};
 use toolroute_files::{Page, Permit, ReadOutcome};
 
 /// One session's stale-read guard (what it last read or wrote of each file), shared by every
@@ -266,7 +266,11 @@ fn read_file_head<'py>(
         let (resolved, bytes, size) = py.detach(|| {
             let resolved = roots.resolve(&path, Access::Read)?;
             let (bytes, size) = roots.read_head(&path, max_bytes)?;
-            if let Some(session) = conf.session.as_ref().filter(|_| note && bytes.len() as u64 == size) {
+            if let Some(session) = conf
+                .session
+                .as_ref()
+                .filter(|_| note && bytes.len() as u64 == size)
+            {
                 session.note(resolved.clone(), digest_parts(&[&bytes]));
             }
             Ok::<_, FsError>((resolved, bytes, size))

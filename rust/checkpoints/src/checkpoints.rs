@@ -5,7 +5,6 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -389,7 +388,8 @@ impl Checkpoints {
             match e.stamp.kind {
                 Kind::Dir => {
                     if current.is_some_and(|c| c.kind != Kind::Dir) {
-                        out.unrestorable.push(why_not("a file or link now stands there"));
+                        out.unrestorable
+                            .push(why_not("a file or link now stands there"));
                     }
                     continue;
                 }
@@ -402,8 +402,9 @@ impl Checkpoints {
                                 _ => None,
                             }
                     {
-                        out.unrestorable
-                            .push(why_not("it was a symbolic link, which rewind does not remake"));
+                        out.unrestorable.push(why_not(
+                            "it was a symbolic link, which rewind does not remake",
+                        ));
                     }
                     continue;
                 }
@@ -417,7 +418,8 @@ impl Checkpoints {
                 Content::Stored { digest, chunks } => (digest, chunks),
                 Content::Uncovered(why) => {
                     if current != Some(&e.stamp) {
-                        out.unrestorable.push(why_not(&format!("changed, and {why}")));
+                        out.unrestorable
+                            .push(why_not(&format!("changed, and {why}")));
                     }
                     continue;
                 }
@@ -462,7 +464,10 @@ impl Checkpoints {
         let mut changes = Vec::with_capacity(puts.len() + removes.len());
         let write_err = |e: toolroute_files::FsError| CheckpointError::Write(e.to_string());
         for (s, bytes, meta) in &puts {
-            let t = self.roots.target(s, false, true, u64::MAX / 2).map_err(write_err)?;
+            let t = self
+                .roots
+                .target(s, false, true, u64::MAX / 2)
+                .map_err(write_err)?;
             changes.push(Change {
                 target: t,
                 op: Op::Put {
@@ -473,7 +478,10 @@ impl Checkpoints {
             });
         }
         for s in &removes {
-            let t = self.roots.target(s, false, true, u64::MAX / 2).map_err(write_err)?;
+            let t = self
+                .roots
+                .target(s, false, true, u64::MAX / 2)
+                .map_err(write_err)?;
             changes.push(Change {
                 target: t,
                 op: Op::Remove,
@@ -491,15 +499,18 @@ impl Checkpoints {
         for d in dirs_to_remove {
             match remove_dir(root.fd(), &d) {
                 Ok(()) => out.removed.push(shown(&d)),
-                Err(e) => out
-                    .unrestorable
-                    .push((shown(&d), format!("a folder made since was not removed: {e}"))),
+                Err(e) => out.unrestorable.push((
+                    shown(&d),
+                    format!("a folder made since was not removed: {e}"),
+                )),
             }
         }
         for e in target.entries.iter().filter(|e| e.stamp.kind == Kind::Dir) {
             if let Err(err) = ensure_dir(root.fd(), &e.path, e.stamp.mode) {
-                out.unrestorable
-                    .push((shown(&e.path), format!("the folder could not be made: {err}")));
+                out.unrestorable.push((
+                    shown(&e.path),
+                    format!("the folder could not be made: {err}"),
+                ));
             }
         }
         Ok(out)
@@ -533,10 +544,7 @@ fn shown(path: &Path) -> String {
 }
 
 /// The folder holding `path` (beneath `root`, never through a link) and the last name.
-fn parent_of(
-    root: std::os::fd::BorrowedFd<'_>,
-    path: &Path,
-) -> io::Result<(OwnedFd, PathBuf)> {
+fn parent_of(root: std::os::fd::BorrowedFd<'_>, path: &Path) -> io::Result<(OwnedFd, PathBuf)> {
     let name = PathBuf::from(path.file_name().unwrap_or_default());
     let parent = path.parent().unwrap_or(Path::new(""));
     let dir = if parent.as_os_str().is_empty() {
@@ -590,7 +598,9 @@ fn ensure_dir(root: std::os::fd::BorrowedFd<'_>, path: &Path, mode: u32) -> io::
     }
     let (dir, name) = parent_of(root, path)?;
     let st = rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?;
-    if st.st_mode & 0o7777 != mode && name.as_os_str().as_bytes() != b"" {
+    #[allow(clippy::unnecessary_cast)] // a 16-bit mode on macOS
+    let current = (st.st_mode as u32) & 0o7777;
+    if current != mode {
         let fd = rustix::fs::openat(
             &dir,
             name.as_os_str(),
@@ -600,4 +610,79 @@ fn ensure_dir(root: std::os::fd::BorrowedFd<'_>, path: &Path, mode: u32) -> io::
         rustix::fs::fchmod(fd.as_fd(), Mode::from_raw_mode(mode as _))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(ws: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![ws.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(ws).unwrap().to_string_lossy().into_owned();
+                    out.push((rel, fs::read(&p).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn rewind_restores_changed_and_deleted_files_and_removes_new_ones() {
+        let base = tempfile::tempdir().unwrap();
+        let ws = base.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("a"), b"one").unwrap();
+        fs::write(ws.join("d/b"), vec![7u8; 200_000]).unwrap();
+        let roots = Roots::new(&ws, &[]).unwrap();
+        let cps = Checkpoints::open(roots, &base.path().join("state"), Limits::default()).unwrap();
+        let first = cps.take("first").unwrap();
+        assert_eq!((first.id, first.files), (1, 2));
+        let before = files(&ws);
+        fs::write(ws.join("a"), b"two").unwrap();
+        fs::remove_dir_all(ws.join("d")).unwrap();
+        fs::write(ws.join("c"), b"new").unwrap();
+        let r = cps.rewind(1, WriteOptions::default()).unwrap();
+        assert_eq!(files(&ws), before);
+        assert_eq!(r.restored, vec!["a".to_string(), "d/b".to_string()]);
+        assert_eq!(r.removed, vec!["c".to_string()]);
+        assert!(r.unrestorable.is_empty());
+        assert_eq!(r.undo, 2);
+    }
+
+    #[test]
+    fn a_damaged_store_is_refused_and_nothing_changes() {
+        let base = tempfile::tempdir().unwrap();
+        let ws = base.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("a"), b"one").unwrap();
+        let state = base.path().join("state");
+        let cps =
+            Checkpoints::open(Roots::new(&ws, &[]).unwrap(), &state, Limits::default()).unwrap();
+        cps.take("").unwrap();
+        for shard in fs::read_dir(state.join("objects")).unwrap() {
+            for obj in fs::read_dir(shard.unwrap().path()).unwrap() {
+                fs::write(obj.unwrap().path(), b"evil").unwrap();
+            }
+        }
+        fs::write(ws.join("a"), b"two").unwrap();
+        let err = cps.rewind(1, WriteOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("damaged"), "{err}");
+        assert_eq!(fs::read(ws.join("a")).unwrap(), b"two");
+    }
+
+    #[test]
+    fn the_store_refuses_to_live_in_the_workspace() {
+        let base = tempfile::tempdir().unwrap();
+        let roots = Roots::new(base.path(), &[]).unwrap();
+        let err = Checkpoints::open(roots, &base.path().join("state"), Limits::default());
+        assert!(matches!(err, Err(CheckpointError::Inside(_))));
+    }
 }

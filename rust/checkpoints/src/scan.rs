@@ -47,6 +47,8 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    // The casts are needed where `stat`'s fields are narrower (macOS: a 16-bit mode).
+    #[allow(clippy::unnecessary_cast)]
     fn of(st: &Stat) -> Self {
         let kind = match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => Kind::File,
@@ -61,9 +63,7 @@ impl Stamp {
             uid: st.st_uid,
             gid: st.st_gid,
             size: st.st_size as u64,
-            #[allow(clippy::unnecessary_cast)]
             mtime_ns: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
-            #[allow(clippy::unnecessary_cast)]
             ctime_ns: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
             ino: st.st_ino as u64,
         }

@@ -85,9 +85,7 @@ impl Store {
             return Ok((id, 0));
         }
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let temp = self
-            .objects
-            .join(format!("tmp-{}-{n}", std::process::id()));
+        let temp = self.objects.join(format!("tmp-{}-{n}", std::process::id()));
         let mut f = fs::File::create(&temp)?;
         let written = f.write_all(bytes).and_then(|_| {
             if let Some(shard) = path.parent() {
@@ -143,7 +141,8 @@ impl Store {
                 }
             }
         }
-        self.bytes.fetch_sub(freed.min(self.bytes()), Ordering::Relaxed);
+        self.bytes
+            .fetch_sub(freed.min(self.bytes()), Ordering::Relaxed);
         Ok(freed)
     }
 }

@@ -103,8 +103,10 @@ pub enum FsError {
         reason: String,
     },
     /// The stale-read guard refused a rewrite (the reason says why).
-    #[error("{path} was not changed: {reason}; read it again (read_file) and redo the change on \
-             what it holds now")]
+    #[error(
+        "{path} was not changed: {reason}; read it again (read_file) and redo the change on \
+             what it holds now"
+    )]
     Stale {
         /// The path as given.
         path: String,
