@@ -1,4 +1,4 @@
-"""Checkpoints of a context's workspace and rewind to them (docs/files.md, "Checkpoints and rewind").
+"""Checkpoints of a context's workspace and rewind to them (docs/safe-editing.md, "Checkpoints and rewind").
 
 A checkpoint is the whole workspace as it is when taken (the Rust crate `toolroute-checkpoints`
 scans it and keeps what changed since the last one, deduplicated, in a store outside the

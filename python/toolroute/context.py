@@ -80,16 +80,16 @@ class BuiltInToolContext:
     sandbox_uid: int | None = None
     # fsyncs of file writes: none, file (each new file) or full (files, then each folder once).
     durability: Durability = "full"
-    # The stale-read guard (docs/files.md, "The stale-read guard"): what this session last read or
+    # The stale-read guard (docs/safe-editing.md, "The stale-read guard"): what this session last read or
     # wrote of each file; a rewrite of a file changed since is refused. One per context unless
     # the host passes one (to share it across contexts of one conversation, or strict); None
     # when the host turned the guard off.
     file_session: FileSession | None = field(default=None, compare=False)
-    # Checkpoints of the workspace (docs/files.md, "Checkpoints and rewind"): where the store is
+    # Checkpoints of the workspace (docs/safe-editing.md, "Checkpoints and rewind"): where the store is
     # kept (outside the workspace; None: under $XDG_STATE_HOME, per workspace and user) and its limits.
     checkpoint_dir: Path | None = None
     checkpoint_limits: CheckpointLimits = field(default_factory=CheckpointLimits)
-    # Checkers run on the files the file tools change (docs/files.md, "Diagnostics after an edit").
+    # Checkers run on the files the file tools change (docs/safe-editing.md, "Diagnostics after an edit").
     diagnostics: Diagnostics | None = None
 
     def __init__(

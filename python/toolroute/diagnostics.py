@@ -1,4 +1,4 @@
-"""Diagnostics after an edit (docs/files.md, "Diagnostics after an edit"): which checkers a
+"""Diagnostics after an edit (docs/safe-editing.md, "Diagnostics after an edit"): which checkers a
 context runs on the files its file tools change, and how their findings are told.
 
 The checkers run in `builtins/_diagnostics.py`, inside the context's sandbox, with a time limit,

@@ -448,7 +448,7 @@ class ToolRouter:
             )
         return ctx
 
-    # ---- checkpoints (docs/files.md, "Checkpoints and rewind") ------------------------------
+    # ---- checkpoints (docs/safe-editing.md, "Checkpoints and rewind") ------------------------------
 
     def _checkpoint_context(self, context: BuiltInToolContext | None) -> BuiltInToolContext:
         ctx = context or current_builtin_tool_context() or self._default_context

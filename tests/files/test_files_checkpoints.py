@@ -1,4 +1,4 @@
-"""Checkpoints and rewind (docs/files.md, "Checkpoints and rewind"): a rewind puts back the tree
+"""Checkpoints and rewind (docs/safe-editing.md, "Checkpoints and rewind"): a rewind puts back the tree
 byte for byte and mode for mode, whoever changed it (the file tools or a command), all or nothing."""
 
 from __future__ import annotations

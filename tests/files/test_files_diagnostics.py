@@ -1,4 +1,4 @@
-"""Diagnostics after an edit (docs/files.md, "Diagnostics after an edit"): a configured checker runs
+"""Diagnostics after an edit (docs/safe-editing.md, "Diagnostics after an edit"): a configured checker runs
 on the files an edit changed, errors are appended to the result and given in the trace."""
 
 from __future__ import annotations

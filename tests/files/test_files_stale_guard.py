@@ -1,4 +1,4 @@
-"""The stale-read guard (docs/files.md, "The stale-read guard"): a rewrite of a file that changed
+"""The stale-read guard (docs/safe-editing.md, "The stale-read guard"): a rewrite of a file that changed
 since this session last read or wrote it is refused, by content, not by modification time."""
 
 from __future__ import annotations

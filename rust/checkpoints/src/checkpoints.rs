@@ -199,11 +199,17 @@ impl Checkpoints {
     /// Take a checkpoint of the workspace as it is now.
     pub fn take(&self, label: &str) -> Result<Summary, CheckpointError> {
         let _lock = self.lock()?;
-        let (m, added, _) = self.take_locked(label)?;
+        let (m, added, _) = self.take_locked(label, None)?;
         Ok(summary(&m, added))
     }
 
-    fn take_locked(&self, label: &str) -> Result<(Manifest, u64, Tree), CheckpointError> {
+    /// Take a checkpoint (the store locked); `keep`: a checkpoint the pruning after it must not
+    /// drop (the one a rewind is about to restore).
+    fn take_locked(
+        &self,
+        label: &str,
+        keep: Option<u64>,
+    ) -> Result<(Manifest, u64, Tree), CheckpointError> {
         let started = now_ns();
         let ids = self.ids()?;
         let previous: HashMap<PathBuf, Entry> = match ids.last() {
@@ -260,7 +266,7 @@ impl Checkpoints {
         fs::write(&temp, m.encode())
             .and_then(|_| fs::rename(&temp, &path))
             .map_err(|e| self.err(e))?;
-        self.prune()?;
+        self.prune(keep)?;
         Ok((m, added, tree))
     }
 
@@ -310,16 +316,21 @@ impl Checkpoints {
         ))
     }
 
-    /// Drop the oldest checkpoints past the count, or while the store is over three quarters
-    /// full (room for the next), keeping the newest; then remove chunks nothing names.
-    fn prune(&self) -> Result<(), CheckpointError> {
+    /// Drop the oldest checkpoints past the count, or one while the store is over three
+    /// quarters full (room for the next), keeping the newest and `keep`; then remove chunks
+    /// nothing names.
+    fn prune(&self, keep: Option<u64>) -> Result<(), CheckpointError> {
         let mut ids = self.ids()?;
         let mut dropped = false;
         while ids.len() > 1
             && (ids.len() > self.limits.max_checkpoints
                 || self.store.bytes() > self.limits.max_store_bytes / 4 * 3 && !dropped)
         {
-            let id = ids.remove(0);
+            let at = usize::from(Some(ids[0]) == keep);
+            if at + 1 >= ids.len() {
+                break; // only the newest and the kept one are left
+            }
+            let id = ids.remove(at);
             fs::remove_file(self.manifest_path(id)).map_err(|e| self.err(e))?;
             dropped = true;
         }
@@ -345,7 +356,7 @@ impl Checkpoints {
         let _lock = self.lock()?;
         let _in_order = opts.exclusive();
         let target = self.load(id)?;
-        let (undo, _, now) = self.take_locked(&format!("before rewind to {id}"))?;
+        let (undo, _, now) = self.take_locked(&format!("before rewind to {id}"), Some(id))?;
         let mut out = Rewound {
             undo: undo.id,
             ..Rewound::default()
@@ -684,5 +695,31 @@ mod tests {
         let roots = Roots::new(base.path(), &[]).unwrap();
         let err = Checkpoints::open(roots, &base.path().join("state"), Limits::default());
         assert!(matches!(err, Err(CheckpointError::Inside(_))));
+    }
+
+    #[test]
+    fn rewinding_to_the_oldest_checkpoint_at_the_count_limit_keeps_it() {
+        let base = tempfile::tempdir().unwrap();
+        let ws = base.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let limits = Limits {
+            max_checkpoints: 2,
+            ..Limits::default()
+        };
+        let cps = Checkpoints::open(
+            Roots::new(&ws, &[]).unwrap(),
+            &base.path().join("s"),
+            limits,
+        )
+        .unwrap();
+        for n in 0..3 {
+            fs::write(ws.join("a"), format!("v{n}")).unwrap();
+            cps.take("").unwrap();
+        }
+        let oldest = cps.list().unwrap()[0].id;
+        fs::write(ws.join("a"), b"later").unwrap();
+        // The checkpoint taken before the rewind must not push out the one rewound to.
+        cps.rewind(oldest, WriteOptions::default()).unwrap();
+        assert_eq!(fs::read(ws.join("a")).unwrap(), b"v1");
     }
 }

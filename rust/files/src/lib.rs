@@ -6,7 +6,8 @@
 //! confinement primitive, also used by the search walker and index); `confine` holds the
 //! roots and their access; `error` is the layer's error; `fs` reads (pages, listings, the
 //! current bytes of a write's destination); `observe` tells a layer above (the
-//! search index) what was written, without knowing it; `text_style` keeps a file's encoding and line
+//! search index) what was written, without knowing it; `session` is the stale-read guard (what
+//! a session last read or wrote of each file, checked by the writers, recorded by `txn`); `text_style` keeps a file's encoding and line
 //! endings; `txn` commits changes atomically. The tools' logic above it (edit, write_file)
 //! lives in the `toolroute-edits` crate.
 
