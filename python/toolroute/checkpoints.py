@@ -25,7 +25,7 @@ class CheckpointLimits:
     """What one workspace's store may hold; past a limit the oldest checkpoints go, and a file
     that still does not fit is not kept (a rewind that would need it names it)."""
 
-    max_checkpoints: int = 100
+    max_checkpoints: int = 100  # past it, the oldest go down to nine tenths of it
     max_store_bytes: int = 1 << 30
     max_file_bytes: int = 16 << 20  # a larger file's bytes are not kept
     max_paths: int = 200_000  # a workspace with more paths cannot be checkpointed

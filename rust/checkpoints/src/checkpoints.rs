@@ -5,7 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{fstat, mkdirat, readlinkat, unlinkat, AtFlags, FlockOperation, Mode, OFlags};
@@ -14,7 +16,7 @@ use toolroute_files::{commit, open_beneath, read_flags, Change, Meta, Op, Roots,
 
 use crate::manifest::{Content, Entry, Manifest};
 use crate::scan::{displaced_ancestor, scan, Kind, ScanError, Stamp, Tree};
-use crate::store::{cut, digest, ChunkId, Store};
+use crate::store::{cut, digest, ChunkId, Store, Writer};
 
 /// How much a store may hold.
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +105,8 @@ pub struct Checkpoints {
     dir: PathBuf,
     store: Store,
     limits: Limits,
+    /// The newest checkpoint this process took (the next one starts from it).
+    last: Mutex<Option<Arc<Manifest>>>,
 }
 
 fn now_ns() -> i128 {
@@ -128,12 +132,15 @@ impl Checkpoints {
         if dir.starts_with(roots.workspace()) {
             return Err(CheckpointError::Inside(dir));
         }
+        let lock = lock_in(&dir).map_err(store_err)?;
         let store = Store::open(&dir).map_err(store_err)?;
+        drop(lock);
         Ok(Self {
             roots,
             dir,
             store,
             limits,
+            last: Mutex::default(),
         })
     }
 
@@ -144,16 +151,10 @@ impl Checkpoints {
         }
     }
 
-    /// One process at a time changes a store (an exclusive `flock`, released with the file).
+    /// One process at a time changes a store; what another changed before is reread.
     fn lock(&self) -> Result<OwnedFd, CheckpointError> {
-        let f = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join("lock"))
-            .map_err(|e| self.err(e))?;
-        let fd = OwnedFd::from(f);
-        rustix::fs::flock(&fd, FlockOperation::LockExclusive).map_err(|e| self.err(e.into()))?;
+        let fd = lock_in(&self.dir).map_err(|e| self.err(e))?;
+        self.store.refresh().map_err(|e| self.err(e))?;
         Ok(fd)
     }
 
@@ -173,6 +174,19 @@ impl Checkpoints {
         }
         ids.sort_unstable();
         Ok(ids)
+    }
+
+    fn last(&self) -> MutexGuard<'_, Option<Arc<Manifest>>> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checkpoint `id`, the newest: from memory when this process took it (no other process
+    /// can have replaced it: ids only grow, under the lock).
+    fn latest(&self, id: u64) -> Result<Arc<Manifest>, CheckpointError> {
+        if let Some(m) = self.last().as_ref().filter(|m| m.id == id) {
+            return Ok(m.clone());
+        }
+        Ok(Arc::new(self.load(id)?))
     }
 
     fn load(&self, id: u64) -> Result<Manifest, CheckpointError> {
@@ -209,23 +223,26 @@ impl Checkpoints {
         &self,
         label: &str,
         keep: Option<u64>,
-    ) -> Result<(Manifest, u64, Tree), CheckpointError> {
+    ) -> Result<(Arc<Manifest>, u64, Tree), CheckpointError> {
         let started = now_ns();
         let ids = self.ids()?;
-        let previous: HashMap<PathBuf, Entry> = match ids.last() {
-            Some(&id) => self
-                .load(id)?
-                .entries
-                .into_iter()
-                .map(|e| (e.path.clone(), e))
-                .collect(),
-            None => HashMap::new(),
+        let last = match ids.last() {
+            Some(&id) => Some(self.latest(id)?),
+            None => None,
         };
+        let previous: rustc_hash::FxHashMap<&Path, &Entry> = last
+            .iter()
+            .flat_map(|m| m.entries.iter())
+            .map(|e| (e.path.as_path(), e))
+            .collect();
         let root = self.roots.workspace_root();
         let tree = scan(root.fd(), self.limits.max_paths)?;
+        let mut paths: Vec<(&PathBuf, &Stamp)> = tree.iter().collect();
+        paths.sort_unstable_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));
         let mut entries = Vec::with_capacity(tree.len());
         let mut added = 0;
-        for (path, stamp) in &tree {
+        let mut writer = self.store.writer();
+        for (path, stamp) in paths {
             let content = match stamp.kind {
                 Kind::Dir | Kind::Other => Content::Nothing,
                 Kind::Link => match read_link(root.fd(), path) {
@@ -233,7 +250,7 @@ impl Checkpoints {
                     Err(e) => Content::Uncovered(format!("its link could not be read: {e}")),
                 },
                 Kind::File => {
-                    let reuse = previous.get(path).filter(|p| {
+                    let reuse = previous.get(path.as_path()).filter(|p| {
                         p.stamp == *stamp
                             && matches!(p.content, Content::Stored { .. })
                             && stamp.ctime_ns < started - RACY_NS
@@ -241,7 +258,8 @@ impl Checkpoints {
                     match reuse {
                         Some(p) => p.content.clone(),
                         None => {
-                            let (content, grew) = self.keep_file(root.fd(), path, stamp)?;
+                            let (content, grew) =
+                                self.keep_file(&mut writer, root.fd(), path, stamp, added)?;
                             added += grew;
                             content
                         }
@@ -254,6 +272,7 @@ impl Checkpoints {
                 content,
             });
         }
+        writer.finish().map_err(|e| self.err(e))?;
         let id = ids.last().map_or(1, |l| l + 1);
         let m = Manifest {
             id,
@@ -266,6 +285,8 @@ impl Checkpoints {
         fs::write(&temp, m.encode())
             .and_then(|_| fs::rename(&temp, &path))
             .map_err(|e| self.err(e))?;
+        let m = Arc::new(m);
+        *self.last() = Some(m.clone());
         self.prune(keep)?;
         Ok((m, added, tree))
     }
@@ -273,9 +294,11 @@ impl Checkpoints {
     /// Keep one file's bytes: its content as the manifest names it, and the bytes added.
     fn keep_file(
         &self,
+        writer: &mut Writer<'_>,
         root: std::os::fd::BorrowedFd<'_>,
         path: &Path,
         stamp: &Stamp,
+        added_so_far: u64,
     ) -> Result<(Content, u64), CheckpointError> {
         let limit = self.limits.max_file_bytes;
         if stamp.size > limit {
@@ -287,7 +310,7 @@ impl Checkpoints {
                 0,
             ));
         }
-        if self.store.bytes() + stamp.size > self.limits.max_store_bytes {
+        if self.store.bytes() + added_so_far + stamp.size > self.limits.max_store_bytes {
             return Ok((
                 Content::Uncovered(format!(
                     "the checkpoint store was full ({} bytes)",
@@ -303,7 +326,7 @@ impl Checkpoints {
         let mut chunks = Vec::new();
         let mut added = 0;
         for c in cut(&bytes) {
-            let (id, grew) = self.store.put(c).map_err(|e| self.err(e))?;
+            let (id, grew) = writer.put(c).map_err(|e| self.err(e))?;
             chunks.push(id);
             added += grew;
         }
@@ -316,14 +339,17 @@ impl Checkpoints {
         ))
     }
 
-    /// Drop the oldest checkpoints past the count, or one while the store is over three
-    /// quarters full (room for the next), keeping the newest and `keep`; then remove chunks
-    /// nothing names.
+    /// Past the count, drop the oldest checkpoints down to nine tenths of it (finding the chunks
+    /// still used reads every checkpoint kept, so it is done once per tenth, not per
+    /// checkpoint); or one while the store is over three quarters full (room for the next).
+    /// The newest and `keep` stay. Then remove chunks nothing names.
     fn prune(&self, keep: Option<u64>) -> Result<(), CheckpointError> {
         let mut ids = self.ids()?;
+        let max = self.limits.max_checkpoints;
+        let target = if ids.len() > max { max - max / 10 } else { max };
         let mut dropped = false;
         while ids.len() > 1
-            && (ids.len() > self.limits.max_checkpoints
+            && (ids.len() > target
                 || self.store.bytes() > self.limits.max_store_bytes / 4 * 3 && !dropped)
         {
             let at = usize::from(Some(ids[0]) == keep);
@@ -472,6 +498,7 @@ impl Checkpoints {
             };
             puts.push((s.to_string(), bytes, meta));
         }
+        removes.sort_unstable();
         let mut changes = Vec::with_capacity(puts.len() + removes.len());
         let write_err = |e: toolroute_files::FsError| CheckpointError::Write(e.to_string());
         for (s, bytes, meta) in &puts {
@@ -526,6 +553,19 @@ impl Checkpoints {
         }
         Ok(out)
     }
+}
+
+/// An exclusive `flock` on the store's lock file, released when the descriptor closes (also
+/// when its process dies).
+fn lock_in(dir: &Path) -> io::Result<OwnedFd> {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("lock"))?;
+    let fd = OwnedFd::from(f);
+    rustix::fs::flock(&fd, FlockOperation::LockExclusive)?;
+    Ok(fd)
 }
 
 fn summary(m: &Manifest, added_bytes: u64) -> Summary {
@@ -678,9 +718,10 @@ mod tests {
         let cps =
             Checkpoints::open(Roots::new(&ws, &[]).unwrap(), &state, Limits::default()).unwrap();
         cps.take("").unwrap();
-        for shard in fs::read_dir(state.join("objects")).unwrap() {
-            for obj in fs::read_dir(shard.unwrap().path()).unwrap() {
-                fs::write(obj.unwrap().path(), b"evil").unwrap();
+        for pack in fs::read_dir(state.join("packs")).unwrap() {
+            let pack = pack.unwrap().path();
+            if pack.extension().is_some_and(|x| x == "pack") {
+                fs::write(pack, b"evil").unwrap();
             }
         }
         fs::write(ws.join("a"), b"two").unwrap();

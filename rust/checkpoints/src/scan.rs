@@ -2,7 +2,6 @@
 //! found by descriptor from the workspace root (never following a link). `.git` folders and the
 //! file layer's own temps and journals are not part of it.
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -70,8 +69,8 @@ impl Stamp {
     }
 }
 
-/// Every path beneath the workspace, relative to it, in order (a folder before what it holds).
-pub type Tree = BTreeMap<PathBuf, Stamp>;
+/// Every path beneath the workspace, relative to it.
+pub type Tree = rustc_hash::FxHashMap<PathBuf, Stamp>;
 
 /// Names never part of a checkpoint: version control's own folder (rewinding it would undo
 /// commits) and the file layer's temps and journals.
@@ -105,7 +104,7 @@ fn open_dir(at: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
 
 /// Scan the tree beneath `root` (a folder's descriptor), at most `max_paths` paths.
 pub fn scan(root: BorrowedFd<'_>, max_paths: usize) -> Result<Tree, ScanError> {
-    let mut tree = Tree::new();
+    let mut tree = Tree::default();
     let top = open_dir(root, OsStr::new(".")).map_err(|source| ScanError::Io {
         path: ".".into(),
         source,

@@ -12,19 +12,18 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sha2::{Digest as _, Sha256};
-
 use crate::beneath::fd_path;
 use crate::confine::{Access, Roots};
 use crate::error::FsError;
 use crate::fs::{read_flags, regular_meta, Target};
 
-/// The SHA-256 of a file's bytes.
+/// The BLAKE3 hash of a file's bytes (a cryptographic hash, so a change cannot hide behind a
+/// collision; BLAKE3 for speed: the guard hashes the file before and after every rewrite).
 pub type ContentDigest = [u8; 32];
 
 /// The digest of the concatenation of `parts`.
 pub fn digest_parts(parts: &[&[u8]]) -> ContentDigest {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     for p in parts {
         h.update(p);
     }
@@ -143,7 +142,7 @@ impl Session {
             return Ok(());
         }
         let resolved = fd_path(fd.as_fd()).map_err(|e| FsError::io("resolve", shown, e))?;
-        let mut h = Sha256::new();
+        let mut h = blake3::Hasher::new();
         let mut file = std::fs::File::from(fd);
         let mut buf = vec![0u8; 1 << 16];
         loop {
