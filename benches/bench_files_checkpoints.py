@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from _interleave import compare
 
+from toolroute.checkpoints import CheckpointLimits
 from toolroute.context import BuiltInToolContext
 from toolroute.router import ToolRouter
 
@@ -147,7 +148,9 @@ def test_the_store_after_1000_edits_of_a_1mb_file(base: Path) -> None:
     rng = random.Random(11)
     lines = [f"{i:06d} {rng.getrandbits(64):016x}\n" for i in range(40_000)]
     (ws / "big.txt").write_text("".join(lines))
-    ctx = BuiltInToolContext(ws, durability="none", checkpoint_dir=base / "store" / "state")
+    # Every checkpoint kept (the default keeps 100): the store's size is the deduplication's.
+    limits = CheckpointLimits(max_checkpoints=2_000)
+    ctx = BuiltInToolContext(ws, durability="none", checkpoint_dir=base / "store" / "state", checkpoint_limits=limits)
     r = ToolRouter(context=ctx)
     r.invoke("read_file", {"path": "big.txt", "limit": 1})
     for n in range(1000):
@@ -165,6 +168,7 @@ def test_the_store_after_1000_edits_of_a_1mb_file(base: Path) -> None:
         f"{stored / 1e6:.1f} MB for {kept} checkpoints kept (whole copies: {kept * size / 1e6:.0f} MB; "
         f"{stored / size:.1f}x the file)"
     )
+    assert kept == 1001
     assert stored < kept * size / 10
     first = ctx.checkpoints.list()[0]
     report = ctx.checkpoints.rewind(first.id)
