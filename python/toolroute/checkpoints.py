@@ -59,6 +59,10 @@ class Checkpoint:
         )
 
 
+# What no checkpoint covers, said with every rewind (a command may have changed it).
+OUTSIDE_NOTE = "Not covered by checkpoints: anything outside the workspace, and .git folders."
+
+
 @dataclass(frozen=True)
 class Rewind:
     """What a rewind did: files written back, paths removed, what could not be put back (with
@@ -79,6 +83,7 @@ class Rewind:
         lines += [f"  restored {p}" for p in self.restored]
         lines += [f"  removed {p}" for p in self.removed]
         lines += [f"  NOT restored {p}: {why}" for p, why in self.unrestorable]
+        lines.append(OUTSIDE_NOTE)
         return "\n".join(lines)
 
 

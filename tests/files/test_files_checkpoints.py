@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from toolroute import BuiltInToolContext, ToolError, ToolPreconditionError, ToolRouter, builtin_tool_context
 from toolroute.agent import ToolCallRunner, allow_all
-from toolroute.checkpoints import CheckpointLimits, default_state_dir
+from toolroute.checkpoints import OUTSIDE_NOTE, CheckpointLimits, default_state_dir
 
 
 def make_context(ws: Path, state: Path, **options: object) -> BuiltInToolContext:
@@ -69,6 +69,7 @@ def test_a_rewind_undoes_the_file_tools_and_commands_alike(r: ToolRouter, space:
     assert {"src/moved.py", "build/out/a.o", "build/out", "build"} <= set(report.removed)
     assert report.unrestorable == ()
     assert "Rewound to checkpoint 1" in report.describe()
+    assert report.describe().endswith(OUTSIDE_NOTE)
     # The rewind can itself be undone.
     r.rewind(report.undo)
     assert (ws / "src" / "app.py").read_text() == "print('v3')\n"
