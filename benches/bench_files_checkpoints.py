@@ -117,6 +117,26 @@ def test_edit_with_the_stale_read_guard(base: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("size", [100_000, 5_000_000], ids=["100KB", "5MB"])
+def test_read_file_page_with_the_stale_read_guard(base: Path, size: int) -> None:
+    guarded, _ = routers(base, f"read-on-{size}")
+    unguarded, _ = routers(base, f"read-off-{size}", guard_stale_reads=False)
+    body = "".join(f"row {i} of the log\n" for i in range(size // 18))
+    for r in (guarded, unguarded):
+        r.invoke("write_file", {"path": "log.txt", "content": body})
+    time.sleep(2.1)  # a log written earlier (a large file just written is hashed whole)
+
+    def read(r: ToolRouter) -> str:
+        return r.invoke("read_file", {"path": "log.txt", "limit": 50})
+
+    compare(
+        f"read_file page (50 lines) of a {size // 1000} KB file, stale-read guard (on/off)",
+        ("guard off", lambda: read(unguarded)),
+        {"guard on": lambda: read(guarded)},
+        ROUNDS,
+    )
+
+
 @pytest.mark.parametrize("files", [2_000, 20_000])
 def test_first_and_later_checkpoints_by_workspace_size(base: Path, files: int) -> None:
     ws = base / f"size-{files}" / "ws"

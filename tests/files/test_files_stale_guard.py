@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,3 +192,30 @@ def test_a_batchs_parallel_writers_see_each_others_writes(r: ToolRouter, space: 
     )
     assert [res.is_error for res in results] == [False] * 4, [res.output for res in results]
     assert (space / "b.txt").read_text() == "three\nfour\n"
+
+
+@pytest.mark.parametrize("size", [10_000, 3_000_000], ids=["read-whole", "read-a-page-of-a-large-file"])
+def test_a_page_read_records_the_whole_file(r: ToolRouter, space: Path, size: int) -> None:
+    body = "".join(f"row {i}\n" for i in range(size // 8))
+    (space / "big.txt").write_text(body)
+    r.invoke("read_file", {"path": "big.txt", "limit": 5})
+    r.invoke("edit", {"path": "big.txt", "old_string": "row 3\n", "new_string": "row three\n"})
+    with (space / "big.txt").open("a") as f:  # past the page shown: still a change
+        f.write("appended\n")
+    with pytest.raises(StaleFileError):
+        r.invoke("edit", {"path": "big.txt", "old_string": "row 4\n", "new_string": "row four\n"})
+
+
+def test_a_page_of_a_large_settled_file_is_remembered_by_its_stamps(r: ToolRouter, space: Path) -> None:
+    (space / "log.txt").write_text("".join(f"row {i}\n" for i in range(400_000)))  # about 3.3 MB
+    time.sleep(2.1)  # settled: a change now cannot share its stamps
+    r.invoke("read_file", {"path": "log.txt", "limit": 5})
+    with (space / "log.txt").open("r+") as f:  # the same size, the old modification time put back
+        f.seek(100)
+        f.write("X")
+    os.utime(space / "log.txt", ns=(0, (space / "log.txt").stat().st_mtime_ns))
+    with pytest.raises(StaleFileError):
+        r.invoke("edit", {"path": "log.txt", "old_string": "row 7\n", "new_string": "row seven\n"})
+    r.invoke("read_file", {"path": "log.txt", "limit": 5})  # not settled now: hashed whole
+    r.invoke("edit", {"path": "log.txt", "old_string": "row 7\n", "new_string": "row seven\n"})
+    assert "row seven\n" in (space / "log.txt").read_text()

@@ -227,10 +227,15 @@ fn read_page<'py>(
         let conf = confinement.get();
         let roots = &conf.roots;
         let outcome = py.detach(|| {
-            let outcome = roots.read_page(&path, offset, max_lines, max_bytes)?;
-            if let (Some(session), ReadOutcome::Page(_)) = (&conf.session, &outcome) {
-                // The guard knows the whole file, not only the page shown.
-                session.note_read(roots, &path, max_bytes)?;
+            let want = conf.session.is_some();
+            let outcome = roots.read_page_with(&path, offset, max_lines, max_bytes, want)?;
+            if let (Some(session), ReadOutcome::Page(page)) = (&conf.session, &outcome) {
+                // The guard knows the whole file, not only the page shown: from this read when
+                // it saw all of it, else by reading the rest.
+                match page.digest {
+                    Some(d) => session.note(page.resolved.clone(), d),
+                    None => session.note_read(roots, &path, max_bytes)?,
+                }
             }
             Ok::<_, FsError>(outcome)
         })?;

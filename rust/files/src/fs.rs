@@ -14,6 +14,7 @@ use rustix::io::Errno;
 use crate::beneath::{fd_path, Parent};
 use crate::confine::{Access, Roots};
 use crate::error::FsError;
+use crate::session::{digest_parts, ContentDigest};
 use crate::text_style::{binary_kind, Encoding};
 
 /// Who owns a file and how it may be used, as read before changing it.
@@ -304,6 +305,9 @@ pub struct Page {
     pub scanned: u64,
     /// The byte cap stopped the scan before the end of the file.
     pub capped: bool,
+    /// The digest of the whole file, when asked for and this read saw all of it (the
+    /// stale-read guard's record, without reading the file again).
+    pub digest: Option<ContentDigest>,
 }
 
 /// A folder's entries for read_file's listing: names (folders end in `/`), sorted.
@@ -338,6 +342,19 @@ impl Roots {
         first: usize,
         max_lines: usize,
         max_bytes: u64,
+    ) -> Result<ReadOutcome, FsError> {
+        self.read_page_with(shown, first, max_lines, max_bytes, false)
+    }
+
+    /// [`Roots::read_page`]; with `digest`, the page also carries the whole file's digest when
+    /// the read saw all of it.
+    pub fn read_page_with(
+        &self,
+        shown: &str,
+        first: usize,
+        max_lines: usize,
+        max_bytes: u64,
+        digest: bool,
     ) -> Result<ReadOutcome, FsError> {
         let fd = self.open(shown, Access::Read, read_flags())?;
         let resolved = fd_path(fd.as_fd()).unwrap_or_else(|_| PathBuf::from(shown));
@@ -378,6 +395,7 @@ impl Roots {
         if wide {
             let capped = !eof && (buf.len() as u64) < meta.size;
             let scanned = buf.len() as u64;
+            let digest = (digest && eof).then(|| digest_parts(&[&buf]));
             buf.drain(..mark.min(buf.len()));
             return Ok(ReadOutcome::Page(Page {
                 resolved,
@@ -391,6 +409,7 @@ impl Roots {
                 lines: 0,
                 total: None,
                 capped,
+                digest,
             }));
         }
         // Find the start of line `first`, then the end of line `first + max_lines - 1`; small
@@ -438,6 +457,8 @@ impl Roots {
         };
         let end_at = end.unwrap_or(buf.len()).max(start_at);
         let body = buf[start_at..end_at].to_vec();
+        // The whole file was read (to its end): its digest costs no second read.
+        let digest = (digest && eof && !stopped).then(|| digest_parts(&[&buf]));
         let lines = memchr::memchr_iter(b'\n', &body).count()
             + usize::from(!body.is_empty() && !body.ends_with(b"\n"));
         Ok(ReadOutcome::Page(Page {
@@ -452,6 +473,7 @@ impl Roots {
             total,
             scanned: buf.len() as u64,
             capped,
+            digest,
         }))
     }
 }

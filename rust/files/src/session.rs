@@ -47,9 +47,56 @@ pub struct Session {
 
 #[derive(Debug, Default)]
 struct Seen {
-    by_path: HashMap<PathBuf, (ContentDigest, u64)>,
+    by_path: HashMap<PathBuf, (Known, u64)>,
     clock: u64,
 }
+
+/// What a session knows of a file's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Its digest (a file read whole, or written by the session).
+    Digest(ContentDigest),
+    /// Its stamps, settled when taken (a page of a large file: hashing all of it would cost a
+    /// page read many times over). Any write since changes the change time, which no process
+    /// can set back, so equal stamps mean the same content.
+    Stamp(Stamp),
+}
+
+/// The stamps of a file that any change of its content changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    #[allow(clippy::unnecessary_cast)] // the fields are narrower on some systems
+    fn of(st: &rustix::fs::Stat) -> Self {
+        Self {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            size: st.st_size as u64,
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        }
+    }
+
+    /// Changed more than a second ago: a later change cannot share these stamps within the
+    /// clock's granularity.
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.ctime.0 + 1 < now
+    }
+}
+
+/// Files larger than this, read a page of, are remembered by their settled stamps rather than
+/// hashed whole (read_file reads smaller ones whole anyway, and hashes what it read).
+const HASH_UP_TO: u64 = 1 << 20;
 
 impl Session {
     /// A new session; `strict`: also refuse rewriting a file it never read.
@@ -78,6 +125,10 @@ impl Session {
 
     /// Record that the session now knows `path` holds content with `digest`.
     pub fn note(&self, path: PathBuf, digest: ContentDigest) {
+        self.remember(path, Known::Digest(digest));
+    }
+
+    fn remember(&self, path: PathBuf, known: Known) {
         let mut seen = self.seen();
         seen.clock += 1;
         let now = seen.clock;
@@ -87,7 +138,7 @@ impl Session {
             let cutoff = *median;
             seen.by_path.retain(|_, (_, t)| *t > cutoff);
         }
-        seen.by_path.insert(path, (digest, now));
+        seen.by_path.insert(path, (known, now));
     }
 
     /// Forget `path` (it was removed by this session).
@@ -95,9 +146,16 @@ impl Session {
         self.seen().by_path.remove(path);
     }
 
-    /// What the session last saw at `path`.
+    /// The digest of what the session last saw at `path`, if it knows it by digest.
     pub fn known(&self, path: &Path) -> Option<ContentDigest> {
-        self.seen().by_path.get(path).map(|(d, _)| *d)
+        match self.seen().by_path.get(path) {
+            Some((Known::Digest(d), _)) => Some(*d),
+            _ => None,
+        }
+    }
+
+    fn record(&self, path: &Path) -> Option<Known> {
+        self.seen().by_path.get(path).map(|(k, _)| *k)
     }
 
     /// Files the session remembers.
@@ -115,9 +173,21 @@ impl Session {
     /// write. Call before the target's bytes are moved out.
     pub fn check(&self, target: &Target, bytes: &[u8]) -> Result<(), FsError> {
         let path = target.resolved();
-        match self.known(&path) {
-            Some(d) if d == digest_parts(&[bytes]) => Ok(()),
-            Some(_) => Err(FsError::Stale {
+        let fresh = match self.record(&path) {
+            Some(Known::Digest(d)) => Some(d == digest_parts(&[bytes])),
+            Some(Known::Stamp(then)) => Some(
+                rustix::fs::statat(
+                    &target.parent.dir,
+                    target.parent.name.as_os_str(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|st| Stamp::of(&st) == then),
+            ),
+            None => None,
+        };
+        match fresh {
+            Some(true) => Ok(()),
+            Some(false) => Err(FsError::Stale {
                 path: target.shown.clone(),
                 reason: "it changed since you last read or wrote it (by another process, a \
                          command or the user)"
@@ -131,8 +201,9 @@ impl Session {
         }
     }
 
-    /// Record what read_file just read at `shown`: the digest of the whole file (read again by
-    /// descriptor, streaming, up to `max_bytes`; a larger file is not recorded).
+    /// Record what read_file just read at `shown` (a page, not the whole file): a large file
+    /// whose stamps are settled by its stamps, any other by the digest of the whole file (read
+    /// again by descriptor, streaming, up to `max_bytes`; a larger file is not recorded).
     pub fn note_read(&self, roots: &Roots, shown: &str, max_bytes: u64) -> Result<(), FsError> {
         let fd = roots.open(shown, Access::Read, read_flags())?;
         let Ok(meta) = regular_meta(fd.as_fd(), shown) else {
@@ -142,6 +213,11 @@ impl Session {
             return Ok(());
         }
         let resolved = fd_path(fd.as_fd()).map_err(|e| FsError::io("resolve", shown, e))?;
+        let stamp = rustix::fs::fstat(&fd).ok().map(|st| Stamp::of(&st));
+        if let Some(stamp) = stamp.filter(|s| s.size > HASH_UP_TO && s.settled()) {
+            self.remember(resolved, Known::Stamp(stamp));
+            return Ok(());
+        }
         let mut h = blake3::Hasher::new();
         let mut file = std::fs::File::from(fd);
         let mut buf = vec![0u8; 1 << 16];
