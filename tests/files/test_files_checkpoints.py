@@ -330,3 +330,47 @@ def test_a_rewind_killed_at_any_moment_leaves_the_old_or_the_restored_tree(deplo
         seen.add(("restored" if now == checkpointed else "old") + (" from a journal" if journaled else ""))
     print("outcomes seen:", sorted(seen))
     assert seen
+
+
+TAKER = """
+import sys
+from pathlib import Path
+from toolroute import BuiltInToolContext
+ws, state, tag, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+ctx = BuiltInToolContext(ws, checkpoint_dir=state)
+for i in range(n):
+    (ws / f"{tag}-{i % 5}.txt").write_text(f"{tag} {i}\\n" * (i + 1) * 500)
+    ctx.checkpoints.take(f"{tag} {i}")
+print("done", flush=True)
+"""
+
+
+def test_processes_sharing_a_store_and_one_killed_leave_it_whole(deployed: Path) -> None:
+    ws, state = deployed / "ws", deployed / "state"
+    ws.mkdir()
+    run = [sys.executable, "-c", TAKER, str(ws), str(state)]
+    steady = [subprocess.Popen([*run, tag, "12"], stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    doomed = subprocess.Popen([*run, "c", "1000"], stdout=subprocess.PIPE, text=True)
+    for p in steady:
+        out, _ = p.communicate(timeout=120)
+        assert out.strip() == "done"
+    doomed.send_signal(signal.SIGKILL)  # somewhere in a take: a pack, an index or a manifest half-made
+    doomed.wait(timeout=30)
+    ctx = BuiltInToolContext(ws, checkpoint_dir=state)
+    kept = ctx.checkpoints.list()
+    ids = [c.id for c in kept]
+    assert ids == sorted(set(ids)) and len(ids) >= 24  # none lost, none twice
+    assert {c.label for c in kept} >= {f"{t} {i}" for t in "ab" for i in range(12)}
+    after = ctx.checkpoints.take("after")  # the store takes the next one: the leftovers are cleaned
+    assert after.id == ids[-1] + 1
+    assert not list((state / "checkpoints").glob("*.tmp"))
+    packs = {p.stem for p in (state / "packs").glob("*.pack")}
+    assert packs == {p.stem for p in (state / "packs").glob("*.idx")}
+    before = tree(ws, folders=False)
+    for f in ws.iterdir():
+        f.write_text("scrambled\n")
+    ctx.checkpoints.rewind(after.id)
+    assert tree(ws, folders=False) == before
+    first_of_b = next(c for c in kept if c.label == "b 0")
+    ctx.checkpoints.rewind(first_of_b.id)  # one another process took: b-0.txt as b wrote it first
+    assert (ws / "b-0.txt").read_text() == "b 0\n" * 500

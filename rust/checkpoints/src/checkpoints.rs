@@ -151,10 +151,17 @@ impl Checkpoints {
         }
     }
 
-    /// One process at a time changes a store; what another changed before is reread.
+    /// One process at a time changes a store; what another changed before is reread, and
+    /// what a dead one left half-written (a manifest's temp) removed.
     fn lock(&self) -> Result<OwnedFd, CheckpointError> {
         let fd = lock_in(&self.dir).map_err(|e| self.err(e))?;
         self.store.refresh().map_err(|e| self.err(e))?;
+        for e in fs::read_dir(self.dir.join("checkpoints")).map_err(|e| self.err(e))? {
+            let path = e.map_err(|e| self.err(e))?.path();
+            if path.extension().is_some_and(|x| x == "tmp") {
+                let _ = fs::remove_file(path);
+            }
+        }
         Ok(fd)
     }
 
