@@ -166,3 +166,63 @@ def test_a_pydantic_ai_run_gains_what_its_search_found(router: ToolRouter) -> No
     assert shown[1] == ["echo", "notes_shout", "search_tools"]  # found: shown from the next step
     returns = [p for m in result.all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
     assert [(p.tool_name, p.content) for p in returns][-1] == ("notes_shout", "HI")
+
+
+def test_openai_client_executed_tool_search_items(router: ToolRouter) -> None:
+    """`tool_search="items"`: the API's tool_search type run by the client, in a scripted session:
+    the model searches, the answer loads the definitions found, the model calls one."""
+    from openai.types.responses import Response, ResponseInputItemParam
+
+    tools = OpenAITools(router, ["echo"], ["notes"], deferred=["notes"], tool_search="items")
+    shaped = tools.responses_tools()
+    for tool in shaped:
+        TypeAdapter(ResponsesToolParam).validate_python(tool)
+    assert [t.get("name", t["type"]) for t in shaped] == ["echo", "tool_search"]
+    assert shaped[-1]["execution"] == "client"  # type: ignore[typeddict-item]
+    assert "query" in shaped[-1]["parameters"]["properties"]  # type: ignore[typeddict-item]
+
+    def response(*output: dict[str, Any]) -> Response:
+        return Response.model_validate(
+            {
+                "id": "resp_1",
+                "object": "response",
+                "created_at": 0,
+                "model": "gpt-5.4",
+                "output": list(output),
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+            }
+        )
+
+    search = {
+        "type": "tool_search_call",
+        "id": "ts_1",
+        "call_id": "call_ts",
+        "execution": "client",
+        "status": "completed",
+        "arguments": {"query": "shout text in capital letters"},
+    }
+    [loaded] = tools.call_outputs(response(search))
+    TypeAdapter(ResponseInputItemParam).validate_python(loaded)
+    assert loaded["type"] == "tool_search_output" and loaded["call_id"] == "call_ts"
+    assert [t["name"] for t in loaded["tools"]] == ["notes_shout"]
+    assert loaded["tools"][0]["parameters"]["properties"]["text"]
+    # A server-executed search is the API's own: nothing to answer.
+    assert tools.call_outputs(response({**search, "execution": "server"})) == []
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "notes_shout",
+        "arguments": '{"text": "hi"}',
+    }
+    [answer] = tools.call_outputs(response(call))
+    assert answer == {"type": "function_call_output", "call_id": "call_1", "output": "HI"}
+    # Nothing found: an empty load, not an error the API cannot read.
+    [empty] = tools.call_outputs(response({**search, "arguments": {"query": "zzzz qqqq"}}))
+    assert empty["tools"] == [] and empty["status"] == "completed"
+    # The allowlist stays the ceiling: a tool outside it is never loaded.
+    narrow = OpenAITools(router, ["echo"], ["notes"], deferred=True, tool_search="items")
+    [only] = narrow.call_outputs(response({**search, "arguments": {"query": "add two numbers"}}))
+    assert {t["name"] for t in only["tools"]} <= set(narrow.exposure.tools)

@@ -125,7 +125,7 @@ class OpenAITools(ExposedTools):
         native: Iterable[NativeType] = (),
         allowed_callers: Sequence[str] | None = None,
         deferred: bool | Collection[str] = (),
-        tool_search: Literal["server", "client"] = "server",
+        tool_search: Literal["server", "client", "items"] = "server",
     ) -> None:
         super().__init__(
             router,
@@ -136,11 +136,13 @@ class OpenAITools(ExposedTools):
             needs_approval=needs_approval,
             deferred=deferred,
         )
-        if tool_search not in ("server", "client"):
-            raise ValueError(f"tool_search must be server or client, not {tool_search!r}")
+        if tool_search not in ("server", "client", "items"):
+            raise ValueError(f"tool_search must be server, client or items, not {tool_search!r}")
         # Responses: deferred functions go marked `defer_loading` beside the hosted `tool_search`
-        # (server), or stay out behind toolroute's search_tools function (client, and Chat
-        # Completions always).
+        # (server); or stay out behind toolroute's search, offered as the API's `tool_search`
+        # executed by the client (items: the model sends `tool_search_call` items, answered with
+        # `tool_search_output` items that load what was found) or as the search_tools function
+        # (client, and Chat Completions always).
         self.tool_search = tool_search
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         # Responses' programmatic tool calling: who may call these tools ("direct", the model;
@@ -173,14 +175,25 @@ class OpenAITools(ExposedTools):
         mode takes as they are, see `toolroute.formats.strict_eligible`), then the native types
         asked for, each in place of its built-in's function."""
         replaced = {BACKING[kind] for kind in self.native}
-        hosted_search = bool(self.exposure.deferred) and self.tool_search == "server"
-        if hosted_search:
-            replaced |= {n for n, t in self.exposure.tools.items() if is_search_tool(t)}
+        search_mode = self.tool_search if self.exposure.deferred else None
+        search = [d for d in self.tool_definitions if d["function"]["name"] == self._search_name()]
+        if search_mode in ("server", "items"):
+            replaced |= {d["function"]["name"] for d in search}
         functions = [d for d in self.tool_definitions if d["function"]["name"] not in replaced]
         tools: list[Any] = to_responses(functions)
-        if hosted_search:
+        if search_mode == "server":
             tools += [{**t, "defer_loading": True} for t in to_responses(self.exposure.deferred_definitions())]
             tools.append({"type": "tool_search"})
+        elif search_mode == "items" and search:
+            fn = search[0]["function"]
+            tools.append(
+                {
+                    "type": "tool_search",
+                    "execution": "client",
+                    "description": fn.get("description", ""),
+                    "parameters": fn.get("parameters", {}),
+                }
+            )
         for kind in self.native:
             if kind == "custom_apply_patch":
                 tools.append({"type": "custom", "name": "apply_patch", "description": CUSTOM_PATCH_DESCRIPTION})
@@ -189,6 +202,10 @@ class OpenAITools(ExposedTools):
         if self.allowed_callers is not None:
             tools = [{**tool, "allowed_callers": list(self.allowed_callers)} for tool in tools]
         return tools
+
+    def _search_name(self) -> str | None:
+        """The name of the request's search tool (toolroute's search over its deferred tools)."""
+        return next((n for n, t in self.exposure.tools.items() if is_search_tool(t)), None)
 
     def _custom(self, name: str) -> bool:
         return name == "apply_patch" and "custom_apply_patch" in self.native
@@ -268,6 +285,9 @@ class OpenAITools(ExposedTools):
         answers = []
         for item in items:
             kind = _get(item, "type")
+            if kind == "tool_search_call" and _get(item, "execution") == "client":
+                answers.append((yield from self._tool_search(item)))
+                continue
             if kind in SERVER_SIDE or kind is None:
                 continue
             call_id = _get(item, "call_id")
@@ -299,6 +319,28 @@ class OpenAITools(ExposedTools):
             f"the response holds a {kind!r} item (call {call_id!r}), which toolroute cannot run and has no "
             "error form to answer with; answer it yourself or do not offer that tool"
         )
+
+    def _tool_search(self, item: Any) -> Body[Any]:
+        """A client-executed `tool_search_call`: toolroute's search over the request's deferred
+        tools, answered with the definitions found, which the API then loads."""
+        name = self._search_name()
+        answer: dict[str, Any] = {
+            "type": "tool_search_output",
+            "call_id": _get(item, "call_id"),
+            "execution": "client",
+            "status": "completed",
+            "tools": [],
+        }
+        if name is None:
+            return {**answer, "status": "incomplete"}
+        arguments = _get(item, "arguments")
+        outcome: CallOutcome = yield Step(self.execute, self.aexecute, (name, arguments))
+        found = outcome.trace.get("found") if isinstance(outcome.trace, dict) else None
+        if outcome.is_error:
+            return {**answer, "status": "incomplete"}
+        tools = [self.exposure.tools[n] for n in found or () if n in self.exposure.tools]
+        answer["tools"] = to_responses([t.definition() for t in tools])
+        return answer
 
     def _custom_call(self, name: str, text: str) -> Body[CallOutcome]:
         if name != "apply_patch":
