@@ -26,6 +26,9 @@ class Exposure:
     upstreams: tuple[tuple[str, str | None], ...] = ()
     # Tools callable but not listed: their definitions wait for a search to find them.
     deferred: frozenset[str] = frozenset()
+    # The service (local or upstream MCP server) each tool of one came from, by exposed name:
+    # the namespace a provider can group them under.
+    namespaces: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -34,6 +37,7 @@ class Exposure:
         user_id: str | None = None,
         upstreams: Iterable[tuple[str, str | None]] = (),
         deferred: Iterable[str] = (),
+        namespaces: Mapping[str, str] | None = None,
     ) -> Exposure:
         by_name: dict[str, Tool] = {}
         for tool in tools:
@@ -42,7 +46,8 @@ class Exposure:
                 raise ToolRegistrationError(f"two different tools are exposed as {tool.name!r}")
         hidden = frozenset(deferred)
         listed = [t.definition() for name, t in by_name.items() if name not in hidden]
-        return cls(by_name, user_id, listed, tuple(dict.fromkeys(upstreams)), hidden)
+        spaces = {name: space for name, space in (namespaces or {}).items() if name in by_name}
+        return cls(by_name, user_id, listed, tuple(dict.fromkeys(upstreams)), hidden, spaces)
 
     def deferred_definitions(self) -> list[ToolDefinition]:
         """The definitions of the deferred tools, in listing order (for providers that take them

@@ -386,7 +386,7 @@ class ToolRouter:
         if code is not None:  # like a built-in, it wins its name; its program calls the others
             unique.pop(code.name, None)
             unique[code.name] = code_tool(code, unique.values(), self, listed=lambda name: name not in hidden)
-        return Exposure.of(unique.values(), user_id, upstreams, hidden)
+        return Exposure.of(unique.values(), user_id, upstreams, hidden, namespaces)
 
     @staticmethod
     def _deferred(

@@ -226,3 +226,70 @@ def test_openai_client_executed_tool_search_items(router: ToolRouter) -> None:
     narrow = OpenAITools(router, ["echo"], ["notes"], deferred=True, tool_search="items")
     [only] = narrow.call_outputs(response({**search, "arguments": {"query": "add two numbers"}}))
     assert {t["name"] for t in only["tools"]} <= set(narrow.exposure.tools)
+
+
+@pytest.mark.parametrize("search", ["server", "items"])
+def test_openai_namespaces_group_each_servers_tools(router: ToolRouter, search: str) -> None:
+    from openai.types.responses import Response
+
+    tools = OpenAITools(router, ["echo"], ["notes"], deferred=["notes"], tool_search=search, namespaces=True)  # type: ignore[arg-type]
+    shaped = tools.responses_tools()
+    for tool in shaped:
+        TypeAdapter(ResponsesToolParam).validate_python(tool)
+    if search == "server":  # the deferred tools sit in their server's namespace, still deferred
+        space = next(t for t in shaped if t["type"] == "namespace")
+        assert space["name"] == "notes"  # type: ignore[typeddict-item]
+        inner = space["tools"]  # type: ignore[typeddict-item]
+        assert {t["name"] for t in inner} == {n for n in tools.exposure.tools if n.startswith("notes_")}
+        assert all(t["defer_loading"] for t in inner)
+    else:  # what a client-executed search loads comes in its namespace too
+        from openai.types.responses import ResponseInputItemParam
+
+        search_call = {
+            "type": "tool_search_call",
+            "id": "ts_1",
+            "call_id": "call_ts",
+            "execution": "client",
+            "status": "completed",
+            "arguments": {"query": "shout text in capital letters"},
+        }
+        found = Response.model_validate(
+            {
+                "id": "resp_0",
+                "object": "response",
+                "created_at": 0,
+                "model": "gpt-5.4",
+                "output": [search_call],
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+            }
+        )
+        [loaded] = tools.call_outputs(found)
+        TypeAdapter(ResponseInputItemParam).validate_python(loaded)
+        assert [(t["type"], t["name"]) for t in loaded["tools"]] == [("namespace", "notes")]
+        assert [t["name"] for t in loaded["tools"][0]["tools"]] == ["notes_shout"]
+    listed = OpenAITools(router, ["echo"], ["notes"], namespaces=True).responses_tools()
+    assert [t.get("name") for t in listed] == ["echo", "notes"]
+    call = Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "model": "gpt-5.4",
+            "output": [
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_1",
+                    "namespace": "notes",
+                    "name": "notes_shout",
+                    "arguments": '{"text": "hi"}',
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+    )
+    assert tools.call_outputs(call) == [{"type": "function_call_output", "call_id": "call_1", "output": "HI"}]

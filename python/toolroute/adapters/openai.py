@@ -19,6 +19,7 @@ for an error (`computer_call`) raises `UnansweredCall` naming it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -85,6 +86,11 @@ SERVER_SIDE = frozenset(
 )
 
 
+def namespace_name(service: str) -> str:
+    """A service id as a namespace name (letters, digits, `_` and `-`, at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", service)[:64] or "_"
+
+
 class UnansweredCall(RuntimeError):
     """A client-side call the adapter cannot run and cannot answer with an error item."""
 
@@ -126,6 +132,7 @@ class OpenAITools(ExposedTools):
         allowed_callers: Sequence[str] | None = None,
         deferred: bool | Collection[str] = (),
         tool_search: Literal["server", "client", "items"] = "server",
+        namespaces: bool = False,
     ) -> None:
         super().__init__(
             router,
@@ -144,6 +151,10 @@ class OpenAITools(ExposedTools):
         # `tool_search_output` items that load what was found) or as the search_tools function
         # (client, and Chat Completions always).
         self.tool_search = tool_search
+        # Responses: the tools of each MCP server or local service grouped under a namespace
+        # (`{"type": "namespace"}`, as OpenAI advises for large catalogues); calls keep the
+        # exposed names, so a namespaced call routes as any other.
+        self.namespaces = namespaces
         self.native: tuple[str, ...] = tuple(dict.fromkeys(native))
         # Responses' programmatic tool calling: who may call these tools ("direct", the model;
         # "programmatic", code the provider runs); None leaves the provider's default.
@@ -201,7 +212,28 @@ class OpenAITools(ExposedTools):
                 tools.append({"type": kind})
         if self.allowed_callers is not None:
             tools = [{**tool, "allowed_callers": list(self.allowed_callers)} for tool in tools]
-        return tools
+        return self._grouped(tools) if self.namespaces else tools
+
+    def _grouped(self, tools: list[Any]) -> list[Any]:
+        """Function tools of one service under one namespace, where the first of them stood."""
+        out: list[Any] = []
+        groups: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            service = self.exposure.namespaces.get(tool.get("name", "")) if tool.get("type") == "function" else None
+            if service is None:
+                out.append(tool)
+                continue
+            name = namespace_name(service)
+            if name not in groups:
+                groups[name] = {
+                    "type": "namespace",
+                    "name": name,
+                    "description": f"Tools of the {service} server.",
+                    "tools": [],
+                }
+                out.append(groups[name])
+            groups[name]["tools"].append(tool)
+        return out
 
     def _search_name(self) -> str | None:
         """The name of the request's search tool (toolroute's search over its deferred tools)."""
@@ -339,7 +371,8 @@ class OpenAITools(ExposedTools):
         if outcome.is_error:
             return {**answer, "status": "incomplete"}
         tools = [self.exposure.tools[n] for n in found or () if n in self.exposure.tools]
-        answer["tools"] = to_responses([t.definition() for t in tools])
+        loaded = to_responses([t.definition() for t in tools])
+        answer["tools"] = self._grouped(loaded) if self.namespaces else loaded
         return answer
 
     def _custom_call(self, name: str, text: str) -> Body[CallOutcome]:
