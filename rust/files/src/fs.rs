@@ -14,7 +14,7 @@ use rustix::io::Errno;
 use crate::beneath::{fd_path, Parent};
 use crate::confine::{Access, Roots};
 use crate::error::FsError;
-use crate::session::{digest_parts, ContentDigest};
+use crate::hash::{digest_parts, ContentDigest};
 use crate::text_style::{binary_kind, Encoding};
 
 /// Who owns a file and how it may be used, as read before changing it.

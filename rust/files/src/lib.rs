@@ -6,8 +6,9 @@
 //! confinement primitive, also used by the search walker and index); `confine` holds the
 //! roots and their access; `error` is the layer's error; `fs` reads (pages, listings, the
 //! current bytes of a write's destination); `observe` tells a layer above (the
-//! search index) what was written, without knowing it; `session` is the stale-read guard (what
-//! a session last read or wrote of each file, checked by the writers, recorded by `txn`); `text_style` keeps a file's encoding and line
+//! search index) what was written, without knowing it; `hash` is a file content's digest; `session` is the stale-read
+//! guard (what a session last read or wrote of each file, checked by the writers, recorded by
+//! `txn`); `text_style` keeps a file's encoding and line
 //! endings; `txn` commits changes atomically. The tools' logic above it (edit, write_file)
 //! lives in the `toolroute-edits` crate.
 
@@ -22,6 +23,7 @@ mod beneath;
 mod confine;
 mod error;
 mod fs;
+mod hash;
 mod observe;
 mod os;
 mod session;
@@ -34,8 +36,9 @@ pub use error::{ConfineError, FsError};
 pub use fs::{
     check_rewrite, check_writable, read_flags, Meta, Original, Page, Permit, ReadOutcome, Target,
 };
+pub use hash::{digest_parts, ContentDigest};
 pub use observe::{install as install_write_observer, WriteObserver};
 pub use os::{file_id, handle_flags};
-pub use session::{digest_parts, ContentDigest, Session};
+pub use session::Session;
 pub use text_style::{encode_like, BOM_CHAR};
 pub use txn::{commit, recover, Change, Durability, Op, TxnError, WriteOptions};

@@ -16,19 +16,7 @@ use crate::beneath::fd_path;
 use crate::confine::{Access, Roots};
 use crate::error::FsError;
 use crate::fs::{read_flags, regular_meta, Target};
-
-/// The BLAKE3 hash of a file's bytes (a cryptographic hash, so a change cannot hide behind a
-/// collision; BLAKE3 for speed: the guard hashes the file before and after every rewrite).
-pub type ContentDigest = [u8; 32];
-
-/// The digest of the concatenation of `parts`.
-pub fn digest_parts(parts: &[&[u8]]) -> ContentDigest {
-    let mut h = blake3::Hasher::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().into()
-}
+use crate::hash::{digest_parts, ContentDigest};
 
 /// Most files one session remembers; past it, the oldest half is forgotten (a forgotten file is
 /// a file never read: allowed, or refused in strict mode, with the same advice to read it).

@@ -34,7 +34,8 @@ use crate::beneath::{fd_path, Created, Missing, Root};
 use crate::confine::Roots;
 use crate::error::FsError;
 use crate::fs::{Meta, Original, Permit, Target};
-use crate::session::{digest_parts, Session};
+use crate::hash::digest_parts;
+use crate::session::Session;
 
 /// How toolroute's temps and journals are named (then the owner's pid and start time).
 pub const TEMP_PREFIX: &str = ".toolroute-";
