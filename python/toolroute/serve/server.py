@@ -7,6 +7,7 @@ name to its router, so a client could reach tools it was never shown, bash inclu
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import signal
 import socket
@@ -295,7 +296,20 @@ async def serve_http(
         if on_ready is not None:
             on_ready(http_url(sock, path))
         if recycle is not None:
-            recycle.serving(sock, finish)
+            loop = asyncio.get_running_loop()
+
+            def hand_over() -> None:
+                # Stop accepting at once, on the loop: uvicorn looks at `should_exit` only every
+                # tenth of a second, and a client it accepted meanwhile would be cut off when it
+                # stops; the socket (kept open by the recycle) queues it for the fresh process.
+                def close_listeners() -> None:
+                    for listener in http.servers:
+                        listener.close()
+                    finish()
+
+                loop.call_soon_threadsafe(close_listeners)
+
+            recycle.serving(sock, hand_over)
 
     try:
         async with anyio.create_task_group() as tg:
