@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,3 +67,8 @@ def to_responses(tools: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
         strict = fn["strict"] if "strict" in fn else strict_eligible(fn.get("parameters") or {})
         out.append({"type": "function", **fn, "strict": strict})
     return out
+
+
+def namespace_name(service: str) -> str:
+    """A service id as an OpenAI namespace name (letters, digits, `_` and `-`, at most 64)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", service)[:64] or "_"

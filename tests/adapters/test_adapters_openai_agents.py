@@ -323,3 +323,42 @@ def test_the_trace_is_kept_and_an_invented_name_ends_a_run_only_without_run_conf
         model = ScriptedModel(invented)
         agent = Agent(name="coder", model=model, tools=tools.function_tools())
         anyio.run(lambda: Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+
+
+@pytest.mark.parametrize("namespaces", [False, True], ids=["top-level", "namespaced"])
+def test_deferred_tools_use_the_sdks_own_tool_search(tmp_path: Path, namespaces: bool) -> None:
+    """`deferred=`: the deferred tools go with `defer_loading` beside the SDK's `ToolSearchTool`,
+    as the SDK's own Responses converter takes them; the runner calls one the model loaded."""
+    from agents import ToolSearchTool
+    from agents.models.openai_responses import Converter
+
+    with make_router(tmp_path) as router:
+        tools = AgentsTools(router, ["echo", "add"], ["notes"], deferred=["notes"])
+        shaped = tools.function_tools(namespaces=namespaces)
+        assert isinstance(shaped[-1], ToolSearchTool)
+        names = [t.name for t in shaped[:-1]]
+        assert names[:2] == ["echo", "add"] and "search_tools" not in names
+        assert all(t.defer_loading for t in shaped[2:-1]) and "notes_shout" in names[2:]
+        converted = Converter.convert_tools(shaped, [])
+        kinds = [t["type"] for t in converted.tools]
+        assert kinds[-1] == "tool_search"
+        if namespaces:
+            space = next(t for t in converted.tools if t["type"] == "namespace")
+            assert space["name"] == "notes"
+            assert {t["name"] for t in space["tools"]} == {n for n in names if n.startswith("notes_")}
+        else:
+            deferred = [t for t in converted.tools if t.get("defer_loading")]
+            assert {t["name"] for t in deferred} == {n for n in names if n.startswith("notes_")}
+        # The hosted search happens at OpenAI; the model then calls what it loaded, in the wire
+        # shape of a loaded tool: its namespace, or (a deferred top-level tool) its own name.
+        loaded = call("c1", "notes_shout", {"text": "found"})
+        loaded = loaded.model_copy(update={"namespace": "notes" if namespaces else "notes_shout"})
+        model = RecordedModel([loaded], [answer("done")])
+        agent = Agent(name="t", instructions="search, then use", tools=shaped, model=model)
+        result = anyio.run(lambda: Runner.run(agent, "shout", run_config=RunConfig(tracing_disabled=True)))
+        assert result.final_output == "done"
+        outputs = {i["call_id"]: i["output"] for i in model.inputs[1] if i.get("type") == "function_call_output"}
+        assert outputs["c1"] == "FOUND"
+        # Without deferred tools nothing changes: no search tool, no deferred flag.
+        plain = AgentsTools(router, ["echo"], ["notes"]).function_tools()
+        assert not any(isinstance(t, ToolSearchTool) or t.defer_loading for t in plain)

@@ -19,7 +19,6 @@ for an error (`computer_call`) raises `UnansweredCall` naming it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,7 +35,7 @@ from toolroute.adapters._native import (
 )
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind, model_text
-from toolroute.formats import to_responses
+from toolroute.formats import namespace_name, to_responses
 from toolroute.router import ToolRouter
 from toolroute.toolsearch import is_search_tool
 
@@ -84,11 +83,6 @@ SERVER_SIDE = frozenset(
         "compaction",
     }
 )
-
-
-def namespace_name(service: str) -> str:
-    """A service id as a namespace name (letters, digits, `_` and `-`, at most 64)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", service)[:64] or "_"
 
 
 class UnansweredCall(RuntimeError):

@@ -35,6 +35,8 @@ from toolroute.adapters._native import (
 )
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ExposedTools, model_text
+from toolroute.formats import namespace_name
+from toolroute.toolsearch import is_search_tool
 
 agents = require("agents", "agents", package="openai-agents")
 
@@ -48,11 +50,44 @@ if TYPE_CHECKING:
 class AgentsTools(ExposedTools):
     """An allowlist of router tools as Agents SDK tools."""
 
-    def function_tools(self, *, approve_side_effects: bool = False) -> list[FunctionTool]:
+    def function_tools(self, *, approve_side_effects: bool = False, namespaces: bool = False) -> list[Any]:
         """One `FunctionTool` per exposed tool, whose `needs_approval` is the allowlist's rule.
         `approve_side_effects=True` asks for approval of every tool not read-only, whatever the
-        allowlist's rule (the older spelling of `needs_approval=True`)."""
-        return [self._function_tool(name, approve_side_effects) for name in self.names]
+        allowlist's rule (the older spelling of `needs_approval=True`).
+
+        With deferred tools (`deferred=`), the SDK's own tool search (docs/tool_search.md): each
+        deferred tool is a `FunctionTool` with `defer_loading` (in the agent's list, so callable
+        once the model has loaded it), toolroute's `search_tools` gives way to the SDK's
+        `ToolSearchTool()`, which OpenAI runs over them. `namespaces=True` groups each MCP
+        server's or local service's deferred tools with the SDK's `tool_namespace`."""
+        deferred = self.exposure.deferred
+        if not deferred:
+            return [self._function_tool(name, approve_side_effects) for name in self.names]
+        listed = [
+            self._function_tool(name, approve_side_effects)
+            for name in self.names
+            if not is_search_tool(self.exposure.tools.get(name))
+        ]
+        hidden = [
+            self._function_tool(name, approve_side_effects, deferred=True)
+            for name in self.exposure.tools
+            if name in deferred
+        ]
+        return [*listed, *(self._namespaced(hidden) if namespaces else hidden), agents.ToolSearchTool()]
+
+    def _namespaced(self, tools: list[FunctionTool]) -> list[FunctionTool]:
+        """`tools` grouped by the service each came from (`tool_namespace`), the rest as they are."""
+        groups: dict[str, list[FunctionTool]] = {}
+        alone: list[FunctionTool] = []
+        for tool in tools:
+            service = self.exposure.namespaces.get(tool.name)
+            (groups.setdefault(service, []) if service else alone).append(tool)
+        grouped: list[FunctionTool] = []
+        for service, members in groups.items():
+            grouped += agents.tool_namespace(
+                name=namespace_name(service), description=f"Tools of the {service} server.", tools=members
+            )
+        return [*grouped, *alone]
 
     def run_config(self, **options: Any) -> RunConfig:
         """A `RunConfig` that returns an invented tool name's error to the model (the SDK's
@@ -61,8 +96,8 @@ class AgentsTools(ExposedTools):
         config: RunConfig = agents.RunConfig(**options)
         return config
 
-    def _function_tool(self, name: str, approve_side_effects: bool) -> FunctionTool:
-        fn = self.definitions[name]
+    def _function_tool(self, name: str, approve_side_effects: bool, *, deferred: bool = False) -> FunctionTool:
+        fn = self.definitions[name] if name in self.definitions else self.exposure.tools[name].definition()["function"]
 
         async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str:
             # The SDK invokes a tool only once its approval (if one is needed) was given.
@@ -91,6 +126,7 @@ class AgentsTools(ExposedTools):
             # Strict mode would make every optional parameter required; keep the router's schema.
             strict_json_schema=False,
             needs_approval=needs_approval,
+            defer_loading=deferred,
         )
         return tool
 
