@@ -95,7 +95,11 @@ def with_diagnostics(ctx: BuiltInToolContext, output: ToolOutput, changed: Itera
     """`output` with the findings on `changed` appended to its text and given in its trace."""
     if ctx.diagnostics is None:
         return output
-    findings = check(ctx, changed)
+    return _attached(output, check(ctx, changed))
+
+
+def _attached(output: ToolOutput, findings: list[Finding]) -> ToolOutput:
+    """`output` with `findings` appended to its text and given in its trace (as it is: none)."""
     if not findings:
         return output
     trace: dict[str, Any] = dict(output.trace) if isinstance(output.trace, dict) else {"result": output.trace}
@@ -134,8 +138,4 @@ def refusing_errors(ctx: BuiltInToolContext, path: str, write: Callable[[], tupl
             f"the change to {shown} was not kept: it leaves the file with errors ({shown} {state}); "
             f"fix them in the change and try again.{told(errors)}"
         )
-    if not findings:
-        return output
-    trace: dict[str, Any] = dict(output.trace) if isinstance(output.trace, dict) else {"result": output.trace}
-    trace["diagnostics"] = [f.as_dict() for f in findings]
-    return ToolOutput(output.text + told(findings), trace)
+    return _attached(output, findings)
