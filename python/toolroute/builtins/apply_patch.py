@@ -87,7 +87,8 @@ def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutp
         ],
     }
     changed = [*result.added, *result.modified, *(dst for _, dst in result.moved)]
-    return with_diagnostics(ctx, ToolOutput(result.summary, trace), [ctx.resolve(p) for p in changed])
+    # Resolved only when checkers run (a confinement lookup per file otherwise wasted).
+    return with_diagnostics(ctx, ToolOutput(result.summary, trace), (ctx.resolve(p) for p in changed))
 
 
 TOOL = BuiltinTool(
