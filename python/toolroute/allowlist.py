@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -31,6 +31,7 @@ from toolroute.errors import (
 )
 from toolroute.exposure import Exposure
 from toolroute.router import ToolRouter, parse_arguments
+from toolroute.toolsearch import is_search_tool
 from toolroute.types import ToolDefinition
 
 Arguments = str | Mapping[str, Any] | None
@@ -159,6 +160,11 @@ class ExposedTools:
     def __contains__(self, name: object) -> bool:
         return name in self.exposure  # listed or deferred: callable either way
 
+    def definition(self, name: str) -> dict[str, Any]:
+        """The function definition of an exposed name, listed or deferred (KeyError for none)."""
+        listed = self.definitions.get(name)
+        return listed if listed is not None else self.exposure.tools[name].definition()["function"]
+
     def meta(self, name: str) -> ToolMeta:
         """`name`'s declared side effects (an exposed name; KeyError otherwise). Made once per
         name: the exposure is fixed, and so are its tools."""
@@ -186,6 +192,21 @@ class ExposedTools:
         if callable(rule):
             return bool(rule(name, _mapping(arguments)))
         return self.meta(name).needs_approval
+
+    def found(self, results: Iterable[tuple[str | None, Any]]) -> list[str]:
+        """The deferred tools a conversation's searches found, in order, once each: from its
+        tool results as (tool name, trace) pairs (a search's trace names what it showed). Only
+        this allowlist's search tools count, and only its own deferred tools come back."""
+        deferred = self.exposure.deferred
+        if not deferred:
+            return []
+        found: list[str] = []
+        for name, trace in results:
+            tool = self.exposure.get(name) if name else None
+            if tool is None or not is_search_tool(tool) or not isinstance(trace, Mapping):
+                continue
+            found += (n for n in trace.get("found") or () if n in deferred)
+        return list(dict.fromkeys(found))
 
     def refusal(self, name: str) -> CallOutcome:
         # The same answer for unknown and for existing-but-unexposed names: nothing leaks.

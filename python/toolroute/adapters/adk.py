@@ -10,11 +10,15 @@ the tool's JSON object, else `{"result": text}`), a failure is `{"error": text, 
 (the kind: bad_arguments, not_found, refused, failed...), and a call that needs approval asks
 with `tool_context.request_confirmation` and runs once confirmed (a rejected one never runs), as
 ADK's MCP tools do.
+
+With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
+listed; what a search finds is kept in the session's state (`toolroute_found`) and joins the
+toolset's tools from the next model call on, for the rest of the session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from toolroute.adapters._optional import require
@@ -29,6 +33,7 @@ from google.adk.tools.base_toolset import BaseToolset, ToolPredicate  # noqa: E4
 from google.adk.tools.tool_context import ToolContext  # noqa: E402
 from google.genai.types import FunctionDeclaration  # noqa: E402
 
+FOUND = "toolroute_found"  # session state: the deferred tools this session's searches found
 ASK = "Please approve or reject the tool call {name}() by responding with a FunctionResponse with an expected ToolConfirmation payload."  # noqa: E501 - ADK's own wording
 
 
@@ -36,7 +41,7 @@ class RouterTool(BaseTool):
     """One exposed tool as an ADK tool."""
 
     def __init__(self, tools: ExposedTools, name: str) -> None:
-        fn = tools.definitions[name]
+        fn = tools.definition(name)
         meta = tools.meta(name)
         super().__init__(
             name=name,
@@ -70,7 +75,12 @@ class RouterTool(BaseTool):
             if not confirmation.confirmed:
                 return {"error": "This tool call is rejected.", "kind": "refused"}
             approved = True
-        return result(await self.tools.aexecute(self.exposed_name, args, approved=approved))
+        outcome = await self.tools.aexecute(self.exposed_name, args, approved=approved)
+        found = self.tools.found([(self.exposed_name, outcome.trace)])
+        if found:
+            held = [str(n) for n in tool_context.state.get(FOUND) or ()]
+            tool_context.state[FOUND] = held + [n for n in found if n not in held]
+        return result(outcome)
 
 
 def result(outcome: CallOutcome) -> dict[str, Any]:
@@ -94,17 +104,38 @@ class RouterToolset(BaseToolset):
         needs_approval: ApprovalRule = False,
         tool_filter: ToolPredicate | list[str] | None = None,
         tool_name_prefix: str | None = None,
+        deferred: bool | Collection[str] = (),
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
         self.tools = (
             router
             if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
         )
         self._all = [RouterTool(self.tools, name) for name in self.tools.names]
+        self._deferred: dict[str, RouterTool] = {}  # made on first find
+        if self.tools.exposure.deferred:
+            # A search changes the tools within a turn: ADK's own SkillToolset, which loads
+            # tools mid-turn, turns the per-invocation cache of a toolset's tools off alike.
+            self._use_invocation_cache = False
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
-        return [tool for tool in self._all if self._is_tool_selected(tool, readonly_context)]
+        shown = [*self._all, *self._found(readonly_context)]
+        return [tool for tool in shown if self._is_tool_selected(tool, readonly_context)]
+
+    def _found(self, readonly_context: ReadonlyContext | None) -> list[RouterTool]:
+        """The deferred tools this session's searches found (kept in its state by the search)."""
+        deferred = self.tools.exposure.deferred
+        if readonly_context is None or not deferred:
+            return []
+        names = [n for n in readonly_context.state.get(FOUND) or () if n in deferred]
+        return [self._deferred_tool(n) for n in names]
+
+    def _deferred_tool(self, name: str) -> RouterTool:
+        tool = self._deferred.get(name)
+        if tool is None:
+            tool = self._deferred[name] = RouterTool(self.tools, name)
+        return tool
 
 
 __all__ = ["RouterTool", "RouterToolset", "result"]

@@ -18,11 +18,17 @@ the last AI message need approval (`needs_approval=`), it interrupts once for th
 "reason"})`) runs each call once: approved ones, and the rest of the batch; rejected ones get an
 error message and never run. Nothing runs before the answer, so LangGraph's replay of the node
 on resume cannot run a call twice.
+
+With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
+listed; `base_tools(messages)` adds what the conversation's searches found (read from their
+`ToolMessage`s), so binding the tools anew each model call shows them from the next call on:
+
+    model.bind_tools(tools.base_tools(state["messages"])).invoke(state["messages"])
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from toolroute.adapters._optional import require
@@ -56,7 +62,7 @@ class RouterTool(BaseTool):
     _exposed: ExposedTools = PrivateAttr()
 
     def __init__(self, exposed: ExposedTools, name: str) -> None:
-        fn = exposed.definitions[name]
+        fn = exposed.definition(name)
         super().__init__(name=name, description=fn.get("description", ""), args_schema=fn["parameters"])
         self._exposed = exposed
 
@@ -76,8 +82,15 @@ def _content(outcome: CallOutcome) -> tuple[str, Any]:
 class LangChainTools(ExposedTools):
     """An allowlist of router tools as LangChain tools."""
 
-    def base_tools(self) -> list[BaseTool]:
-        return [RouterTool(self, name) for name in self.names]
+    def base_tools(self, messages: Iterable[Any] = ()) -> list[BaseTool]:
+        """The listed tools; with `messages` (the conversation so far), also the deferred tools
+        its searches found."""
+        results = (
+            (m.name, m.artifact.get("trace") if isinstance(m.artifact, dict) else None)
+            for m in messages
+            if isinstance(m, ToolMessage)
+        )
+        return [RouterTool(self, name) for name in [*self.names, *self.found(results)]]
 
     def _message(self, call: Mapping[str, Any], outcome: CallOutcome) -> ToolMessage:
         return ToolMessage(

@@ -11,13 +11,19 @@ what the model reads. A call that needs approval waits inside the workflow
 `tool_id`, and the host answers with an `ApprovalResponse` for that same `tool_id` (so each
 answer goes to its own call, however many wait at once); the tool runs once approved, never if
 rejected, and nothing runs before the answer (the workflow replays the step when it comes).
+
+With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
+listed; give the agent `tool_retriever=spec.found_tools()` too, and what a search finds joins
+the agent's tools from its next step on (LlamaIndex asks its tool retriever at every step and
+for every call). The found tools are kept per `RouterToolSpec`: give each conversation its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +34,8 @@ from toolroute.router import ToolRouter
 
 require("llama_index.core", "llama-index", package="llama-index-core")
 
+from llama_index.core.objects.base import ObjectRetriever  # noqa: E402
+from llama_index.core.schema import QueryType  # noqa: E402
 from llama_index.core.tools import FunctionTool, ToolMetadata, ToolOutput  # noqa: E402
 from llama_index.core.workflow import Context, HumanResponseEvent, InputRequiredEvent  # noqa: E402
 
@@ -94,11 +102,18 @@ def output(name: str, arguments: dict[str, Any], outcome: CallOutcome) -> ToolOu
 class RouterFunctionTool(FunctionTool):
     """One exposed tool; a call that needs approval waits for its `ApprovalResponse`."""
 
-    def __init__(self, tools: ExposedTools, name: str, approval_timeout: float | None = APPROVAL_TIMEOUT) -> None:
-        fn = tools.definitions[name]
+    def __init__(
+        self,
+        tools: ExposedTools,
+        name: str,
+        approval_timeout: float | None = APPROVAL_TIMEOUT,
+        on_found: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        fn = tools.definition(name)
         self.tools = tools
         self.exposed_name = name
         self.approval_timeout = approval_timeout
+        self.on_found = on_found  # told the deferred tools a search call found
 
         async def run(ctx: Context, **arguments: Any) -> ToolOutput:
             return await self._run(ctx, arguments)
@@ -135,6 +150,12 @@ class RouterFunctionTool(FunctionTool):
                 return ToolOutput(content=text, tool_name=self.exposed_name, raw_input=arguments, is_error=True)
             approved = True
         outcome = await self.tools.aexecute(self.exposed_name, arguments, approved=approved)
+        return self._output(arguments, outcome)
+
+    def _output(self, arguments: dict[str, Any], outcome: CallOutcome) -> ToolOutput:
+        found = self.tools.found([(self.exposed_name, outcome.trace)])
+        if found and self.on_found is not None:
+            self.on_found(found)
         return output(self.exposed_name, arguments, outcome)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
@@ -144,7 +165,21 @@ class RouterFunctionTool(FunctionTool):
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Outside a workflow (no context to wait in): a call that needs approval is held."""
         kwargs.pop(self.ctx_param_name or "ctx", None)
-        return output(self.exposed_name, kwargs, self.tools.execute(self.exposed_name, kwargs))
+        return self._output(kwargs, self.tools.execute(self.exposed_name, kwargs))
+
+
+class FoundTools(ObjectRetriever[FunctionTool]):
+    """A tool retriever that gives the deferred tools the spec's searches found so far (whatever
+    the query: the search tool did the searching)."""
+
+    def __init__(self, spec: RouterToolSpec) -> None:
+        self.spec = spec  # ObjectRetriever's own parts (a node retriever) are not used
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[FunctionTool]:
+        return self.spec.found()
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[FunctionTool]:
+        return self.spec.found()
 
 
 class RouterToolSpec:
@@ -159,16 +194,37 @@ class RouterToolSpec:
         *,
         needs_approval: ApprovalRule = False,
         approval_timeout: float | None = APPROVAL_TIMEOUT,
+        deferred: bool | Collection[str] = (),
     ) -> None:
         self.tools = (
             router
             if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
         )
         self.approval_timeout = approval_timeout
+        self._found: dict[str, FunctionTool] = {}  # deferred tools found by searches, in order
+        self._lock = threading.Lock()
 
     def to_tool_list(self) -> list[FunctionTool]:
-        return [RouterFunctionTool(self.tools, name, self.approval_timeout) for name in self.tools.names]
+        return [self._tool(name) for name in self.tools.names]
+
+    def _tool(self, name: str) -> RouterFunctionTool:
+        return RouterFunctionTool(self.tools, name, self.approval_timeout, self._note_found)
+
+    def _note_found(self, names: list[str]) -> None:
+        with self._lock:
+            for name in names:
+                if name not in self._found:
+                    self._found[name] = self._tool(name)
+
+    def found(self) -> list[FunctionTool]:
+        """The deferred tools this spec's searches found so far."""
+        with self._lock:
+            return list(self._found.values())
+
+    def found_tools(self) -> FoundTools:
+        """The agent's `tool_retriever`: the deferred tools found so far, at every step."""
+        return FoundTools(self)
 
 
-__all__ = ["ApprovalRequest", "ApprovalResponse", "RouterFunctionTool", "RouterToolSpec", "output"]
+__all__ = ["ApprovalRequest", "ApprovalResponse", "FoundTools", "RouterFunctionTool", "RouterToolSpec", "output"]

@@ -35,7 +35,6 @@ from pydantic_core import SchemaValidator, core_schema
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
 from toolroute.router import ToolRouter
-from toolroute.toolsearch import is_search_tool
 
 require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
 
@@ -80,7 +79,7 @@ class RouterToolset(AbstractToolset[Any]):
         return self._id
 
     def _definition(self, name: str) -> ToolDefinition:
-        fn = self.tools.definitions.get(name) or self.tools.exposure.tools[name].definition()["function"]
+        fn = self.tools.definition(name)
         meta = self.tools.meta(name)
         return ToolDefinition(
             name=name,
@@ -107,18 +106,14 @@ class RouterToolset(AbstractToolset[Any]):
 
     def _found(self, ctx: RunContext[Any]) -> list[str]:
         """Deferred tools the conversation's searches found (their results carry the names)."""
-        deferred = self.tools.exposure.deferred
-        if not deferred:
-            return []
-        search = {name for name, tool in self.tools.exposure.tools.items() if is_search_tool(tool)}
-        found: list[str] = []
-        for message in ctx.messages:
-            if not isinstance(message, ModelRequest):
-                continue
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart) and part.tool_name in search and isinstance(part.metadata, dict):
-                    found += [n for n in part.metadata.get("found") or () if n in deferred and n not in found]
-        return found
+        returns = (
+            (part.tool_name, part.metadata)
+            for message in ctx.messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, ToolReturnPart)
+        )
+        return self.tools.found(returns)
 
     def as_tools(self) -> list[Tool[Any]]:
         """The same tools as pydantic-ai `Tool`s, for `Agent(tools=...)`: pydantic-ai then holds

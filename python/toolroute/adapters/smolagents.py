@@ -16,13 +16,19 @@ tool with a declared result shape answers with its structured result (a dict a `
 program can index). smolagents has no approval step of its own: a call that needs approval asks
 `approve(name, arguments)`, which answers True, False or a reason for refusing; without one the
 call is held.
+
+With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
+listed; pass `step_callbacks=[tools.load_found]` to the agent and what a search finds joins the
+agent's tools after that step (a `CodeAgent`'s program can call them too). The found tools are
+kept per `RouterTools`: give each agent its own.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from toolroute.adapters._optional import require
@@ -112,11 +118,19 @@ class RouterTool(Tool):
 
     skip_forward_signature_validation = True  # forward takes the schema's arguments as **kwargs
 
-    def __init__(self, tools: ExposedTools, exposed: str, identifier: str, approve: Approver | None = None) -> None:
-        fn = tools.definitions[exposed]
+    def __init__(
+        self,
+        tools: ExposedTools,
+        exposed: str,
+        identifier: str,
+        approve: Approver | None = None,
+        on_found: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        fn = tools.definition(exposed)
         self.tools = tools
         self.exposed_name = exposed
         self.approve = approve
+        self.on_found = on_found  # told the deferred tools a search call found
         self.name = identifier
         self.description = fn.get("description") or exposed
         self.inputs = inputs(fn["parameters"])
@@ -138,6 +152,9 @@ class RouterTool(Tool):
                 return f"Error: the call of {self.exposed_name} was rejected{why}; it did not run"
             approved = True
         outcome = self.tools.execute(self.exposed_name, arguments, approved=approved)
+        found = self.tools.found([(self.exposed_name, outcome.trace)])
+        if found and self.on_found is not None:
+            self.on_found(found)
         if self.output_type == "object" and not outcome.is_error and outcome.structured is not None:
             return outcome.structured
         return model_text(outcome)
@@ -155,22 +172,46 @@ class RouterTools:
         *,
         needs_approval: ApprovalRule = False,
         approve: Approver | None = None,
+        deferred: bool | Collection[str] = (),
     ) -> None:
         self.tools = (
             router
             if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval)
+            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
         )
         self.approve = approve
-        self.names = identifiers(self.tools.names)
+        # Identifiers for listed and deferred tools alike, so a found tool's never changes.
+        self.names = identifiers(self.tools.exposure.names)
         self._exposed = {identifier: name for name, identifier in self.names.items()}
+        self._found: list[str] = []  # found by searches, not yet given to the agent
+        self._lock = threading.Lock()  # smolagents runs a step's calls in threads
 
     def exposed_name(self, identifier: str) -> str:
         """The router's name behind a smolagents tool name (KeyError for none)."""
         return self._exposed[identifier]
 
     def smolagents_tools(self) -> list[Tool]:
-        return [RouterTool(self.tools, name, ident, self.approve) for name, ident in self.names.items()]
+        return [self._tool(name) for name in self.tools.names]
+
+    def _tool(self, name: str) -> RouterTool:
+        return RouterTool(self.tools, name, self.names[name], self.approve, self._note_found)
+
+    def _note_found(self, names: list[str]) -> None:
+        with self._lock:
+            self._found += [n for n in names if n not in self._found]
+
+    def load_found(self, memory_step: Any, agent: Any) -> None:
+        """A step callback: give `agent` the deferred tools its searches found in this step."""
+        with self._lock:
+            found, self._found = self._found, []
+        added = False
+        for name in found:
+            if self.names[name] not in agent.tools:
+                agent.tools[self.names[name]] = self._tool(name)
+                added = True
+        executor = getattr(agent, "python_executor", None)
+        if added and executor is not None:  # a CodeAgent's program reaches tools through it
+            executor.send_tools({**agent.tools, **agent.managed_agents})
 
 
 __all__ = ["RouterTool", "RouterTools", "identifiers", "inputs"]
