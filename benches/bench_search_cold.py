@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _interleave import Case, Measured, compare
+from _interleave import Case, Measured, Result, compare
 from _search_trees import large_tree, need_rg, stdlib_tree
 from bench_search_index import SESSION, conf, rg_query
 
@@ -80,7 +80,7 @@ def rotating(run: Callable[[int], Any]) -> Callable[[], Any]:
     return side
 
 
-def cold_bench(name: str, root: Path, cache: Path) -> None:
+def cold_bench(name: str, root: Path, cache: Path) -> list[Result]:
     os.environ["TOOLROUTE_SEARCH_INDEX_CACHE"] = str(cache)
     c = conf(root)
     expected = [
@@ -129,7 +129,7 @@ def cold_bench(name: str, root: Path, cache: Path) -> None:
     need_rg()
     start_daemon(root, cache)
     served = _core.search_index_stats(c)["served"]
-    compare(
+    results = compare(
         f"first query of a new process, {name}",
         ("toolroute, index daemon", Case(rotating(daemon))),
         {
@@ -143,6 +143,7 @@ def cold_bench(name: str, root: Path, cache: Path) -> None:
     assert _core.search_index_stats(c)["served"] > served
     stop = "from toolroute import _core; assert _core.search_daemon_stop()"
     subprocess.run([sys.executable, "-c", stop], env={**os.environ, **DAEMON}, check=True, timeout=60)
+    return results
 
 
 def start_daemon(root: Path, cache: Path) -> None:

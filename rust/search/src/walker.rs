@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use ignore::overrides::{Override, OverrideBuilder};
@@ -90,8 +90,9 @@ pub struct Walker {
     glob_prefix: String,
     opts: WalkOptions,
     filters: Filters,
-    /// Rules of the start's ancestors (their ignore files and repository boundaries).
-    rules: Rules,
+    /// Rules of the start's ancestors (their ignore files and repository boundaries), read on
+    /// the first walk: a query the index daemon answers never walks here.
+    rules: OnceLock<Rules>,
     /// Told what the walk lists and skips (the search index records it to replay it).
     observer: Option<Arc<dyn Observer>>,
     /// List the start only: admitted folders are reported to the observer, not entered.
@@ -418,11 +419,6 @@ impl Walker {
         let filter = build_filter(&opts.globs)?;
         let types = build_types(&opts.types)?;
         let start_abs = absolute(&root_path, &start_rel);
-        let rules = if opts.no_ignore {
-            Rules::empty()
-        } else {
-            Rules::new(opts.require_git).with_parents(&start_abs)
-        };
         Ok(Self {
             root: Arc::new(root),
             root_path,
@@ -434,10 +430,20 @@ impl Walker {
             glob_prefix,
             opts,
             filters: Filters::new(filter, types),
-            rules,
+            rules: OnceLock::new(),
             observer: None,
             shallow: false,
             cancel: None,
+        })
+    }
+
+    fn rules(&self) -> &Rules {
+        self.rules.get_or_init(|| {
+            if self.opts.no_ignore {
+                Rules::empty()
+            } else {
+                Rules::new(self.opts.require_git).with_parents(&self.start_abs)
+            }
         })
     }
 
@@ -566,7 +572,7 @@ impl Walker {
             at: DirAt::Open(start),
             rel: PathBuf::new(),
             real: self.start_rel.clone(),
-            rules: self.rules.clone(),
+            rules: self.rules().clone(),
             chain,
         });
         engine.run(self.threads(), &make);

@@ -524,6 +524,9 @@ impl Read for ByDeadline<'_> {
     }
 }
 
+/// The most of a frame's length allocated before its bytes come.
+const PREALLOCATE: usize = 1 << 20;
+
 /// How long a frame may take once its first bytes came (a client sends one in one go).
 pub(crate) const FRAME_WAIT: Duration = Duration::from_secs(5);
 
@@ -578,7 +581,9 @@ pub(crate) fn recv_by(
     if len > max {
         return Err(bad("frame too large"));
     }
-    let mut body = Vec::new();
+    // Room for the frame at once (read_to_end would probe with 32 bytes and double, a read and
+    // a timeout set per step), up to a bound a peer's claimed length cannot pin beyond.
+    let mut body = Vec::with_capacity(len.min(PREALLOCATE));
     (&mut reader).take(len as u64).read_to_end(&mut body)?;
     if body.len() != len {
         return Err(io::ErrorKind::UnexpectedEof.into());
