@@ -332,6 +332,7 @@ def main() -> None:
     from toolroute.serve.store import UserStore
 
     base = Path(tempfile.mkdtemp(prefix="toolroute-load-", dir="/var/tmp"))  # a sandbox replaces /tmp
+    base.chmod(0o711)  # tenants' uids pass through to their workspaces (entries stay unlistable)
     upstream = start_upstream(free_port_holder := free_port())
     servers: list[subprocess.Popen[str]] = []
     stack = contextlib.ExitStack()

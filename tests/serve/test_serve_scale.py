@@ -108,6 +108,44 @@ def test_idle_users_are_released_and_come_back_on_their_next_request(deployed: P
         store.close()
 
 
+def test_a_user_with_a_request_in_progress_is_never_released(deployed: Path) -> None:
+    """A request that outlasts the idle timeout (a long call, or one queued behind a crowd's)
+    keeps its user's door and own upstream server: releasing them under it made its next step
+    fail with "no such MCP service" (seen under load). Idle time counts from the request's end."""
+    from _mcp_helpers import tenant_stdio
+
+    from toolroute.mcp.gateway import McpGateway
+    from toolroute.serve.store import UserStore
+
+    store = UserStore(f"sqlite:///{deployed / 'users.db'}")
+    store.add_user("alice")
+    store.add_server("alice", "own", tenant_stdio("alice-server"))
+    router = ToolRouter(gateway=McpGateway())
+    tenancy = Tenancy(router, ["read_file"], [], store=store, workspace_template=str(deployed / "ws" / "{user}"))
+    releases: list[list[str]] = []
+    try:
+        with tenancy.serving("alice"), tenancy.serving("alice"):  # two requests, one user
+            door = tenancy.door("alice")
+            for _ in range(3):  # the release thread's rounds, each past the idle timeout
+                time.sleep(0.3)
+                releases.append(tenancy.release_idle(idle=0.25))
+            # The door it took still reaches the user's own server, and its offer reads.
+            assert door.execute("user_alice_tool_echo", {"text": "still"}).text == "alice-server:still"
+            assert door.offer is not None
+        assert releases == [[], [], []]
+        assert tenancy.release_idle(idle=0.25) == []  # the request just ended: not idle yet
+        time.sleep(0.3)
+        assert tenancy.release_idle(idle=0.25) == ["alice"]
+        # A request failing inside still ends its hold.
+        with pytest.raises(RuntimeError), tenancy.serving("alice"):
+            raise RuntimeError("the call failed")
+        time.sleep(0.3)
+        assert tenancy.release_idle(idle=0.25) == ["alice"] and not tenancy._busy
+    finally:
+        router.close()
+        store.close()
+
+
 def test_the_idle_release_thread_runs_on_its_own_and_stops() -> None:
     from toolroute.serve.idle import IdleRelease
 

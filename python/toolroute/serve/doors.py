@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -189,8 +189,9 @@ class ServedRequests(Protocol):
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None: ...
 
-    async def offered(self, ctx: ServerContext) -> ServedTools:
-        """The caller's allowlist, for what its upstream servers offer besides tools."""
+    def offering(self, ctx: ServerContext) -> contextlib.AbstractAsyncContextManager[ServedTools]:
+        """The caller's allowlist, for what its upstream servers offer besides tools, for the
+        length of the request."""
         ...
 
     def instructions(self) -> str | None:
@@ -237,8 +238,9 @@ class FixedDoor:
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         return self.served.input_schema(name)
 
-    async def offered(self, ctx: ServerContext) -> ServedTools:
-        return await self._current()
+    @contextlib.asynccontextmanager
+    async def offering(self, ctx: ServerContext) -> AsyncIterator[ServedTools]:
+        yield await self._current()
 
     def instructions(self) -> str | None:
         # Read once before serving (`ready_instructions`), so the handshake never waits on it.

@@ -76,24 +76,29 @@ def build_server(
     async def on_list_prompts(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=await (await requests.offered(ctx)).list_prompts())
+        async with requests.offering(ctx) as door:
+            return types.ListPromptsResult(prompts=await door.list_prompts())
 
     async def on_get_prompt(ctx: ServerContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        return await (await requests.offered(ctx)).get_prompt(params.name, params.arguments)
+        async with requests.offering(ctx) as door:
+            return await door.get_prompt(params.name, params.arguments)
 
     async def on_list_resources(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=await (await requests.offered(ctx)).list_resources())
+        async with requests.offering(ctx) as door:
+            return types.ListResourcesResult(resources=await door.list_resources())
 
     async def on_list_resource_templates(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        templates = await (await requests.offered(ctx)).list_resource_templates()
+        async with requests.offering(ctx) as door:
+            templates = await door.list_resource_templates()
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def on_read_resource(ctx: ServerContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return await (await requests.offered(ctx)).read_resource(str(params.uri))
+        async with requests.offering(ctx) as door:
+            return await door.read_resource(str(params.uri))
 
     server_class = _ListChangingServer if list_changes else _ServedServer
     server = server_class(

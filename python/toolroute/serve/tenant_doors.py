@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcp import types
@@ -118,9 +118,10 @@ class TenantDoors:
             user = self._user(ctx)
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
-        door = await self._door(user)
-        self.watchers.seen(user, ctx)
-        return door.mcp_tools_for(connection_of(ctx))
+        with self.tenancy.serving(user):
+            door = await self._door(user)
+            self.watchers.seen(user, ctx)
+            return door.mcp_tools_for(connection_of(ctx))
 
     async def call_tool(
         self, ctx: ServerContext, name: str, arguments: Mapping[str, Any] | None
@@ -138,7 +139,8 @@ class TenantDoors:
                 user = request_user(ctx)
                 result, outcome = _error(str(exc)), "refused"
                 return result
-            result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx))
+            with self.tenancy.serving(user):
+                result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx))
             return result
         except Exception:
             outcome = "error"
@@ -241,15 +243,18 @@ class TenantDoors:
             await door.read_instructions()  # a new door: read for later handshakes
         return door
 
-    async def offered(self, ctx: ServerContext) -> ServedTools:
-        """The caller's door, for its upstream servers' prompts, resources and templates; a
-        prompt fetched or a resource read is audited like a call."""
+    @contextlib.asynccontextmanager
+    async def offering(self, ctx: ServerContext) -> AsyncIterator[ServedTools]:
+        """The caller's door, for its upstream servers' prompts, resources and templates, for
+        the request's length (the user is not released meanwhile); a prompt fetched or a
+        resource read is audited like a call."""
         try:
             user = self._user(ctx)
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
-        door = await self._door(user)
-        return door if self.audit is None else _AuditedOffer(door, self.audit, user)  # type: ignore[return-value]
+        with self.tenancy.serving(user):
+            door = await self._door(user)
+            yield door if self.audit is None else _AuditedOffer(door, self.audit, user)  # type: ignore[misc]
 
     async def ready_instructions(self) -> None:
         """Before serving: without authentication there is one door, built now, so the first

@@ -15,8 +15,9 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,7 @@ class Tenancy:
         self._contexts: OrderedDict[str, BuiltInToolContext] = OrderedDict()
         self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
         self._last_seen: dict[str, float] = {}  # user -> monotonic time of their last request
+        self._busy: Counter[str] = Counter()  # user -> their requests in progress
 
     def _user_servers(self, user_id: UserId | None) -> dict[str, dict[str, object]]:
         if user_id is None or self.store is None:
@@ -198,6 +200,27 @@ class Tenancy:
         if user_id is not None:
             self._last_seen[user_id] = time.monotonic()
 
+    @contextmanager
+    def serving(self, user_id: UserId | None) -> Iterator[None]:
+        """A request of `user_id` in progress, from taking its door to its answer: the user is
+        not released meanwhile (a request queued behind others, or a call longer than the idle
+        timeout, would otherwise find its own upstream servers gone), and the idle time counts
+        from its end."""
+        if user_id is None:
+            yield
+            return
+        with self._lock:
+            self._busy[user_id] += 1
+            self._seen(user_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy[user_id] -= 1
+                if self._busy[user_id] <= 0:
+                    del self._busy[user_id]
+                self._seen(user_id)
+
     def present(self) -> int:
         """Users seen within the idle timeout (not released yet)."""
         with self._lock:
@@ -208,13 +231,13 @@ class Tenancy:
         return 0 if self.processes is None else self.processes.running_count()
 
     def release_idle(self, idle: float = IDLE_TIMEOUT) -> list[str]:
-        """Release every user unseen for `idle` seconds: their door and workspace context go (a
-        context holds its workspace root open) and the gateway forgets their own upstream servers
-        (connections end, tools leave the table); all is made again on their next request, from
-        the registry. Returns those users."""
+        """Release every user unseen for `idle` seconds and with no request in progress: their
+        door and workspace context go (a context holds its workspace root open) and the gateway
+        forgets their own upstream servers (connections end, tools leave the table); all is made
+        again on their next request, from the registry. Returns those users."""
         now = time.monotonic()
         with self._lock:
-            gone = [user for user, seen in self._last_seen.items() if now - seen >= idle]
+            gone = [user for user, seen in self._last_seen.items() if now - seen >= idle and user not in self._busy]
             for user in gone:
                 del self._last_seen[user]
                 self._doors.pop(user, None)
