@@ -9,9 +9,8 @@ from typing import Any
 
 from toolroute._core import apply_v4a, read_file_head, write_file_bytes
 from toolroute.builtins._fileio import display_path
-from toolroute.builtins._process import CommandSpec, SpawnError, command_environment, run_command
-from toolroute.builtins._process.sandbox import sandbox_environment
-from toolroute.builtins.bash import sandbox_plan
+from toolroute.builtins._process import SpawnError, run_command
+from toolroute.builtins.bash import context_command
 from toolroute.context import BuiltInToolContext
 from toolroute.diagnostics import Checker, Diagnostics, Finding, first_check_in_batch
 from toolroute.errors import PathNotFoundError, ToolPreconditionError
@@ -26,10 +25,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _run(ctx: BuiltInToolContext, settings: Diagnostics, checker: Checker, shown: str) -> list[Finding]:
-    plan = sandbox_plan(ctx)
-    env = command_environment(ctx.env_allowlist)
-    env = env if plan is None else sandbox_environment(plan, env)
-    spec = CommandSpec(checker.command_for(shown), ctx.workspace, env, plan)
+    spec = context_command(ctx, checker.command_for(shown))
     try:
         result = run_command(spec, timeout=settings.timeout, output_limit=OUTPUT_LIMIT)
     except SpawnError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -231,10 +231,20 @@ def describe_confinement(ctx: BuiltInToolContext) -> dict[str, object]:
 
 def command_spec(ctx: BuiltInToolContext, request: BashRequest) -> CommandSpec:
     command = _require(request.command, "command", request.action)
-    cwd = resolve_cwd(ctx, request.cwd)
+    return context_command(ctx, command, resolve_cwd(ctx, request.cwd), env=request.env)
+
+
+def context_command(
+    ctx: BuiltInToolContext, command: str, cwd: Path | None = None, *, env: Mapping[str, str] | None = None
+) -> CommandSpec:
+    """`command` as this context runs every command (bash's, a diagnostics checker's, a code
+    program's): in its sandbox, with its environment allowlist (then `env`), in `cwd` (default:
+    the workspace)."""
     plan = sandbox_plan(ctx)
-    env = command_environment(ctx.env_allowlist, overrides=request.env)
-    return CommandSpec(command, cwd, env if plan is None else sandbox_environment(plan, env), plan)
+    environment = command_environment(ctx.env_allowlist, overrides=env)
+    if plan is not None:
+        environment = sandbox_environment(plan, environment)
+    return CommandSpec(command, cwd or ctx.workspace, environment, plan)
 
 
 def echo(command: str) -> str:

@@ -15,18 +15,18 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import Field, field_validator
 
-from toolroute.builtins._process import CommandSpec, SpawnError, command_environment, run_command
+from toolroute.builtins._process import SpawnError, run_command
 from toolroute.builtins._process.command import CommandResult
-from toolroute.builtins._process.sandbox import SandboxPlan, sandbox_environment, visible
+from toolroute.builtins._process.sandbox import SandboxPlan, visible
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
-from toolroute.builtins.bash import confinement, sandbox_plan, tracked
+from toolroute.builtins.bash import confinement, context_command, tracked
 from toolroute.codemode.catalogue import Entry, entries
 from toolroute.codemode.channel import CallServer
 from toolroute.codemode.inner import INNER_CALLS, InnerCaller, InnerReply, not_callable
@@ -142,9 +142,8 @@ def run_program(
     catalogue: list[Entry],
     runner: RunsTools,
 ) -> ToolOutput:
-    plan = sandbox_plan(ctx)
-    env = command_environment(ctx.env_allowlist)
-    env = env if plan is None else sandbox_environment(plan, env)
+    base = context_command(ctx, "")
+    plan, env = base.sandbox, base.env
     python = interpreter(mode, plan, env)
     timeout = min(request.timeout or ctx.limits.command_timeout, ctx.limits.max_command_timeout)
     limits = ctx.limits
@@ -158,7 +157,7 @@ def run_program(
     read_fd, write_fd = server.child_fds()
     env = {**env, CHANNEL_VARIABLE: f"{read_fd},{write_fd}", "MALLOC_ARENA_MAX": "2"}
     command = f"ulimit -v {mode.memory_bytes // 1024} 2>/dev/null; exec {shlex.quote(python)} -I -c {_program()}"
-    spec = CommandSpec(command, ctx.workspace, env, plan, pass_fds=(read_fd, write_fd))
+    spec = replace(base, command=command, env=env, pass_fds=(read_fd, write_fd))
     server.start()
     try:
         result = run_command(
