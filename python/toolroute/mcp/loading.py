@@ -9,6 +9,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,38 @@ def _project(tools: list[types.Tool]) -> _Projection:
             continue
         out.declared[tool.name] = declared(tool)
     return out
+
+
+class SharedListings:
+    """Listings alike in every byte, kept once: a gateway where many users register the same
+    server (hundreds, in served mode) holds one copy of its tools and their projection, not one
+    per user (the parsed listing, the models, the schemas made presentable: tens of KiB each).
+    What it hands out is read-only, as every cached definition is (`types.fresh`)."""
+
+    def __init__(self, size: int = 128) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[bytes, tuple[list[types.Tool], _Projection]] = OrderedDict()
+
+    def project(self, tools: list[types.Tool]) -> tuple[list[types.Tool], _Projection]:
+        """The listing alike to `tools` already kept, with its projection; else `tools`, projected
+        now and kept (the least recently used of more than `size` go)."""
+        key = b"\0".join(tool.model_dump_json(by_alias=True).encode() for tool in tools)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return kept
+        made = (tools, _project(tools))  # outside the lock: a hostile schema costs time
+        with self._lock:
+            kept = self._kept.setdefault(key, made)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+            return kept
+
+
+LISTINGS = SharedListings()
 
 
 class ToolLists:
@@ -98,7 +131,7 @@ class ToolLists:
             raise
         # Hostile schemas cost a bounded time, spent on a worker thread: not under the lock, not
         # on the loop that carries every server's calls.
-        projected = await asyncio.to_thread(_project, tools)
+        tools, projected = await asyncio.to_thread(LISTINGS.project, tools)
         with self._lock:
             if self._registry.get(service.key) is not service:
                 return False  # removed or closed meanwhile

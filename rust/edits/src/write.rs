@@ -113,9 +113,7 @@ fn put(
         });
     }
     check_rewrite(&target, opts.permit, true)?;
-    if let Some(e) = target.existing() {
-        opts.check_fresh(&target, &e.bytes)?;
-    }
+    opts.check_fresh(&target)?;
     // The old bytes move out of the target (its metadata stays for the rewrite).
     let old = match target.original.as_mut() {
         Some(Original::File(e)) => Some(std::mem::take(&mut e.bytes)),
@@ -179,15 +177,11 @@ pub fn edit_file(
     let mut target = roots
         .target(shown, true, true, max_bytes)
         .map_err(EditFailure::Fs)?;
-    let Some(Original::File(existing)) = target.original.as_ref() else {
+    opts.check_fresh(&target).map_err(EditFailure::Fs)?;
+    let Some(Original::File(existing)) = target.original.as_mut() else {
         return Err(EditFailure::Fs(FsError::NotFound {
             path: shown.to_string(),
         }));
-    };
-    opts.check_fresh(&target, &existing.bytes)
-        .map_err(EditFailure::Fs)?;
-    let Some(Original::File(existing)) = target.original.as_mut() else {
-        unreachable!("matched above");
     };
     // The bytes move out of the target (its metadata stays for the rewrite): no 2nd copy.
     let bytes = std::mem::take(&mut existing.bytes);

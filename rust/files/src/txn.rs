@@ -76,11 +76,11 @@ impl<'a> WriteOptions<'a> {
         self.session.map(Session::exclusive)
     }
 
-    /// Refuse rewriting `target` (whose current bytes are `bytes`) if the session's view of it
-    /// is stale; nothing to check without a session or an existing file.
-    pub fn check_fresh(&self, target: &Target, bytes: &[u8]) -> Result<(), FsError> {
+    /// Refuse rewriting `target` if the session's view of the file it holds is stale; nothing
+    /// to check without a session or an existing file.
+    pub fn check_fresh(&self, target: &Target) -> Result<(), FsError> {
         match (self.session, target.existing()) {
-            (Some(s), Some(_)) => s.check(target, bytes),
+            (Some(s), Some(e)) => s.check(target, &e.bytes),
             _ => Ok(()),
         }
     }

@@ -144,8 +144,8 @@ impl Slot {
 /// The stale-read guard on a file the patch rewrites, checked when the patch first reaches it
 /// (later hunks on it see the patch's own content).
 fn fresh(opts: WriteOptions<'_>, slot: &Slot) -> Result<(), FsError> {
-    match (&slot.want, &slot.target.original) {
-        (Want::Original, Some(Original::File(e))) => opts.check_fresh(&slot.target, &e.bytes),
+    match slot.want {
+        Want::Original => opts.check_fresh(&slot.target),
         _ => Ok(()),
     }
 }
