@@ -198,8 +198,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Bytes read from the watch at a time: dozens of events (one is at most 272 bytes), and a
+/// thread per live index holds it, so not more.
+const EVENT_BUFFER: usize = 8 * 1024;
+
 fn read_loop(mut inotify: Inotify, shared: &Shared, sink: &dyn Fn(Mark)) {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; EVENT_BUFFER];
     while !shared.stop.load(Ordering::Relaxed) {
         let mut fds = [rustix::event::PollFd::new(
             &inotify,
