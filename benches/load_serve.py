@@ -46,6 +46,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 url, seconds = sys.argv[1], float(sys.argv[2])
+own_servers = sys.argv[3:4] != ["builtins-only"]
 users = json.loads(sys.stdin.read())  # [[user_id, number, key], ...]
 times = {"write_file": [], "read_file": [], "grep": [], "upstream": []}
 wrong = []
@@ -68,7 +69,7 @@ async def one(user, number, key, deadline):
                 ("read_file", "read_file", {"path": "note.txt"}, secret),
                 ("grep", "grep", {"pattern": f"secret-{user}-", "output_mode": "content"}, secret),
                 ("upstream", f"user_{user}_tool_add", {"a": number, "b": i}, str(number + i)),
-            ]
+            ][: 4 if own_servers else 3]
             for label, name, args, expect in steps:
                 started = time.perf_counter()
                 result = await client.call_tool(name, args)
@@ -265,7 +266,7 @@ def crowd(
     groups = [chosen[i :: args.clients] for i in range(args.clients)]
     clients = [
         subprocess.Popen(
-            [sys.executable, "-c", CLIENT, url, str(args.seconds)],
+            [sys.executable, "-c", CLIENT, url, str(args.seconds), *([] if args.own_servers else ["builtins-only"])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -322,6 +323,12 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="set in the servers' environment only (an allocator to try, say: LD_PRELOAD=..., PYTHONMALLOC=malloc)",
     )
+    parser.add_argument(
+        "--no-own-servers",
+        dest="own_servers",
+        action="store_false",
+        help="users without an upstream server of their own: what a user costs with the built-ins alone",
+    )
     parser.add_argument("--smaps", type=Path, help="copy the servers' memory maps at every sample into this folder")
     args = parser.parse_args()
     if args.smaps is not None:
@@ -350,7 +357,8 @@ def main() -> None:
             for n in range(args.users):
                 user = f"u{n:04d}"
                 store.add_user(user)
-                store.add_server(user, "mine", {"url": f"http://127.0.0.1:{free_port_holder}/mcp"})
+                if args.own_servers:
+                    store.add_server(user, "mine", {"url": f"http://127.0.0.1:{free_port_holder}/mcp"})
                 users.append((user, n, store.add_key(user)))
         urls = []
         for i in range(args.replicas):
@@ -367,7 +375,7 @@ def main() -> None:
         # One user (not among those measured) first, so the base counts what any first request
         # loads once (lazy imports, compiled validators, buffers), not per user.
         warm = subprocess.run(
-            [sys.executable, "-c", CLIENT, url, "2"],
+            [sys.executable, "-c", CLIENT, url, "2", *([] if args.own_servers else ["builtins-only"])],
             input=json.dumps([users[-1]]),
             capture_output=True,
             text=True,
