@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -435,6 +436,18 @@ def main() -> None:
         logs = sorted(base.glob("serve-*.log"))
         errors_logged = sum(log.read_text().count("Traceback") for log in logs)
         print(f"tracebacks in the servers' logs: {errors_logged} (a client killed mid-call leaves some)")
+        # What they were: the exception line ending each (a killed client's are disconnects).
+        kinds: dict[str, int] = {}
+        for log in logs:
+            lines = log.read_text().splitlines()
+            for i, line in enumerate(lines):
+                if line.startswith("Traceback"):
+                    end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith((" ", "\t"))), None)
+                    if end is not None:  # by kind: names and numbers in quotes vary
+                        kind = re.sub(r"'[^']*'", "'...'", lines[end])[:120]
+                        kinds[kind] = kinds.get(kind, 0) + 1
+        for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1])[:5]:
+            print(f"  {count} x {kind}")
         for server in servers:
             server.send_signal(signal.SIGINT)
             try:
