@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,6 +9,11 @@ from _bash_helpers import bash_router
 from _serve_helpers import outside_tmp
 
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
+
+# The tests' trees are small and quick to scan; they exercise the index as the trees it pays off
+# for get it (started by the second scan). The default start policy has tests of its own
+# (test_search_index_config.py), which clear this for the processes they start.
+os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_MIN_SCAN", "0")
 
 
 @pytest.fixture

@@ -48,3 +48,47 @@ def test_a_default_applies_and_the_variable_wins(tmp_path: object, env: dict[str
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == state
+
+
+QUICK_SCANS = """
+import os, sys, time
+from pathlib import Path
+from toolroute import BuiltInToolContext, ToolRouter
+from toolroute._core import search_index_stats
+base = Path(sys.argv[1])
+threads = len(os.listdir("/proc/self/task"))
+states = []
+for i in range(20):  # twenty users' one-file workspaces, each searched five times
+    root = base / f"u{i}"
+    root.mkdir()
+    (root / "note.txt").write_text(f"secret {i}\\n")
+    context = BuiltInToolContext(root)
+    router = ToolRouter(context=context)
+    for _ in range(5):
+        assert f"secret {i}" in router.invoke("grep", {"pattern": f"secret {i}", "output_mode": "content"})
+    time.sleep(0.05)
+    states.append(search_index_stats(context.confinement)["state"])
+print(sorted(set(states)), len(os.listdir("/proc/self/task")) - threads)
+"""
+
+
+@pytest.mark.parametrize(("min_scan", "indexed"), [(None, False), ("0", True)])
+def test_trees_scanned_quickly_are_not_indexed(tmp_path: object, min_scan: str | None, indexed: bool) -> None:
+    """An index holds two threads and their memory; a tree whose scan takes under `min_scan`
+    (default 2 ms: a served user's one-file workspace) gains nothing from one, so its scans never
+    start one. With the setting at 0, the second scan starts one, as before."""
+    import os
+
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLROUTE_SEARCH_INDEX")}
+    full["TOOLROUTE_SEARCH_INDEX_CACHE"] = "0"
+    if min_scan is not None:
+        full["TOOLROUTE_SEARCH_INDEX_MIN_SCAN"] = min_scan
+    done = subprocess.run(
+        [sys.executable, "-c", QUICK_SCANS, str(tmp_path)], env=full, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    states, threads = done.stdout.split("]")
+    if indexed:
+        assert "'none'" not in states and int(threads) >= 20, done.stdout
+    else:
+        assert states == "['none'" and int(threads) == 0, done.stdout

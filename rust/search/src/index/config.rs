@@ -19,6 +19,7 @@ pub const SETTINGS: &[&str] = &[
     "cache_files",
     "cache_bytes",
     "watch",
+    "min_scan",
 ];
 
 /// A snapshot of every setting, as this process reads them now.
@@ -30,6 +31,10 @@ pub struct IndexConfig {
     pub watch: bool,
     /// Unused indexes are dropped after this long (`_TTL`, seconds; default 600).
     pub ttl: Duration,
+    /// A scan quicker than this never counts towards starting an index (`_MIN_SCAN`, seconds;
+    /// default 0.002): a tree scanned that fast gains nothing from an index, which would hold
+    /// two threads and their memory (a served user's one-file workspace, say).
+    pub min_scan: Duration,
     /// Live indexes kept at once (`_MAX`, default 64).
     pub max_live: usize,
     /// Bytes all live indexes may hold together (`_MEMORY`, default 1 GiB).
@@ -125,6 +130,7 @@ impl IndexConfig {
             enabled: variable("").is_none_or(|v| v != "0"),
             watch,
             ttl: seconds("_TTL", "ttl", 600.0),
+            min_scan: seconds("_MIN_SCAN", "min_scan", 0.002),
             max_live: Some(count("_MAX", "max_live", 64.0) as usize)
                 .filter(|&n| n > 0)
                 .unwrap_or(64),

@@ -121,8 +121,9 @@ fn answer<T>(
     if let Some(out) = local(&key, roots, walker, indexed) {
         return out;
     }
+    let began = Instant::now();
     let out = scan();
-    registry::scanned(&key, roots);
+    registry::scanned(&key, roots, began.elapsed());
     out
 }
 

@@ -127,10 +127,13 @@ pub(crate) fn ready(key: &Key, roots: &Roots) -> Option<Arc<Index>> {
     })
 }
 
-/// A query on `key` was answered by a scan: note it, or start the build on the second one (or
-/// again once broken). Called after the scan returns, so the build never slows the query that
-/// starts it.
-pub(crate) fn scanned(key: &Key, roots: &Roots) {
+/// A query on `key` was answered by a scan that took `took`: note it, or start the build on the
+/// second one (or again once broken); a scan quicker than the `min_scan` setting does not count.
+/// Called after the scan returns, so the build never slows the query that starts it.
+pub(crate) fn scanned(key: &Key, roots: &Roots, took: Duration) {
+    if took < IndexConfig::current().min_scan {
+        return;
+    }
     with(|map| match map.get(key) {
         None => {
             map.insert(key.clone(), Entry::Seen);

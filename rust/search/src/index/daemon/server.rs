@@ -258,7 +258,8 @@ fn respond(key: &Key, request: Request, fd: Option<OwnedFd>) -> Reply {
                 .map_or(Reply::NotReady, Reply::Glob)
         }
         Op::Scanned => {
-            registry::scanned(&key, &roots);
+            // A client's scan is not timed here: it counts, as a daemon is asked for on purpose.
+            registry::scanned(&key, &roots, Duration::MAX);
             Reply::Done(true)
         }
         Op::Warm { timeout } => Reply::Done(index::warm_here(&key, &roots, timeout)),
