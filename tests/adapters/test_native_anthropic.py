@@ -88,6 +88,18 @@ def test_the_shell_keeps_its_folder_and_variables_until_restarted(tools: Anthrop
     assert error(tools, "bash", command="   ") == "no command provided."
 
 
+def test_a_commands_last_stderr_is_never_left_for_the_next(tools: AnthropicTools) -> None:
+    # stdout and stderr are read apart: stdout's end alone once came before stderr's last line.
+    for round_ in range(15):
+        assert text(tools, "bash", command=f"echo out{round_}; echo err{round_} >&2") == f"out{round_}\nerr{round_}"
+
+
+def test_a_command_that_closes_stderr_still_returns(tools: AnthropicTools) -> None:
+    tools.session.STDERR_GRACE = 0.2
+    assert text(tools, "bash", command="echo before >&2; exec 2>&-; echo out") == "out\nbefore"
+    assert text(tools, "bash", command="echo still here") == "still here"
+
+
 def test_a_command_that_never_returns_times_out_and_the_next_gets_a_fresh_shell(tools: AnthropicTools) -> None:
     tools.session.timeout = 1.0
     text(tools, "bash", command="export MARK=old")

@@ -247,6 +247,7 @@ class BashSession:
 
     TIMEOUT = 120.0  # as the reference's session: a command that has not returned by then
     POLL = 0.02
+    STDERR_GRACE = 1.0  # how long stderr's end mark is awaited once stdout's has come
 
     def __init__(self, tools: ExposedTools, timeout: float = TIMEOUT) -> None:
         self.tools = tools
@@ -284,30 +285,33 @@ class BashSession:
         process = self.process
         assert process is not None  # started by run()
         sentinel = f"__toolroute_done_{uuid.uuid4().hex}__"
-        wrote = yield from _call(
-            tools,
-            "bash",
-            {"action": "write", "process_id": process, "input": f"{text}\necho '{sentinel}'\n"},
-        )
+        # The end is marked on both streams: they are read apart, so stdout's mark alone can
+        # arrive before the command's last stderr does.
+        mark = f"{text}\necho '{sentinel}'; echo '{sentinel}' >&2\n"
+        wrote = yield from _call(tools, "bash", {"action": "write", "process_id": process, "input": mark})
         if wrote.is_error:
             self.process = None  # the shell has gone: the next command starts another
             raise NativeError(f"bash has exited and must be restarted: {wrote.text}")
         out, err = "", ""
         deadline = time.monotonic() + self.timeout
+        returned: float | None = None  # when stdout's mark came
         while True:
             new = yield from read_new_output(tools, process, self._offsets)
             out, err = out + new.stdout, err + new.stderr
-            if sentinel in out:
-                out = out[: out.index(sentinel)]
+            if returned is None and sentinel in out:
+                returned = time.monotonic()
+            # A command that closed the shell's stderr leaves no mark there: its grace ends the wait.
+            if returned is not None and (sentinel in err or time.monotonic() > returned + self.STDERR_GRACE):
                 break
             if not new.running:
                 self.process = None
                 why = new.error or f"bash has exited with code {new.exit_code}"
                 raise NativeError(f"{why} and must be restarted")
-            if time.monotonic() > deadline:
+            if returned is None and time.monotonic() > deadline:
                 yield from self.stop(tools)  # the next command gets a fresh shell
                 raise NativeError(f"timed out: bash has not returned in {self.timeout:g} seconds and must be restarted")
             yield Step(time.sleep, anyio.sleep, (self.POLL,))
+        out, err = out[: out.index(sentinel)], err.partition(sentinel)[0]
         out, err = out.removesuffix("\n"), err.removesuffix("\n")
         return out if not err else f"{out}\n{err}" if out else err
 
