@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -208,6 +209,10 @@ class ExposedTools:
             found += (n for n in trace.get("found") or () if n in deferred)
         return list(dict.fromkeys(found))
 
+    def findings(self) -> Findings:
+        """An empty record of what one conversation's searches find, filled call by call."""
+        return Findings(self)
+
     def refusal(self, name: str) -> CallOutcome:
         # The same answer for unknown and for existing-but-unexposed names: nothing leaks.
         return CallOutcome(f"tool {name!r} is not available here", OutcomeKind.NOT_FOUND)
@@ -250,6 +255,35 @@ class ExposedTools:
         if not callable_:
             return CallOutcome(not_callable(name), OutcomeKind.NOT_FOUND)
         return self.execute(name, arguments)
+
+
+class Findings:
+    """The deferred tools one conversation's searches found, once each, in order: for the
+    frameworks that keep a run's tools outside its messages (a retriever, the agent's tool
+    table), told of each call's outcome. Safe from the threads a framework runs calls on."""
+
+    def __init__(self, tools: ExposedTools) -> None:
+        self.tools = tools
+        self._names: list[str] = []
+        self._taken = 0  # how many `take` has handed out
+        self._lock = threading.Lock()
+
+    def note(self, name: str, outcome: CallOutcome) -> None:
+        """Record what the call of `name` found (nothing unless it is this allowlist's search)."""
+        found = self.tools.found([(name, outcome.trace)])
+        if found:
+            with self._lock:
+                self._names += (n for n in found if n not in self._names)
+
+    def all(self) -> list[str]:
+        with self._lock:
+            return list(self._names)
+
+    def take(self) -> list[str]:
+        """What was found since the last `take`."""
+        with self._lock:
+            new, self._taken = self._names[self._taken :], len(self._names)
+            return new
 
 
 def inner_reply(outcome: CallOutcome) -> InnerReply:

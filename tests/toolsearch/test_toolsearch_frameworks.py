@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from _serve_helpers import make_router
 
 from toolroute import ToolRouter
-from toolroute.allowlist import ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 
 FUNCTIONS, SERVERS, DEFERRED = ["echo"], ["notes"], ["notes"]
 SEARCH = {"query": "upper case text"}
@@ -40,6 +41,23 @@ def test_found_counts_only_this_allowlists_searches_and_deferred_tools(router: T
     # A search result naming a listed tool, an unknown one, another allowlist's: none join.
     assert tools.found([("search_tools", {"found": ["echo", "bash", "other_tool", FOUND, FOUND]})]) == [FOUND]
     assert ExposedTools(router, FUNCTIONS, SERVERS).found([("search_tools", {"found": [FOUND]})]) == []
+
+
+def test_findings_keep_each_found_tool_once_and_hand_out_each_once(router: ToolRouter) -> None:
+    tools = ExposedTools(router, FUNCTIONS, SERVERS, deferred=DEFERRED)
+    findings = tools.findings()
+    search = tools.execute("search_tools", SEARCH)
+    findings.note("echo", CallOutcome("x", OutcomeKind.OK, trace={"found": [FOUND]}))  # not the search
+    assert findings.all() == [] and findings.take() == []
+    findings.note("search_tools", search)
+    assert findings.take() == [FOUND]
+    findings.note("search_tools", search)  # found again: nothing new
+    assert findings.take() == [] and findings.all() == [FOUND]
+    # Calls on a framework's threads, each finding the same tool: it is kept once, none lost.
+    others = tools.findings()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: others.note("search_tools", search), range(40)))
+    assert others.all() == [FOUND] and others.take() == [FOUND] and others.take() == []
 
 
 def test_adk_session_gains_what_its_search_found(router: ToolRouter) -> None:

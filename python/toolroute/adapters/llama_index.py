@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools
+from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, Findings
 from toolroute.router import ToolRouter
 
 require("llama_index.core", "llama-index", package="llama-index-core")
@@ -107,13 +106,13 @@ class RouterFunctionTool(FunctionTool):
         tools: ExposedTools,
         name: str,
         approval_timeout: float | None = APPROVAL_TIMEOUT,
-        on_found: Callable[[list[str]], None] | None = None,
+        findings: Findings | None = None,
     ) -> None:
         fn = tools.definition(name)
         self.tools = tools
         self.exposed_name = name
         self.approval_timeout = approval_timeout
-        self.on_found = on_found  # told the deferred tools a search call found
+        self.findings = findings  # told what a search call found
 
         async def run(ctx: Context, **arguments: Any) -> ToolOutput:
             return await self._run(ctx, arguments)
@@ -153,9 +152,8 @@ class RouterFunctionTool(FunctionTool):
         return self._output(arguments, outcome)
 
     def _output(self, arguments: dict[str, Any], outcome: CallOutcome) -> ToolOutput:
-        found = self.tools.found([(self.exposed_name, outcome.trace)])
-        if found and self.on_found is not None:
-            self.on_found(found)
+        if self.findings is not None:
+            self.findings.note(self.exposed_name, outcome)
         return output(self.exposed_name, arguments, outcome)
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
@@ -202,25 +200,19 @@ class RouterToolSpec:
             else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
         )
         self.approval_timeout = approval_timeout
-        self._found: dict[str, FunctionTool] = {}  # deferred tools found by searches, in order
-        self._lock = threading.Lock()
+        self.findings = self.tools.findings()
+        self._found: dict[str, FunctionTool] = {}  # tools made for what searches found
 
     def to_tool_list(self) -> list[FunctionTool]:
         return [self._tool(name) for name in self.tools.names]
 
     def _tool(self, name: str) -> RouterFunctionTool:
-        return RouterFunctionTool(self.tools, name, self.approval_timeout, self._note_found)
-
-    def _note_found(self, names: list[str]) -> None:
-        with self._lock:
-            for name in names:
-                if name not in self._found:
-                    self._found[name] = self._tool(name)
+        return RouterFunctionTool(self.tools, name, self.approval_timeout, self.findings)
 
     def found(self) -> list[FunctionTool]:
         """The deferred tools this spec's searches found so far."""
-        with self._lock:
-            return list(self._found.values())
+        names = self.findings.all()
+        return [self._found.get(n) or self._found.setdefault(n, self._tool(n)) for n in names]
 
     def found_tools(self) -> FoundTools:
         """The agent's `tool_retriever`: the deferred tools found so far, at every step."""

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import keyword
 import re
-import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, ExposedTools, model_text
+from toolroute.allowlist import ApprovalRule, ExposedTools, Findings, model_text
 from toolroute.router import ToolRouter
 
 require("smolagents", "smolagents", package="smolagents")
@@ -124,13 +123,13 @@ class RouterTool(Tool):
         exposed: str,
         identifier: str,
         approve: Approver | None = None,
-        on_found: Callable[[list[str]], None] | None = None,
+        findings: Findings | None = None,
     ) -> None:
         fn = tools.definition(exposed)
         self.tools = tools
         self.exposed_name = exposed
         self.approve = approve
-        self.on_found = on_found  # told the deferred tools a search call found
+        self.findings = findings  # told what a search call found
         self.name = identifier
         self.description = fn.get("description") or exposed
         self.inputs = inputs(fn["parameters"])
@@ -152,9 +151,8 @@ class RouterTool(Tool):
                 return f"Error: the call of {self.exposed_name} was rejected{why}; it did not run"
             approved = True
         outcome = self.tools.execute(self.exposed_name, arguments, approved=approved)
-        found = self.tools.found([(self.exposed_name, outcome.trace)])
-        if found and self.on_found is not None:
-            self.on_found(found)
+        if self.findings is not None:
+            self.findings.note(self.exposed_name, outcome)
         if self.output_type == "object" and not outcome.is_error and outcome.structured is not None:
             return outcome.structured
         return model_text(outcome)
@@ -183,8 +181,7 @@ class RouterTools:
         # Identifiers for listed and deferred tools alike, so a found tool's never changes.
         self.names = identifiers(self.tools.exposure.names)
         self._exposed = {identifier: name for name, identifier in self.names.items()}
-        self._found: list[str] = []  # found by searches, not yet given to the agent
-        self._lock = threading.Lock()  # smolagents runs a step's calls in threads
+        self.findings = self.tools.findings()  # smolagents runs a step's calls in threads: it locks
 
     def exposed_name(self, identifier: str) -> str:
         """The router's name behind a smolagents tool name (KeyError for none)."""
@@ -194,18 +191,12 @@ class RouterTools:
         return [self._tool(name) for name in self.tools.names]
 
     def _tool(self, name: str) -> RouterTool:
-        return RouterTool(self.tools, name, self.names[name], self.approve, self._note_found)
-
-    def _note_found(self, names: list[str]) -> None:
-        with self._lock:
-            self._found += [n for n in names if n not in self._found]
+        return RouterTool(self.tools, name, self.names[name], self.approve, self.findings)
 
     def load_found(self, memory_step: Any, agent: Any) -> None:
         """A step callback: give `agent` the deferred tools its searches found in this step."""
-        with self._lock:
-            found, self._found = self._found, []
         added = False
-        for name in found:
+        for name in self.findings.take():
             if self.names[name] not in agent.tools:
                 agent.tools[self.names[name]] = self._tool(name)
                 added = True
