@@ -46,6 +46,8 @@ def counts(opts: dict[str, Any], a: list[Any]) -> tuple[int, int]:
 
 
 DAEMON = {"TOOLROUTE_SEARCH_INDEX_DAEMON": "1"}
+ALONE = {"TOOLROUTE_SEARCH_INDEX_DAEMON": "0"}  # the sides without one (by default one would answer)
+DEFAULT = {"TOOLROUTE_SEARCH_INDEX_DAEMON": "auto"}  # what an unset variable means
 
 
 def in_child(
@@ -102,16 +104,23 @@ def cold_bench(name: str, root: Path, cache: Path) -> list[Result]:
         assert got["answer"] == expected[i], f"the daemon changed the answer to {pattern!r}"
         return Measured(got["seconds"], counts(opts, got["answer"]))
 
+    def default(i: int) -> Measured:
+        pattern, opts = QUERIES[i]
+        got = in_child(root, pattern, opts, str(cache), DEFAULT)
+        assert got["daemon"] == 1, got  # by default too: the daemon an earlier process started
+        assert got["answer"] == expected[i], f"the daemon changed the answer to {pattern!r}"
+        return Measured(got["seconds"], counts(opts, got["answer"]))
+
     def cached(i: int) -> Measured:
         pattern, opts = QUERIES[i]
-        got = in_child(root, pattern, opts, str(cache))
+        got = in_child(root, pattern, opts, str(cache), ALONE)
         assert got["restored"] and got["served"] == 1, got  # answered by the restored index
         assert got["answer"] == expected[i], f"the restored index changed the answer to {pattern!r}"
         return Measured(got["seconds"], counts(opts, got["answer"]))
 
     def scan(i: int) -> Measured:
         pattern, opts = QUERIES[i]
-        got = in_child(root, pattern, opts, "0")
+        got = in_child(root, pattern, opts, "0", ALONE)
         assert not got["restored"] and got["served"] == 0 and got["answer"] == expected[i], got
         return Measured(got["seconds"], counts(opts, got["answer"]))
 
@@ -134,6 +143,7 @@ def cold_bench(name: str, root: Path, cache: Path) -> list[Result]:
         ("toolroute, index daemon", Case(rotating(daemon))),
         {
             "toolroute warm index (long-running process)": Case(rotating(warm)),
+            "toolroute, default settings (a daemon running)": Case(rotating(default)),
             "toolroute, index from the cache": Case(rotating(cached)),
             "toolroute, no cache (scan)": Case(rotating(scan)),
             "rg per query": Case(rotating(rg)),

@@ -14,6 +14,9 @@ from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
 # for get it (started by the second scan). The default start policy has tests of its own
 # (test_search_index_config.py), which clear this for the processes they start.
 os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_MIN_SCAN", "0")
+# A slow first answer would start an index daemon that outlives the test (30 minutes); the
+# daemon's tests (test_search_index_daemon.py) turn it on in the processes they start.
+os.environ.setdefault("TOOLROUTE_SEARCH_INDEX_DAEMON", "0")
 
 
 @pytest.fixture

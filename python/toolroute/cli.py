@@ -525,9 +525,11 @@ def build_parser() -> argparse.ArgumentParser:
     index = sub.add_parser(
         "index",
         help="manage the search index daemon",
-        description="With TOOLROUTE_SEARCH_INDEX_DAEMON=1, grep and glob of every process ask one "
-        "long-lived daemon per user and environment, which holds the warm indexes. 'stop' ends the "
-        "daemon of this environment (exit 3 when none answered); the next query starts a new one.",
+        description="grep and glob ask one long-lived daemon per user and environment, which holds "
+        "the warm indexes: by default when one runs (a process starts one after a first answer of "
+        "50 ms or more), with TOOLROUTE_SEARCH_INDEX_DAEMON=1 always (and a query that finds none "
+        "starts one), with 0 never. 'stop' ends the daemon of this environment (exit 3 when none "
+        "answered).",
     )
     index.add_argument("action", choices=("stop",), help="stop: end the daemon")
     index.set_defaults(handler=cmd_index)

@@ -1,10 +1,10 @@
 """The search index daemon: `python -m toolroute.search_daemon NAME`.
 
-A process whose queries go to a daemon (`TOOLROUTE_SEARCH_INDEX_DAEMON=1`) and finds none starts
-this with the socket name it looks for. It detaches at once (its starter reaps it; the daemon
-is its child, in a session of its own), then serves from the Rust extension until unused for
-`TOOLROUTE_SEARCH_INDEX_DAEMON_TTL` seconds, asked to stop, or its socket is taken. See the
-index daemon in docs/search.md.
+A process starts this with the socket name it looks for: with `TOOLROUTE_SEARCH_INDEX_DAEMON=1`
+when a query finds none, by default (unset) after a first answer of 50 ms or more. It detaches
+at once (its starter reaps it; the daemon is its child, in a session of its own), then serves
+from the Rust extension until unused for `TOOLROUTE_SEARCH_INDEX_DAEMON_TTL` seconds, asked to
+stop, or its socket is taken. See the index daemon in docs/search.md.
 """
 
 from __future__ import annotations

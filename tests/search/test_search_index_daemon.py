@@ -170,6 +170,32 @@ def test_a_new_process_is_answered_by_the_daemon(deployed: Path, place: tuple[Pa
         time.sleep(0.02)
 
 
+def test_by_default_a_slow_first_answer_starts_a_daemon_for_the_processes_after(
+    deployed: Path, place: tuple[Path, dict[str, str]]
+) -> None:
+    """Unset (`auto`), a process asks a daemon only if one runs, and starts one only when its own
+    first answer was slow (`_DAEMON_AFTER`): a large tree, whose next process is then warm."""
+    cache, env = place
+    root = tree(deployed / "ws")
+    auto = {k: v for k, v in env.items() if k != "TOOLROUTE_SEARCH_INDEX_DAEMON"}
+    quick = child(root, {**auto, "TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER": "1000"})
+    assert quick["answered"] == 0
+    time.sleep(0.5)  # a daemon started would be listening by now
+    assert not list(cache.glob("daemon-*.sock")) and not daemons(cache)
+    slow = {**auto, "TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER": "0"}
+    first = child(root, slow)
+    assert first["answered"] == 0  # it scanned, then started one for the processes after it
+    socket_of(cache)
+    deadline = time.monotonic() + 30
+    while not child(root, slow, "warm").get("ready"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    got = child(root, slow)
+    assert got["answered_first"] == 1 and got["answered"] == 5, got
+    assert len(daemons(cache)) == 1
+    assert child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON": "0"})["answered"] == 0  # off: never asked
+
+
 def test_changes_made_between_processes_are_seen(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
     """Random changes (files, folders, renames, ignore rules) each made by another process, then a
     new process asks: its answers are always the unindexed ones."""

@@ -61,6 +61,7 @@ class Deployment:
     key_file: Path
     # Each tenant's commands run as a uid of its own (a root server); else as the server's uid.
     tenant_uids: bool
+    daemon: bool  # queries go to the index daemon (the setting 1); else the default
 
 
 # Each mechanism plain, and with the search index daemon on (a long-lived process of the
@@ -115,6 +116,9 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
         )
         if daemon:
             env["TOOLROUTE_SEARCH_INDEX_DAEMON"] = "1"
+        else:  # the default, set so that any process but a server would start one at once
+            env.pop("TOOLROUTE_SEARCH_INDEX_DAEMON", None)
+            env["TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER"] = "0"
         store_url = f"sqlite:///{registry}"
         saved = os.environ.get("XDG_CONFIG_HOME")
         os.environ["XDG_CONFIG_HOME"] = str(config)
@@ -136,7 +140,7 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
         ]
         tenant_uids = os.geteuid() == 0 and not unprivileged
         with http_server_process(args, env, prefix) as (proc, url):
-            deployment = Deployment(url, proc.pid, base, keys, registry, key_file, tenant_uids)
+            deployment = Deployment(url, proc.pid, base, keys, registry, key_file, tenant_uids, daemon)
             _call(deployment, "alice", "write_file", {"path": "notes.txt", "content": ALICE_SECRET + "\n"})
             # The second query starts alice's index (in the server, or in the daemon the first
             # one started); it is saved once built.
@@ -257,6 +261,18 @@ except OSError as exc:
     sys.exit()
 print("connected")
 """
+
+
+def test_a_server_starts_no_index_daemon_by_default(deployment: Deployment) -> None:
+    """The server holds its users' indexes itself: by default (the variable unset, every answer
+    counted slow) it starts no daemon, where a CLI process would."""
+    d = deployment
+    if d.daemon:
+        pytest.skip("this deployment runs the index daemon")
+    for _ in range(3):
+        assert ALICE_SECRET in _call(d, "alice", "grep", {"pattern": ALICE_SECRET})
+    time.sleep(0.5)  # a daemon started would be listening by now
+    assert not _daemon_sockets(d), "the server started an index daemon"
 
 
 def test_the_index_daemons_socket_and_key_are_beyond_every_tenants_reach(deployment: Deployment) -> None:

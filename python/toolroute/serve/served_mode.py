@@ -293,6 +293,8 @@ def build_served_mode(
     # A released user's search index goes as soon (it holds its workspace and a watch open),
     # unless the index's own lifetime was set (TOOLROUTE_SEARCH_INDEX_TTL wins over a default).
     set_search_index_default("ttl", max(1, math.ceil(idle)))
+    # A server is its own warm process: no index daemon beside it (an operator's variable wins).
+    set_search_index_default("daemon", 0)
     recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
     connections = _connection_limits(args)
     release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)

@@ -20,7 +20,21 @@ pub const SETTINGS: &[&str] = &[
     "cache_bytes",
     "watch",
     "min_scan",
+    "daemon",
+    "daemon_after",
 ];
+
+/// Whether queries go to an index daemon (`TOOLROUTE_SEARCH_INDEX_DAEMON`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonUse {
+    /// `0`: never.
+    Off,
+    /// `1`: every query asks one first, and a query that finds none starts one.
+    On,
+    /// Unset (the default): a query this process has no live index for asks a daemon if one
+    /// runs, and a first answer slower than `daemon_after` starts one for the processes after.
+    Auto,
+}
 
 /// A snapshot of every setting, as this process reads them now.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,8 +61,11 @@ pub struct IndexConfig {
     pub cache_files: usize,
     /// Bytes the cache files may take (`_CACHE_BYTES`, default 4 GiB).
     pub cache_bytes: u64,
-    /// Queries go to a daemon (`_DAEMON=1`).
-    pub daemon: bool,
+    /// Whether queries go to a daemon (`_DAEMON`: `1`, `0`, unset or `auto`).
+    pub daemon: DaemonUse,
+    /// With `Auto`, an answer this slow without a daemon starts one (`_DAEMON_AFTER`,
+    /// seconds; default 0.05): a tree whose first answer in a new process costs that much.
+    pub daemon_after: Duration,
     /// How long a daemon's reply may take (`_DAEMON_TIMEOUT`, seconds; default 60).
     pub daemon_timeout: Duration,
     /// A daemon ends when no query came for this long (`_DAEMON_TTL`, seconds; default 1800).
@@ -107,6 +124,20 @@ fn count(suffix: &str, setting: &str, fallback: f64) -> f64 {
         .unwrap_or(fallback)
 }
 
+fn daemon_use() -> DaemonUse {
+    let host = || match host_default("daemon") {
+        Some(0.0) => DaemonUse::Off,
+        Some(1.0) => DaemonUse::On,
+        _ => DaemonUse::Auto,
+    };
+    match variable("_DAEMON").as_deref() {
+        Some("1") => DaemonUse::On,
+        Some("auto") => DaemonUse::Auto,
+        None | Some("") => host(),
+        Some(_) => DaemonUse::Off,
+    }
+}
+
 fn cache_folder() -> Option<PathBuf> {
     match std::env::var_os("TOOLROUTE_SEARCH_INDEX_CACHE") {
         Some(v) if v.is_empty() || v == "0" => None,
@@ -141,7 +172,8 @@ impl IndexConfig {
                 .filter(|&n| n > 0)
                 .unwrap_or(256),
             cache_bytes: count("_CACHE_BYTES", "cache_bytes", (4u64 << 30) as f64) as u64,
-            daemon: variable("_DAEMON").is_some_and(|v| v == "1"),
+            daemon: daemon_use(),
+            daemon_after: seconds("_DAEMON_AFTER", "daemon_after", 0.05),
             daemon_timeout: seconds("_DAEMON_TIMEOUT", "", 60.0).max(Duration::from_millis(1)),
             daemon_ttl: seconds("_DAEMON_TTL", "", 1800.0),
         }
@@ -152,7 +184,8 @@ impl IndexConfig {
     #[cfg(target_os = "linux")]
     pub(crate) fn shared_by_daemon(&self) -> String {
         let mut shared = self.clone();
-        shared.daemon = false;
+        shared.daemon = DaemonUse::Off;
+        shared.daemon_after = Duration::ZERO;
         shared.daemon_timeout = Duration::ZERO;
         shared.daemon_ttl = Duration::ZERO;
         format!("{shared:?}")

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use crate::glob::{GlobOutcome, GlobSort};
 use crate::grep::{Grep, GrepOutcome};
 use crate::walker::Walker;
+use config::DaemonUse;
 use toolroute_files::Roots;
 
 pub(crate) fn key_of(walker: &Walker) -> Option<key::Key> {
@@ -106,7 +107,13 @@ fn answer<T>(
     let Some(key) = key else {
         return scan();
     };
-    if daemon::enabled() {
+    // A process with a live index of its own answers from it; else a daemon, when one runs.
+    let asks = match daemon::mode() {
+        DaemonUse::Off => false,
+        DaemonUse::On => true,
+        DaemonUse::Auto => !registry::is_live(&key),
+    };
+    if asks {
         match remote() {
             daemon::Answer::Indexed(out) => return out,
             daemon::Answer::NotReady => {
@@ -118,12 +125,15 @@ fn answer<T>(
             daemon::Answer::Unavailable => {}
         }
     }
+    let began = Instant::now();
     if let Some(out) = local(&key, roots, walker, indexed) {
+        daemon::answered_here(began.elapsed());
         return out;
     }
-    let began = Instant::now();
+    let scanning = Instant::now();
     let out = scan();
-    registry::scanned(&key, roots, began.elapsed());
+    registry::scanned(&key, roots, scanning.elapsed());
+    daemon::answered_here(began.elapsed());
     out
 }
 
@@ -149,7 +159,7 @@ pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     let Some(key) = key_of(walker) else {
         return false;
     };
-    if daemon::enabled() {
+    if daemon::mode() != DaemonUse::Off {
         if let Some(ready) = daemon::warm(walker, timeout) {
             return ready;
         }
@@ -210,7 +220,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
             ..IndexStats::default()
         };
     };
-    if daemon::enabled() {
+    if daemon::mode() != DaemonUse::Off {
         if let Some(s) = daemon::stats(walker) {
             return s;
         }

@@ -157,6 +157,11 @@ pub(crate) fn ensure(key: &Key, roots: &Roots) -> Arc<Index> {
     })
 }
 
+/// Whether this process holds a live index for `key` (building or ready).
+pub(crate) fn is_live(key: &Key) -> bool {
+    with(|map| matches!(map.get(key), Some(Entry::Live(_))))
+}
+
 pub(crate) fn get(key: &Key) -> Option<Arc<Index>> {
     with(|map| match map.get(key) {
         Some(Entry::Live(ix)) => Some(Arc::clone(ix)),

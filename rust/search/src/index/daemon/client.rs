@@ -18,6 +18,7 @@ pub use super::server::serve;
 use super::wire::{self, Op, Reply, Request};
 use crate::glob::{GlobOutcome, GlobSort};
 use crate::grep::{Grep, GrepOutcome};
+use crate::index::config::DaemonUse;
 use crate::index::IndexStats;
 use crate::walker::Walker;
 
@@ -44,6 +45,10 @@ static LAST_START: Mutex<Option<Instant>> = Mutex::new(None);
 /// A process starts a daemon at most this often (it needs a moment to listen).
 const START_EVERY: Duration = Duration::from_secs(2);
 static ANSWERED: AtomicU64 = AtomicU64::new(0);
+/// With `Auto`, no daemon was found until then: queries meanwhile do not look for one (a look
+/// reads the settings, hashes them and opens the private folder).
+static ABSENT_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
+const ABSENT_FOR: Duration = Duration::from_secs(1);
 
 /// Set how to start a daemon (`argv`; empty: never start one).
 pub fn set_command(argv: Vec<OsString>) {
@@ -61,7 +66,14 @@ fn timeout() -> Duration {
     crate::index::config::IndexConfig::current().daemon_timeout
 }
 
-fn start(name: &str) {
+/// Start this environment's daemon (at most every `START_EVERY`; one already listening makes
+/// the new one end at once).
+pub(crate) fn start() {
+    *ABSENT_UNTIL.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    launch(&name());
+}
+
+fn launch(name: &str) {
     let Some(argv) = COMMAND.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
@@ -95,7 +107,7 @@ fn connect(spawn: bool) -> Option<Connection> {
     let name = name();
     let Some(place) = place(name.clone(), false) else {
         if spawn {
-            start(&name);
+            launch(&name);
         }
         return None;
     };
@@ -107,7 +119,7 @@ fn connect(spawn: bool) -> Option<Connection> {
                 io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
             );
             if gone && spawn {
-                start(&name);
+                launch(&name);
             }
             return None;
         }
@@ -169,13 +181,30 @@ fn request(walker: &Walker, op: Op) -> Request {
     }
 }
 
+/// Whether a query that finds no daemon starts one at once (`On`; `Auto` starts one only
+/// after a slow answer: `super::answered_here`).
+fn starts() -> bool {
+    super::mode() == DaemonUse::On
+}
+
 fn ask(walker: &Walker, op: Op, spawn: bool) -> Option<Reply> {
+    let auto = super::mode() == DaemonUse::Auto;
+    if auto {
+        let absent = *ABSENT_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
+        if absent.is_some_and(|until| Instant::now() < until) {
+            return None;
+        }
+    }
     // The root goes as a descriptor opened for reading, which the daemon requires: proof that
     // this process may read the tree, not only name it (a path-only descriptor can be had for
     // a folder Landlock forbids reading).
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let root = openat(walker.root().as_fd(), ".", flags, Mode::empty()).ok()?;
-    call(request(walker, op), Some(root.as_fd()), spawn)
+    let reply = call(request(walker, op), Some(root.as_fd()), spawn);
+    if auto && reply.is_none() {
+        *ABSENT_UNTIL.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + ABSENT_FOR);
+    }
+    reply
 }
 
 pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutcome> {
@@ -183,7 +212,7 @@ pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutco
         pattern: pattern.to_string(),
         opts: g.options().clone(),
     };
-    match ask(walker, op, true) {
+    match ask(walker, op, starts()) {
         Some(Reply::Grep(mut out)) => {
             // Files whose rows were not kept are searched again here, beneath our own root.
             out.root = Some(walker.root());
@@ -196,7 +225,7 @@ pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutco
 }
 
 pub(crate) fn glob(walker: &Walker, sort: GlobSort) -> Answer<GlobOutcome> {
-    match ask(walker, Op::Glob { sort }, true) {
+    match ask(walker, Op::Glob { sort }, starts()) {
         Some(Reply::Glob(out)) => {
             ANSWERED.fetch_add(1, Ordering::Relaxed);
             Answer::Indexed(out)
@@ -213,7 +242,7 @@ pub(crate) fn scanned(walker: &Walker) {
 
 /// The daemon builds (or restores) the index for this walk and waits; `None`: no daemon.
 pub(crate) fn warm(walker: &Walker, timeout: Duration) -> Option<bool> {
-    match ask(walker, Op::Warm { timeout }, true)? {
+    match ask(walker, Op::Warm { timeout }, starts())? {
         Reply::Done(ok) => Some(ok),
         _ => None,
     }

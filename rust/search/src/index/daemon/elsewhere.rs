@@ -44,6 +44,9 @@ pub(crate) fn glob(_walker: &Walker, _sort: GlobSort) -> Answer<GlobOutcome> {
 
 pub(crate) fn scanned(_walker: &Walker) {}
 
+/// There is no daemon to start here.
+pub(crate) fn start() {}
+
 pub(crate) fn warm(_walker: &Walker, _timeout: Duration) -> Option<bool> {
     None
 }

@@ -4,8 +4,11 @@
 //! to their tools: the only record of what changed since the last process is a watch that
 //! never stopped, and checking every file's stamps costs several warm queries.
 //!
-//! Opt-in (`TOOLROUTE_SEARCH_INDEX_DAEMON=1`), Linux only. The first process that finds no
-//! daemon starts one (`python -m toolroute.search_daemon`) and scans; later processes' queries
+//! Linux only. By default (`auto`) a process whose first answer for a tree was slow (a large
+//! tree: `_DAEMON_AFTER`) starts one for the processes after it, and a process without a live
+//! index of its own asks the daemon if one runs; with `TOOLROUTE_SEARCH_INDEX_DAEMON=1` every
+//! query asks it, and the first process that finds none starts one
+//! (`python -m toolroute.search_daemon`) and scans; `0` turns it off; later processes' queries
 //! go to it over a Unix socket in the private cache folder. A query carries the walk's root as
 //! a descriptor opened for reading: the daemon searches beneath that descriptor only, and takes
 //! the root's path from the kernel, never from the client, so no client reads a tree it could
@@ -27,16 +30,30 @@ mod server;
 mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::config::DaemonUse;
 
 pub use client::{answered, serve, set_command, stop};
-pub(crate) use client::{glob, grep, scanned, stats, warm, Answer};
+pub(crate) use client::{glob, grep, scanned, start, stats, warm, Answer};
 
 /// Set in the daemon itself: its own queries use its own registry, never a daemon.
 static IN_DAEMON: AtomicBool = AtomicBool::new(false);
 
-/// Whether queries go to a daemon (`TOOLROUTE_SEARCH_INDEX_DAEMON=1`; never in the daemon).
-pub(crate) fn enabled() -> bool {
-    toolroute_files::NATIVE_LINUX
-        && !IN_DAEMON.load(Ordering::Relaxed)
-        && super::config::IndexConfig::current().daemon
+/// How this process's queries use a daemon (`TOOLROUTE_SEARCH_INDEX_DAEMON`; never in the
+/// daemon itself).
+pub(crate) fn mode() -> DaemonUse {
+    if toolroute_files::NATIVE_LINUX && !IN_DAEMON.load(Ordering::Relaxed) {
+        super::config::IndexConfig::current().daemon
+    } else {
+        DaemonUse::Off
+    }
+}
+
+/// A query was answered without a daemon in `took`: with `Auto`, a slow one starts a daemon,
+/// so the next process's first query finds the tree warm.
+pub(crate) fn answered_here(took: Duration) {
+    if mode() == DaemonUse::Auto && took >= super::config::IndexConfig::current().daemon_after {
+        start();
+    }
 }
