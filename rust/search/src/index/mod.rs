@@ -108,10 +108,11 @@ fn answer<T>(
         return scan();
     };
     // A process with a live index of its own answers from it; else a daemon, when one runs.
+    let live = registry::is_live(&key);
     let asks = match daemon::mode() {
         DaemonUse::Off => false,
         DaemonUse::On => true,
-        DaemonUse::Auto => !registry::is_live(&key),
+        DaemonUse::Auto => !live,
     };
     if asks {
         match remote() {
@@ -125,15 +126,21 @@ fn answer<T>(
             daemon::Answer::Unavailable => {}
         }
     }
+    // Only a cold answer (no live index before it: a restore and check, or a scan) counts
+    // towards starting a daemon; a warm index's slow query does not.
     let began = Instant::now();
     if let Some(out) = local(&key, roots, walker, indexed) {
-        daemon::answered_here(began.elapsed());
+        if !live {
+            daemon::answered_here(began.elapsed());
+        }
         return out;
     }
     let scanning = Instant::now();
     let out = scan();
     registry::scanned(&key, roots, scanning.elapsed());
-    daemon::answered_here(began.elapsed());
+    if !live {
+        daemon::answered_here(began.elapsed());
+    }
     out
 }
 
