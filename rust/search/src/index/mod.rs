@@ -107,14 +107,8 @@ fn answer<T>(
     let Some(key) = key else {
         return scan();
     };
-    // A process with a live index of its own answers from it; else a daemon, when one runs.
     let live = registry::is_live(&key);
-    let asks = match daemon::mode() {
-        DaemonUse::Off => false,
-        DaemonUse::On => true,
-        DaemonUse::Auto => !live,
-    };
-    if asks {
+    if asks_daemon(live) {
         match remote() {
             daemon::Answer::Indexed(out) => return out,
             daemon::Answer::NotReady => {
@@ -144,6 +138,16 @@ fn answer<T>(
     out
 }
 
+/// Whether a query goes to the daemon first: with `Auto`, only when this process holds no live
+/// index of the tree (`live`) itself: a long-running process with a warm one answers from it.
+fn asks_daemon(live: bool) -> bool {
+    match daemon::mode() {
+        DaemonUse::Off => false,
+        DaemonUse::On => true,
+        DaemonUse::Auto => !live,
+    }
+}
+
 /// The answer of this process's ready index for `key`, if it has one and it indexes the very
 /// folder the walk is beneath (not another one since put at the same path).
 pub(crate) fn local<T>(
@@ -166,7 +170,7 @@ pub fn warm(roots: &Roots, walker: &Walker, timeout: Duration) -> bool {
     let Some(key) = key_of(walker) else {
         return false;
     };
-    if daemon::mode() != DaemonUse::Off {
+    if asks_daemon(registry::is_live(&key)) {
         if let Some(ready) = daemon::warm(walker, timeout) {
             return ready;
         }
@@ -227,7 +231,7 @@ pub fn stats(walker: &Walker) -> IndexStats {
             ..IndexStats::default()
         };
     };
-    if daemon::mode() != DaemonUse::Off {
+    if asks_daemon(registry::is_live(&key)) {
         if let Some(s) = daemon::stats(walker) {
             return s;
         }
