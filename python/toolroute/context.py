@@ -30,6 +30,7 @@ SANDBOX_VIEWS: tuple[str, ...] = get_args(SandboxView)
 # How hard file writes work to survive a power loss (docs/files.md, "Durability"); a process
 # crash is survived at every level.
 Durability = Literal["none", "file", "full"]
+DURABILITIES: tuple[str, ...] = get_args(Durability)
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ class BuiltInToolContext:
         set_(self, "sandbox_view", sandbox_view)
         set_(self, "sandbox_hidden", tuple(Path(p) for p in sandbox_hidden))
         set_(self, "sandbox_uid", sandbox_uid)
-        if durability not in ("none", "file", "full"):
-            raise ValueError(f"durability must be none, file or full, got {durability!r}")
+        if durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {', '.join(DURABILITIES)}, got {durability!r}")
         set_(self, "durability", durability)
         if file_session is not None and not guard_stale_reads:
             raise ValueError("file_session is the stale-read guard; it cannot be given with guard_stale_reads=False")
