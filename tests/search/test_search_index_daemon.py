@@ -300,10 +300,14 @@ class Hostile:
         self.server.close()
 
 
+@pytest.mark.parametrize("setting", ["1", "auto"])
 @pytest.mark.parametrize("how", ["garbage", "huge", "short", "descriptors", "close", "silent"])
-def test_a_hostile_socket_is_never_trusted(deployed: Path, place: tuple[Path, dict[str, str]], how: str) -> None:
+def test_a_hostile_socket_is_never_trusted(
+    deployed: Path, place: tuple[Path, dict[str, str]], how: str, setting: str
+) -> None:
     """What answers at the daemon's name is parsed with every length checked; whatever it says or
-    does not say, the query scans and gives the unindexed answer, within the client's timeout."""
+    does not say, the query scans and gives the unindexed answer, within the client's timeout
+    (with the setting on, and by default, where a process asks whatever daemon listens)."""
     cache, env = place
     root = tree(deployed / "ws")
     sock = warmed(root, cache, env)
@@ -311,7 +315,8 @@ def test_a_hostile_socket_is_never_trusted(deployed: Path, place: tuple[Path, di
     hostile = Hostile(sock, how)
     try:
         began = time.monotonic()
-        got = child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT": "0.5"})
+        asking = {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON": setting}
+        got = child(root, {**asking, "TOOLROUTE_SEARCH_INDEX_DAEMON_TIMEOUT": "0.5"})
         assert got["answered"] == 0, got
         assert time.monotonic() - began < 60
         assert hostile.received > 0  # it was asked, and not believed
