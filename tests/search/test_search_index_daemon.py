@@ -196,6 +196,41 @@ def test_by_default_a_slow_first_answer_starts_a_daemon_for_the_processes_after(
     assert child(root, {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON": "0"})["answered"] == 0  # off: never asked
 
 
+LAUNCHES = r"""
+import sys
+from pathlib import Path
+from toolroute import _core
+from toolroute.builtins.grep import GrepRequest
+from toolroute.context import BuiltInToolContext
+
+root, mark = Path(sys.argv[1]), sys.argv[2]
+# A stand-in daemon that only notes it was started (the real one would listen).
+_core.search_daemon_command([sys.executable, "-c", f"open({mark!r}, 'a').write('started')"])
+conf = BuiltInToolContext(root).confinement
+_core.grep(conf, GrepRequest(pattern="needle"), max_line_bytes=1000, index=True)
+"""
+
+
+@pytest.mark.parametrize("cache", ["kept", "none"])
+def test_a_daemon_is_started_only_where_it_could_listen(
+    deployed: Path, place: tuple[Path, dict[str, str]], cache: str
+) -> None:
+    """Without a cache folder (`TOOLROUTE_SEARCH_INDEX_CACHE=0`) no daemon could make its socket:
+    none is started, by default or with the setting on."""
+    _, env = place
+    root = tree(deployed / "ws")
+    for setting in ("auto", "1"):
+        mark = deployed / f"started-{setting}"
+        run = {**env, "TOOLROUTE_SEARCH_INDEX_DAEMON": setting, "TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER": "0"}
+        if cache == "none":
+            run["TOOLROUTE_SEARCH_INDEX_CACHE"] = "0"
+        subprocess.run([sys.executable, "-c", LAUNCHES, str(root), str(mark)], env=run, check=True, timeout=60)
+        deadline = time.monotonic() + (10 if cache == "kept" else 1)
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists() == (cache == "kept"), setting
+
+
 def test_changes_made_between_processes_are_seen(deployed: Path, place: tuple[Path, dict[str, str]]) -> None:
     """Random changes (files, folders, renames, ignore rules) each made by another process, then a
     new process asks: its answers are always the unindexed ones."""

@@ -77,6 +77,9 @@ fn launch(name: &str) {
     let Some(argv) = COMMAND.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
+    if crate::index::config::IndexConfig::current().cache.is_none() {
+        return; // its socket lives in the cache folder: without one no daemon could listen
+    }
     {
         let mut last = LAST_START.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_some_and(|t| t.elapsed() < START_EVERY) {
