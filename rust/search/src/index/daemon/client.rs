@@ -184,14 +184,12 @@ fn request(walker: &Walker, op: Op) -> Request {
     }
 }
 
-/// Whether a query that finds no daemon starts one at once (`On`; `Auto` starts one only
-/// after a slow answer: `super::answered_here`).
-fn starts() -> bool {
-    super::mode() == DaemonUse::On
-}
-
+/// `spawn`: a query that finds no daemon may start one, which it does with the setting `1`
+/// (with `Auto` only a slow answer starts one: `super::answered_here`).
 fn ask(walker: &Walker, op: Op, spawn: bool) -> Option<Reply> {
-    let auto = super::mode() == DaemonUse::Auto;
+    let mode = super::mode();
+    let spawn = spawn && mode == DaemonUse::On;
+    let auto = mode == DaemonUse::Auto;
     if auto {
         let absent = *ABSENT_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
         if absent.is_some_and(|until| Instant::now() < until) {
@@ -215,7 +213,7 @@ pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutco
         pattern: pattern.to_string(),
         opts: g.options().clone(),
     };
-    match ask(walker, op, starts()) {
+    match ask(walker, op, true) {
         Some(Reply::Grep(mut out)) => {
             // Files whose rows were not kept are searched again here, beneath our own root.
             out.root = Some(walker.root());
@@ -228,7 +226,7 @@ pub(crate) fn grep(walker: &Walker, g: &Grep, pattern: &str) -> Answer<GrepOutco
 }
 
 pub(crate) fn glob(walker: &Walker, sort: GlobSort) -> Answer<GlobOutcome> {
-    match ask(walker, Op::Glob { sort }, starts()) {
+    match ask(walker, Op::Glob { sort }, true) {
         Some(Reply::Glob(out)) => {
             ANSWERED.fetch_add(1, Ordering::Relaxed);
             Answer::Indexed(out)
@@ -245,7 +243,7 @@ pub(crate) fn scanned(walker: &Walker) {
 
 /// The daemon builds (or restores) the index for this walk and waits; `None`: no daemon.
 pub(crate) fn warm(walker: &Walker, timeout: Duration) -> Option<bool> {
-    match ask(walker, Op::Warm { timeout }, starts())? {
+    match ask(walker, Op::Warm { timeout }, true)? {
         Reply::Done(ok) => Some(ok),
         _ => None,
     }

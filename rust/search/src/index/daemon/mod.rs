@@ -32,7 +32,7 @@ mod wire;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::config::DaemonUse;
+use super::config::{DaemonUse, IndexConfig};
 
 pub use client::{answered, serve, set_command, stop};
 pub(crate) use client::{glob, grep, scanned, start, stats, warm, Answer};
@@ -43,8 +43,12 @@ static IN_DAEMON: AtomicBool = AtomicBool::new(false);
 /// How this process's queries use a daemon (`TOOLROUTE_SEARCH_INDEX_DAEMON`; never in the
 /// daemon itself).
 pub(crate) fn mode() -> DaemonUse {
+    mode_of(&IndexConfig::current())
+}
+
+fn mode_of(config: &IndexConfig) -> DaemonUse {
     if toolroute_files::NATIVE_LINUX && !IN_DAEMON.load(Ordering::Relaxed) {
-        super::config::IndexConfig::current().daemon
+        config.daemon
     } else {
         DaemonUse::Off
     }
@@ -53,7 +57,8 @@ pub(crate) fn mode() -> DaemonUse {
 /// A query was answered without a daemon in `took`: with `Auto`, a slow one starts a daemon,
 /// so the next process's first query finds the tree warm.
 pub(crate) fn answered_here(took: Duration) {
-    if mode() == DaemonUse::Auto && took >= super::config::IndexConfig::current().daemon_after {
+    let config = IndexConfig::current();
+    if mode_of(&config) == DaemonUse::Auto && took >= config.daemon_after {
         start();
     }
 }
