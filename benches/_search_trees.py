@@ -8,9 +8,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _search_helpers import RG, parity_tree
+from _search_helpers import RG, parity_tree  # testing/, on the path (pyproject's pytest `pythonpath`)
 
 # The Python running the benchmarks: its standard library, and its whole installation.
 PYTHON_INSTALL = Path(sys.base_prefix)

@@ -14,17 +14,14 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp_types as types
 import pytest
+from _mcp_helpers import DEMO, HttpServer, demo_stdio  # testing/, on the path (pyproject's pytest `pythonpath`)
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _mcp_helpers import DEMO, HttpServer, demo_stdio
 
 from toolroute import ToolRouter
 from toolroute.mcp import McpGateway

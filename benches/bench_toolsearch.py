@@ -11,15 +11,11 @@ not on equal answers; the recall lines say how the answers differ.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _bfcl import corpus, recall  # testing/, on the path (pyproject's pytest `pythonpath`)
 from _interleave import compare
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_toolsearch_bfcl import corpus, recall
 
 from toolroute._core import ToolSearchIndex
 from toolroute.toolsearch import document

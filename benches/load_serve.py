@@ -347,8 +347,8 @@ def main() -> None:
     try:
         os.environ["XDG_CONFIG_HOME"] = str(base / "config")  # the registry's key file, as the server's
         if args.replicas > 1:
-            sys.path.insert(0, str(ROOT / "tests"))
-            from _postgres import postgres_server  # the tests' own throwaway PostgreSQL
+            sys.path.insert(0, str(ROOT / "testing"))
+            from _postgres import postgres_server  # the throwaway PostgreSQL the tests use too
 
             store_url = stack.enter_context(postgres_server())
         else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -84,13 +83,6 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (for servers that cannot report the one they got)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def processes_with(marker: str) -> list[int]:

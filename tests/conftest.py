@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from _bash_helpers import bash_router
+from _ci import PORTABLE_STAGES, fail_skips_ci_must_not_have
 from _serve_helpers import outside_tmp
 
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
@@ -83,6 +84,15 @@ def deployed() -> Iterator[Path]:
 # Tests that start real services (PostgreSQL, HAProxy, several server replicas): marked `slow`
 # here, in one place, so `python -m pytest -m "not slow"` is a quick local run (CI runs all).
 SLOW_MODULES = frozenset({"test_serve_replicas", "test_serve_live_config", "test_serve_sharing"})
+TESTS = Path(__file__).resolve().parent
+
+
+def stage_of(item: pytest.Item) -> str | None:
+    """The stage folder (`tests/<stage>/`) an item's module lies in, if any."""
+    try:
+        return Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -92,3 +102,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_postgres = "postgres_dsn" in getattr(item, "fixturenames", ()) or "postgres" in params.values()
         if (module is not None and module.__name__ in SLOW_MODULES) or uses_postgres:
             item.add_marker(pytest.mark.slow)
+        if stage_of(item) in PORTABLE_STAGES:
+            item.add_marker(pytest.mark.portable)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    fail_skips_ci_must_not_have(outcome.get_result())

@@ -142,8 +142,8 @@ def test_a_gateway_nobody_closed_still_ends_its_servers_at_interpreter_exit(tmp_
     script = tmp_path / "forgetful.py"
     script.write_text(
         "import sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-        "from tests._mcp_helpers import demo_stdio\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / 'testing')!r})\n"
+        "from _mcp_helpers import demo_stdio\n"
         "from toolroute.mcp import McpGateway\n"
         "gw = McpGateway({'x': demo_stdio('x')}, eager=True)\n"
         "print(gw.call_tool('pid').text, flush=True)\n"

@@ -22,8 +22,9 @@ import anyio
 import httpx2
 import jwt
 import pytest
+from _ports import free_port
 from _postgres import postgres_server
-from _serve_helpers import TOOLS_MODULE, free_port, http_server_process, processes_with, stop_process
+from _serve_helpers import TOOLS_MODULE, http_server_process, processes_with, stop_process
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client

@@ -347,7 +347,7 @@ def test_slow_connections_are_cut_and_keyed_clients_served(deployed: Deployment)
     a key is served throughout (3,000 such connections were never cut before)."""
     d = deployed
     if d.mechanism != MECHANISMS[0]:
-        pytest.skip("the HTTP server's limits do not depend on the sandbox: run once")
+        pytest.skip("the HTTP server's limits are the same under either confinement: run once")
     host, port = d.url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
     crowd = []
     for _ in range(150):

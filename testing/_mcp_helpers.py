@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SERVERS = Path(__file__).parent / "mcp_servers"
+SERVERS = Path(__file__).resolve().parents[1] / "tests" / "mcp_servers"  # the test servers (data, not code we import)
 DEMO = str(SERVERS / "demo_server.py")
 
 
