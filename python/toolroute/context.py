@@ -7,13 +7,15 @@ stack, so parallel tool calls never see each other's context.
 from __future__ import annotations
 
 import contextvars
+import ipaddress
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, Union, get_args
 
 from toolroute._core import Confinement, FileSession
 from toolroute.checkpoints import CheckpointLimits, WorkspaceCheckpoints
@@ -31,6 +33,41 @@ SANDBOX_VIEWS: tuple[str, ...] = get_args(SandboxView)
 # crash is survived at every level.
 Durability = Literal["none", "file", "full"]
 DURABILITIES: tuple[str, ...] = get_args(Durability)
+# What network a confined command gets (docs/bash.md, "Network"): "none"; "internet", a network
+# namespace of its own whose user-mode NAT (pasta) reaches public addresses only; "host", the
+# host's own network namespace (its loopback services, private networks, cloud metadata: for a
+# local user's own agent only). An allowlist is a tuple of domain patterns instead of a mode.
+NetworkMode = Literal["none", "internet", "host"]
+NETWORK_MODES: tuple[str, ...] = get_args(NetworkMode)
+SandboxNetwork = Union[NetworkMode, tuple[str, ...]]
+_DOMAIN_PATTERN = re.compile(r"(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
+
+
+def network_policy(value: bool | str | Sequence[str]) -> SandboxNetwork:
+    """`sandbox_network` as the context keeps it. True means "internet" (never the host's own
+    namespace: that is only ever asked for by name), False "none"; a sequence of domain patterns
+    (`pypi.org`, `*.pythonhosted.org`) is an allowlist, enforced by a proxy."""
+    if value is True:
+        return "internet"
+    if value is False:
+        return "none"
+    if isinstance(value, str):
+        if value not in NETWORK_MODES:
+            raise ValueError(
+                f"sandbox_network must be one of {', '.join(NETWORK_MODES)}, a bool or a sequence of domain "
+                f"patterns; got {value!r}"
+            )
+        return value  # type: ignore[return-value]
+    patterns = tuple(dict.fromkeys(p.strip().lower().rstrip(".") for p in value))
+    if not patterns:
+        raise ValueError("an empty network allowlist would allow nothing: pass sandbox_network=False for no network")
+    for pattern in patterns:
+        if len(pattern) > 253 or not _DOMAIN_PATTERN.fullmatch(pattern):
+            raise ValueError(
+                f"network allowlist entry {pattern!r} is not a domain name or a '*.' wildcard over one "
+                "(e.g. pypi.org, *.pythonhosted.org)"
+            )
+    return patterns
 
 
 @dataclass(frozen=True)
@@ -71,8 +108,10 @@ class BuiltInToolContext:
     # Who the context acts for; background processes are visible only to the same owner.
     user_id: str | None = None
     sandbox: SandboxMode = "off"
-    # Under a sandbox: whether commands may use the network, and folders writable beside the workspace.
-    sandbox_network: bool = False
+    # Under a sandbox: the network commands get (`network_policy`), the resolver the network's
+    # DNS asks (None: the host's), and folders writable beside the workspace.
+    sandbox_network: SandboxNetwork = "none"
+    sandbox_dns: str | None = None
     sandbox_writable: tuple[Path, ...] = ()
     # Under a sandbox: what commands can read, paths hidden beside the built-in list (minimal
     # view), and the uid (and gid) they run as (None: the host's own; needs root to differ).
@@ -102,7 +141,7 @@ class BuiltInToolContext:
         sandbox_writes: bool = False,
         user_id: str | None = None,
         sandbox: SandboxMode | None = None,
-        sandbox_network: bool = False,
+        sandbox_network: bool | str | Sequence[str] = False,
         sandbox_writable: Sequence[str | os.PathLike[str]] = (),
         durability: Durability = "full",
         sandbox_view: SandboxView = "host",
@@ -113,6 +152,7 @@ class BuiltInToolContext:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_limits: CheckpointLimits | None = None,
         diagnostics: Diagnostics | None = None,
+        sandbox_dns: str | None = None,
     ) -> None:
         """`sandbox_writes=True` without `sandbox` means `sandbox="on"`. `guard_stale_reads=False`
         turns the stale-read guard off; `file_session` shares one (or a strict one)."""
@@ -127,7 +167,10 @@ class BuiltInToolContext:
         set_(self, "sandbox_writes", mode != "off")
         set_(self, "user_id", user_id)
         set_(self, "sandbox", mode)
-        set_(self, "sandbox_network", sandbox_network)
+        set_(self, "sandbox_network", network_policy(sandbox_network))
+        if sandbox_dns is not None:
+            ipaddress.ip_address(sandbox_dns)  # raises ValueError: an address, not a name to resolve
+        set_(self, "sandbox_dns", sandbox_dns)
         set_(self, "sandbox_writable", tuple(Path(p) for p in sandbox_writable))
         if sandbox_view not in SANDBOX_VIEWS:
             raise ValueError(f"sandbox_view must be one of {', '.join(SANDBOX_VIEWS)}; got {sandbox_view!r}")

@@ -37,7 +37,9 @@ from toolroute.builtins._process.pump import Pump
 from toolroute.builtins._process.sandbox import (
     SandboxPlan,
     SandboxUnavailable,
+    check_network,
     describe,
+    network_label,
     resolve_kind,
     sandbox_environment,
 )
@@ -200,8 +202,16 @@ def sandbox_plan(ctx: BuiltInToolContext) -> SandboxPlan | None:
     except SandboxUnavailable as exc:
         raise ToolExecutionError(f"sandbox={ctx.sandbox!r} is set but cannot be honoured: {exc}", tool=NAME) from None
     if kind == "none":
+        # "off" asked for no confinement at all; an allowlist there, or "internet" where a sandbox
+        # was asked for but none works, would silently be the host's network.
+        if isinstance(ctx.sandbox_network, tuple) or (ctx.sandbox != "off" and ctx.sandbox_network == "internet"):
+            raise ToolExecutionError(
+                f"sandbox_network={ctx.sandbox_network!r} confines the network of sandboxed commands, but "
+                f"sandbox={ctx.sandbox!r} runs them unconfined here: they would share the host's network",
+                tool=NAME,
+            )
         return None
-    return SandboxPlan(
+    plan = SandboxPlan(
         kind=kind,
         workspace=ctx.workspace,
         private_tmp=process_table().private_tmp.folder(ctx.workspace, ctx.sandbox_uid),
@@ -211,14 +221,23 @@ def sandbox_plan(ctx: BuiltInToolContext) -> SandboxPlan | None:
         view=ctx.sandbox_view,
         hidden=tuple(p.resolve() for p in ctx.sandbox_hidden),
         uid=ctx.sandbox_uid,
+        dns=ctx.sandbox_dns,
+        owner=ctx.user_id,
     )
+    try:
+        check_network(plan)
+    except SandboxUnavailable as exc:
+        raise ToolExecutionError(f"sandbox_network={ctx.sandbox_network!r} cannot be honoured: {exc}", tool=NAME) from None
+    return plan
 
 
 def confinement(plan: SandboxPlan | None) -> dict[str, Any]:
     """What a result reports about its command's confinement."""
     if plan is None:
         return {"confinement": "none"}
-    shown: dict[str, Any] = {"confinement": plan.kind, "network": plan.network, "view": plan.view}
+    shown: dict[str, Any] = {"confinement": plan.kind, "network": network_label(plan.network), "view": plan.view}
+    if isinstance(plan.network, tuple):
+        shown["networkAllow"] = list(plan.network)
     if plan.uid is not None:
         shown["uid"] = plan.uid
     return shown

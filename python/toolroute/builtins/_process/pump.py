@@ -72,7 +72,9 @@ class CommandSpec:
     def contained(self) -> bool:
         """Whether the command runs in a PID namespace of its own (bubblewrap), whose every
         process the kernel has killed by the time the leader (bwrap) exits."""
-        return self.sandbox is not None and self.sandbox.kind == "bubblewrap"
+        # Not with a network of its own: pasta, bwrap's parent, lives in the host's PID namespace
+        # (and a pasta that failed to start can leave a helper behind in the group).
+        return self.sandbox is not None and self.sandbox.kind == "bubblewrap" and not self.sandbox.own_network
 
 
 @dataclass(frozen=True)

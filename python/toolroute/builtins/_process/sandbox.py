@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from toolroute.builtins._process import landlock_exec
-from toolroute.context import SandboxMode, SandboxView
+from toolroute.builtins._process import egress, landlock_exec, netns
+from toolroute.context import SandboxMode, SandboxNetwork, SandboxView
 
 Kind = Literal["bubblewrap", "landlock", "none"]
 
@@ -136,7 +136,14 @@ def resolve_kind(mode: SandboxMode) -> Kind:
             raise SandboxUnavailable(f"{no_bwrap}; and {no_landlock}") from None
 
 
-def describe(mode: SandboxMode, network: bool, view: SandboxView = "host") -> dict[str, object]:
+def network_label(network: SandboxNetwork) -> bool | str:
+    """What results say of a network policy: false (none), "internet", "host" or "allowlist"."""
+    if network == "none":
+        return False
+    return network if isinstance(network, str) else "allowlist"
+
+
+def describe(mode: SandboxMode, network: SandboxNetwork, view: SandboxView = "host") -> dict[str, object]:
     """What a command would run under, for traces and `toolroute tools`."""
     try:
         kind = resolve_kind(mode)
@@ -144,7 +151,9 @@ def describe(mode: SandboxMode, network: bool, view: SandboxView = "host") -> di
         return {"mode": mode, "confinement": "unavailable", "reason": str(exc)}
     out: dict[str, object] = {"mode": mode, "confinement": kind}
     if kind != "none":
-        out["network"] = network
+        out["network"] = network_label(network)
+        if isinstance(network, tuple):
+            out["networkAllow"] = list(network)
         out["view"] = view
     if kind == "landlock":
         out["notConfined"] = "metadata changes (chmod, chown, utime) outside the writable folders"
@@ -197,19 +206,28 @@ class SandboxPlan:
     private_tmp: Path
     writable: tuple[Path, ...] = ()  # declared folders writable beside the workspace
     read_only: tuple[Path, ...] = ()  # read-only roots, kept read-only inside writable folders
-    network: bool = False
+    network: SandboxNetwork = "none"
     view: SandboxView = "host"
     hidden: tuple[Path, ...] = ()  # hidden beside HIDDEN_PATHS in the minimal view
     uid: int | None = None  # the uid (and gid) commands run as; None: the host's own
+    dns: str | None = None  # the resolver the network's DNS asks (None: the host's)
+    owner: str | None = None  # whom an allowlist's proxy reports refusals for
+
+    @property
+    def own_network(self) -> bool:
+        """Whether commands get a network namespace of their own with user-mode NAT (netns.py):
+        "internet" or an allowlist; "none" has one with a loopback only, "host" the host's."""
+        return self.network not in ("none", "host")
 
     @property
     def unix_sockets(self) -> bool:
         """Whether commands may open unix sockets. Not in the minimal view where the sandbox
         cannot hide the host's: Landlock has no say over `connect()` on a named socket (a
         database's, the registry's), and bubblewrap sharing the host's network shares its
-        abstract sockets. bubblewrap without network hides both (its own mount and network
-        namespaces), so a tenant's own sockets in its workspace keep working there."""
-        return self.view != "minimal" or (self.kind == "bubblewrap" and not self.network)
+        abstract sockets. bubblewrap in a network namespace of its own (no network, "internet",
+        an allowlist) hides both (its own mount and network namespaces), so a tenant's own
+        sockets in its workspace keep working there."""
+        return self.view != "minimal" or (self.kind == "bubblewrap" and self.network != "host")
 
     def writable_paths(self) -> list[Path]:
         return list(dict.fromkeys([self.workspace, *self.writable]))
@@ -271,8 +289,8 @@ def visible(path: Path, plan: SandboxPlan) -> bool:
 
 
 def _namespaces(*, network: bool, die_with_parent: bool = True) -> list[str]:
-    # --unshare-all includes the network namespace; --share-net gives the host's back.
-    # No --new-session: commands never have a controlling terminal (see pump.isolation), so the
+    # --unshare-all includes the network namespace; --share-net keeps the one bwrap started in
+    # (the host's, or pasta's). No --new-session: commands never have a controlling terminal (see pump.isolation), so the
     # TIOCSTI injection it guards against cannot happen, and a new session would take the
     # command out of the process group that timeouts, stop and shutdown signal.
     share = ["--share-net"] if network else []
@@ -305,7 +323,7 @@ def socket_filter_fd(plan: SandboxPlan) -> int | None:
     current offset, so each command gets its own; the caller closes it once bwrap has started."""
     if plan.unix_sockets:
         return None
-    program = landlock_exec.socket_filter(os.uname().machine, network=plan.network, unix=False)
+    program = landlock_exec.socket_filter(os.uname().machine, network=plan.network != "none", unix=False)
     fd = os.memfd_create("toolroute-seccomp", os.MFD_CLOEXEC)
     try:
         os.write(fd, program)
@@ -321,10 +339,17 @@ def bubblewrap_argv(
 ) -> list[str]:
     """`argv` inside a bubblewrap sandbox (with `seccomp_fd`, `socket_filter_fd`'s filter
     applied). Order matters: later mounts cover earlier ones."""
-    args = [bwrap_path(), *_namespaces(network=plan.network, die_with_parent=die_with_parent)]
+    args = [bwrap_path(), *_namespaces(network=plan.network != "none", die_with_parent=die_with_parent)]
+    if plan.own_network:
+        # A user namespace nested in pasta's: the command holds no capability over the network
+        # namespace (pasta's user namespace owns it), so its rules stay.
+        uid = os.getuid() if plan.uid is None else plan.uid
+        args += ["--unshare-user", "--uid", str(uid), "--gid", str(uid)]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += _minimal_root(plan) if plan.view == "minimal" else ["--ro-bind", "/", "/"]
+    if plan.own_network:
+        args += ["--ro-bind", str(netns.resolv_conf(plan.network)), os.path.realpath("/etc/resolv.conf")]
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(plan.private_tmp), "/tmp"]
     writable = plan.writable_paths()
     for path in writable:
@@ -336,7 +361,37 @@ def bubblewrap_argv(
         inside = any(root.is_relative_to(w) for w in writable)
         if (inside or plan.view == "minimal") and root.exists():
             args += ["--ro-bind", str(root), str(root)]
-    return [*args, "--chdir", str(cwd), "--", *argv]
+    args += ["--chdir", str(cwd), "--", *argv]
+    return in_network(args, plan) if plan.own_network else args
+
+
+def in_network(argv: list[str], plan: SandboxPlan) -> list[str]:
+    """`argv` (bwrap's) started in a network namespace of its own (netns.py)."""
+    proxy = None
+    if isinstance(plan.network, tuple):
+        endpoint = egress.EGRESS.endpoint(plan.network, plan.owner, plan.dns)
+        proxy = (endpoint.proxy_port, endpoint.dns_port)
+    try:
+        return netns.wrap(argv, plan.network, uid=plan.uid, dns=plan.dns, proxy=proxy)
+    except netns.NetworkUnavailable as exc:
+        raise SandboxUnavailable(str(exc)) from None
+
+
+def check_network(plan: SandboxPlan) -> None:
+    """Raise SandboxUnavailable when `plan`'s network cannot be given here (at start-up, so a
+    server refuses to start rather than run commands without the network it was asked for)."""
+    if not plan.own_network:
+        return
+    if plan.kind != "bubblewrap":
+        raise SandboxUnavailable(
+            "a network of a command's own (internet or an allowlist) needs bubblewrap and user namespaces; "
+            "the Landlock fallback shares the host's network namespace, so it is refused, never shared"
+        )
+    try:
+        netns.tools()
+        netns.probe(plan.uid)
+    except netns.NetworkUnavailable as exc:
+        raise SandboxUnavailable(str(exc)) from None
 
 
 def _helper(status_fd: int | None, flags: Sequence[str]) -> list[str]:
@@ -353,8 +408,9 @@ def landlock_argv(
 ) -> list[str]:
     """`argv` run through the Landlock helper; raises SandboxUnavailable first if it cannot work."""
     landlock_abi()
+    check_network(plan)
     paths = [str(p) for p in (*plan.writable_paths(), plan.private_tmp)] + ["/dev/null"]
-    flags = [] if plan.network else ["--no-network"]
+    flags = [] if plan.network != "none" else ["--no-network"]
     if not plan.unix_sockets:
         flags.append("--no-unix-sockets")
     if plan.uid is not None:
@@ -388,7 +444,7 @@ def server_argv(argv: Sequence[str], plan: SandboxPlan, cwd: Path) -> list[str]:
     if plan.uid is not None:
         flags.append(f"--uid={plan.uid}")
     if seccomp is not None:
-        flags += [f"--seccomp-fd={seccomp}", *([] if plan.network else ["--no-network"])]
+        flags += [f"--seccomp-fd={seccomp}", *([] if plan.network != "none" else ["--no-network"])]
     return [*_helper(None, flags), "--", *inner]
 
 
@@ -412,6 +468,8 @@ def sandbox_environment(plan: SandboxPlan, env: Mapping[str, str]) -> dict[str, 
     may not execute)."""
     tmp = "/tmp" if plan.kind == "bubblewrap" else str(plan.private_tmp)
     out = {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+    if isinstance(plan.network, tuple):  # the proxy is the only way out: say where it is
+        out.update(egress.EGRESS.endpoint(plan.network, plan.owner, plan.dns).environment())
     if plan.view == "minimal":
         for name in HOST_FOLDER_VARIABLES:
             out.pop(name, None)
