@@ -26,7 +26,7 @@ import pydantic_core
 from toolroute.builtins._process import hostsignals
 from toolroute.builtins._process.environment import DEFAULT_ENV_ALLOWLIST, INHERIT_ALL
 from toolroute.builtins.bash import describe_confinement
-from toolroute.context import SANDBOX_MODES, SANDBOX_VIEWS, BuiltInToolContext
+from toolroute.context import SANDBOX_MODES, SANDBOX_VIEWS, BuiltInToolContext, network_policy
 from toolroute.errors import (
     ToolArgumentError,
     ToolError,
@@ -122,7 +122,32 @@ def _add_sandbox_options(p: argparse.ArgumentParser, *, default: str) -> None:
         help=f"confinement of commands: auto = bubblewrap, else Landlock, else none; on = the same but "
         f"refuse to run unconfined; bubblewrap/landlock = exactly that (default: {default})",
     )
-    g.add_argument("--network", action="store_true", help="let sandboxed commands use the network")
+    g.add_argument(
+        "--network",
+        nargs="?",
+        const="internet",
+        default="none",
+        choices=("none", "internet", "host"),
+        help="the network of sandboxed commands: internet (the default when the flag is given) = a network "
+        "namespace of each command's own whose user-mode NAT (pasta, Debian package passt) reaches public "
+        "addresses only, never the host's loopback, private networks, link-local or cloud metadata addresses, "
+        "nor the host's own addresses; host = the host's network namespace as it is (not for serve); "
+        "default: none",
+    )
+    g.add_argument(
+        "--network-allow",
+        metavar="DOMAIN,...",
+        action="append",
+        default=[],
+        help="instead of --network: only these domains (wildcards like *.pythonhosted.org), through a proxy "
+        "(HTTP_PROXY, HTTPS_PROXY, ALL_PROXY set for the command) that answers DNS too and refuses the rest "
+        "with a message (and an audit line in serve)",
+    )
+    g.add_argument(
+        "--network-dns",
+        metavar="ADDRESS",
+        help="the resolver that sandboxed commands' DNS (and the allowlist's proxy) asks (default: the host's)",
+    )
     g.add_argument(
         "--view",
         choices=SANDBOX_VIEWS,
@@ -143,6 +168,19 @@ def _add_sandbox_options(p: argparse.ArgumentParser, *, default: str) -> None:
     g.add_argument(
         "--env-inherit", action="store_true", help="pass the whole host environment to commands, secrets included"
     )
+
+
+def _network(args: argparse.Namespace) -> str | tuple[str, ...]:
+    """--network and --network-allow as one `sandbox_network` value."""
+    allowed = tuple(name for value in args.network_allow for name in split_list(value))
+    if allowed and args.network != "none":
+        raise CliError("--network-allow is a network of its own: give it without --network")
+    if not allowed:
+        return str(args.network)
+    try:
+        return network_policy(allowed)
+    except ValueError as exc:
+        raise CliError(f"--network-allow: {exc}") from None
 
 
 def _env_allowlist(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -194,7 +232,8 @@ def _options(args: argparse.Namespace) -> RouterOptions:
         timeout=getattr(args, "timeout", None),
         user_id=args.user_id,
         sandbox=args.sandbox,
-        sandbox_network=args.network,
+        sandbox_network=_network(args),
+        sandbox_dns=args.network_dns,
         sandbox_writable=tuple(Path(p).expanduser().resolve() for p in args.writable),
         sandbox_view=args.view,
         env_allowlist=_env_allowlist(args),
@@ -269,7 +308,9 @@ def _confinement_note(ctx: BuiltInToolContext) -> str:
         return f"bash: sandbox={info['mode']} cannot be honoured here, commands would be refused: {info['reason']}"
     if kind == "none":
         return f"bash: commands run unconfined (sandbox={info['mode']})"
-    network = "network allowed" if info["network"] else "no network"
+    network = f"network: {info['network']}" if info["network"] else "no network"
+    if info.get("networkAllow"):
+        network += f" ({', '.join(info['networkAllow'])})"  # type: ignore[arg-type]
     extra = f"; not confined: {info['notConfined']}" if "notConfined" in info else ""
     return f"bash: commands run under {kind} (sandbox={info['mode']}, view={info['view']}, {network}{extra})"
 
@@ -324,6 +365,18 @@ def _until_interrupted() -> Iterator[None]:
             raise
 
 
+def _require_served_network(options: RouterOptions) -> None:
+    """A single-user server's network: checked at start, as a multi-tenant one's is (isolation.py)."""
+    from toolroute.builtins._process.sandbox import SandboxUnavailable, resolve_kind
+    from toolroute.serve.isolation import require_network
+
+    try:
+        kind = resolve_kind(options.sandbox)
+        require_network(options.context(), kind, None)
+    except (SandboxUnavailable, ToolArgumentError) as exc:
+        raise CliError(str(exc)) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.functions is None and args.mcp_servers is None:
         raise CliError(
@@ -352,6 +405,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "--auth-public-key or --api-keys, HTTP serving binds loopback addresses only"
             )
     options = _options(args)
+    if not auth_requested(args) and options.sandbox_network != "none":
+        _require_served_network(options)
     if options.sandbox == "auto" and describe_confinement(options.context())["confinement"] == "none":
         print(
             "toolroute: warning: no sandbox works here (see 'toolroute tools --sandbox on'); bash commands "

@@ -49,9 +49,9 @@ def test_call_sandbox_flags_confine_and_report(tmp_path: Path) -> None:
     extra.mkdir()
     ws = tmp_path / "ws"
     ws.mkdir()
-    flags = ("--sandbox", "bubblewrap", "--network", "--writable", str(extra))
+    flags = ("--sandbox", "bubblewrap", "--network", "host", "--writable", str(extra))
     out = call_bash(ws, f"echo ok > {extra}/f && cat {extra}/f", *flags)
-    assert out["stdout"] == "ok\n" and out["sandbox"]["network"] is True
+    assert out["stdout"] == "ok\n" and out["sandbox"]["network"] == "host"
 
 
 def test_call_refuses_to_run_unconfined_when_a_mode_cannot_be_honoured(tmp_path: Path) -> None:

@@ -181,12 +181,14 @@ def test_network_is_refused_by_default(ws: Path, mode: str, listener: tuple[int,
 
 
 @pytest.mark.parametrize("mode", BOTH)
-def test_network_is_allowed_when_asked(ws: Path, mode: str, listener: tuple[int, list[bytes]]) -> None:
+def test_the_host_network_is_shared_when_asked_by_name(ws: Path, mode: str, listener: tuple[int, list[bytes]]) -> None:
+    """`sandbox_network="host"` (a local user's own agent) shares the host's namespace, its
+    loopback included; `True` no longer does (tests/bash/test_bash_network.py)."""
     port, received = listener
-    with bash_router(ws, sandbox=mode, sandbox_network=True) as router:
+    with bash_router(ws, sandbox=mode, sandbox_network="host") as router:
         out = call(router, command=CONNECT.format(port=port), timeout=30)
     assert out["stdout"] == "connected\n", out["stderr"]
-    assert out["sandbox"]["network"] is True
+    assert out["sandbox"]["network"] == "host"
     wait_until(lambda: received == [b"hello\n"], "the listener to receive the greeting")
 
 
@@ -249,7 +251,7 @@ def test_the_minimal_view_reaches_no_unix_socket_of_the_host(
     """Landlock does not govern connect() on a named socket, and bubblewrap sharing the host's
     network shares its abstract sockets: there the minimal view refuses unix sockets outright
     (seccomp); bubblewrap without network hides the host's and keeps the command's own."""
-    with bash_router(ws, sandbox=mode, sandbox_view="minimal", sandbox_network=network) as router:
+    with bash_router(ws, sandbox=mode, sandbox_view="minimal", sandbox_network="host" if network else "none") as router:
         out = call(router, command=UNIX_PROBE.format(path=host_socket), timeout=30)
     assert "host:" not in out["stdout"], out
     assert "pair: ok" in out["stdout"], out  # an unnamed pair reaches nothing outside

@@ -6,7 +6,7 @@ the system's `python3` is, and this file's source is handed to it with `-c` (`te
 `_mcp_helpers.py`). It speaks the handshake every client of the 2025 revisions sends
 (`initialize`), then `tools/list` and `tools/call`. Besides harmless tools (`add`, `echo`) it has
 the probes of an attacker's server: what it runs as (`whoami`), and what it can read, list or
-connect to (`read`, `listdir`, `connect`).
+connect to (`read`, `listdir`, `connect`, `tcp`).
 """
 
 import json
@@ -28,6 +28,7 @@ TOOLS = [
     ("read", "The text of a file.", _schema(path={"type": "string"})),
     ("listdir", "The names in a folder.", _schema(path={"type": "string"})),
     ("connect", "Connect to a unix socket and read what it says first.", _schema(path={"type": "string"})),
+    ("tcp", "Connect over TCP and read what the peer says first.", _schema(host={"type": "string"}, port={"type": "integer"})),
 ]
 
 
@@ -49,6 +50,10 @@ def call(name, args):
             s.settimeout(5)
             s.connect(args["path"])
             return "connected: " + s.recv(64).decode(errors="replace")
+    if name == "tcp":
+        with socket.create_connection((args["host"], int(args["port"])), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            return "connected: " + s.recv(200).decode(errors="replace")
     raise KeyError(f"no tool {name!r}")
 
 

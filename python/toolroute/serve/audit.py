@@ -32,6 +32,20 @@ class AuditRecord:
     caller: str | None = None  # the code tool whose program made this call, if one did
 
 
+@dataclass(frozen=True)
+class NetworkAuditRecord:
+    """A connection a tenant's command asked the egress proxy for and was refused
+    (`--network-allow`): who, where to, and the rule's words (the command saw the same)."""
+
+    time: float
+    user: str | None
+    event: str  # "network"
+    destination: str  # host:port as the command asked for it
+    via: str  # "http", "connect" (HTTPS and other tunnels) or "socks5"
+    outcome: str  # "refused"
+    reason: str
+
+
 class AuditLog:
     """Appends `AuditRecord`s to a JSONL file (O_APPEND, one write per line, fsync per record)."""
 
@@ -69,6 +83,10 @@ class AuditLog:
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry
+
+    def network_refused(self, *, user: str | None, host: str, port: int, via: str, reason: str) -> None:
+        entry = NetworkAuditRecord(time.time(), user, "network", f"{host}:{port}", via, "refused", reason)
+        self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
 
     def close(self) -> None:
         self._out.close()

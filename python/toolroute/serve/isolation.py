@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toolroute.builtins import builtin_tools
-from toolroute.builtins._process import landlock_exec
+from toolroute.builtins._process import landlock_exec, netns
 from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, resolve_kind
 from toolroute.codemode import DEFAULT_NAME as CODE_TOOL
 from toolroute.context import BuiltInToolContext
@@ -145,4 +145,30 @@ def tenant_base_context(
             "install bubblewrap (Debian package bubblewrap) or run on a kernel with Landlock (Linux 5.13+), "
             f"or leave {' and '.join(commands)} out of --functions"
         ) from None
-    return dataclasses.replace(context, sandbox=mode)
+    context = dataclasses.replace(context, sandbox=mode)
+    require_network(context, kind, None if uids is None else uids.start)
+    return context
+
+
+def require_network(context: BuiltInToolContext, kind: str, uid: int | None) -> None:
+    """Raise ToolArgumentError when the network asked for (`--network`, `--network-allow`)
+    cannot be given here: served commands never share the host's network namespace, and never
+    fall back to it."""
+    network = context.sandbox_network
+    if network == "host":
+        raise ToolArgumentError(
+            "--network host shares the server's network namespace with every command (its loopback services, "
+            "the registry's port, private networks, cloud metadata): serve takes --network (internet only) "
+            "or --network-allow DOMAIN,..."
+        )
+    if network == "none":
+        return
+    if kind != "bubblewrap":
+        raise ToolArgumentError(
+            f"refusing to start with --network: commands get a network only in a namespace of their own, which "
+            f"needs bubblewrap and user namespaces (the sandbox here is {kind})"
+        )
+    try:
+        netns.probe(uid)
+    except netns.NetworkUnavailable as exc:
+        raise ToolArgumentError(f"refusing to start with --network: {exc}") from None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolroute.builtins import builtin_tools
-from toolroute.context import BuiltInToolContext, SandboxMode, SandboxView, ToolLimits
+from toolroute.context import BuiltInToolContext, SandboxMode, SandboxNetwork, SandboxView, ToolLimits
 from toolroute.errors import ToolArgumentError
 from toolroute.router import ToolRouter
 
@@ -34,7 +34,8 @@ class RouterOptions:
     user_id: str | None = None
     # bash: confinement, network under it, extra writable folders, host variables passed
     sandbox: SandboxMode = "off"
-    sandbox_network: bool = False
+    sandbox_network: SandboxNetwork = "none"
+    sandbox_dns: str | None = None
     sandbox_writable: tuple[Path, ...] = ()
     sandbox_view: SandboxView = "host"
     env_allowlist: tuple[str, ...] | None = None  # None: bash's DEFAULT_ENV_ALLOWLIST
@@ -62,6 +63,7 @@ class RouterOptions:
                 env_allowlist=self.env_allowlist,
                 sandbox=self.sandbox,
                 sandbox_network=self.sandbox_network,
+                sandbox_dns=self.sandbox_dns,
                 sandbox_writable=self.sandbox_writable,
                 sandbox_view=self.sandbox_view,
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,8 +134,11 @@ class ServedMode:
     idle: IdleRelease | None = None
     recycle: Recycle | None = None  # set when the process may replace itself (authenticated only)
     connections: ConnectionLimits | None = None  # the HTTP server's (serve/connections.py)
+    stop_network_audit: Callable[[], None] | None = None  # the egress proxy's refusals, audited
 
     def close(self) -> None:
+        if self.stop_network_audit is not None:
+            self.stop_network_audit()
         if self.idle is not None:
             self.idle.close()
         if self.doors.audit is not None:
@@ -287,6 +291,16 @@ def build_served_mode(
         authenticated=auth is not None,
         fixed_user=args.user_id,
     )
+    stop_network_audit = None
+    if doors.audit is not None:
+        from toolroute.builtins._process.egress import EGRESS
+
+        audit = doors.audit
+        stop_network_audit = EGRESS.listen(
+            lambda refused: audit.network_refused(
+                user=refused.owner, host=refused.host, port=refused.port, via=refused.via, reason=refused.reason
+            )
+        )
     idle = IDLE_TIMEOUT if getattr(args, "idle_timeout", None) is None else args.idle_timeout
     if idle <= 0:
         raise ToolArgumentError("--idle-timeout must be a positive number of seconds")
@@ -298,7 +312,7 @@ def build_served_mode(
     recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
     connections = _connection_limits(args)
     release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)
-    return ServedMode(auth, doors, store, release.start(), recycle, connections)
+    return ServedMode(auth, doors, store, release.start(), recycle, connections, stop_network_audit)
 
 
 def _recycle(args: argparse.Namespace, doors: TenantDoors) -> Recycle | None:

@@ -269,7 +269,7 @@ class EgressProxy:
         elif kind == 4:
             host = str(ipaddress.IPv6Address(await _read(reader, 16)))
         elif kind == 3:
-            host = (await _read(reader, (await _read(reader, 1))[0])).decode("idna", "replace")
+            host = (await _read(reader, (await _read(reader, 1))[0])).decode("ascii", "replace")
         else:
             writer.write(b"\x05\x08\x00\x01" + bytes(6))  # address type not supported
             return await writer.drain()

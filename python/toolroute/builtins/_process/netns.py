@@ -7,12 +7,13 @@ A command with `sandbox_network="internet"` (or an allowlist) runs as
   forwarding into the host's loopback is off (`-T none -U none`, `--no-map-gw`: the gateway is not
   the host), as is forwarding of the host's ports into the namespace (`-t none -u none`: nothing a
   command listens on is exposed). DNS goes to a fixed address (`NAMESERVER`) that pasta maps to
-  the host's resolver (`--dns-forward`), whatever that is (a loopback or private resolver too).
+  the host's resolver (`--dns-forward`), whatever that is (a loopback or private resolver too);
+  a resolver of the context's own (`sandbox_dns`) is asked directly instead.
 - **`ip -batch`** then installs routing rules in the new namespace, while the shell still holds
   the namespace's capabilities: every destination that is not the internet is `prohibit`ed
   (`BLOCKED_NETWORKS`: loopback, RFC 1918, CGNAT, link-local and so the metadata addresses,
   RFC 4193, multicast, reserved; and the host's own addresses and gateways, read per command),
-  except UDP port 53 of `NAMESERVER`. The namespace's own loopback and address are local (the
+  except port 53 of the resolver. The namespace's own loopback and address are local (the
   `local` table comes first), so they reach the namespace only, never the host.
 - **bubblewrap** runs the command in a user namespace nested in pasta's with `--cap-drop ALL`:
   no capability over the network namespace, whose owner is pasta's user namespace, so the rules
@@ -98,8 +99,8 @@ def blocked(address: ipaddress.IPv4Address | ipaddress.IPv6Address, host: Iterab
 
 
 def host_addresses() -> tuple[str, ...]:
-    """The host's own addresses and its gateways (pasta reaches them as it reaches the internet,
-    so each is prohibited by name): read from /proc on every call, as interfaces come and go."""
+    """The host's own addresses and its default gateways (pasta reaches them as it reaches the
+    internet, so each is prohibited by name): read from /proc on every call, as interfaces come and go."""
     found: list[str] = []
     try:
         last = None
@@ -110,19 +111,20 @@ def host_addresses() -> tuple[str, ...]:
             elif text.startswith("/32 host LOCAL") and last:
                 found.append(last)
         for line in Path("/proc/net/route").read_text().splitlines()[1:]:
-            gateway = line.split()[2]
-            if gateway != "00000000":
+            _, destination, gateway, *_ = line.split()
+            if destination == "00000000" and gateway != "00000000":  # a default route's gateway
                 found.append(str(ipaddress.IPv4Address(bytes.fromhex(gateway)[::-1])))
     except (OSError, ValueError, IndexError):
         pass
-    for table, column in (("/proc/net/if_inet6", 0), ("/proc/net/ipv6_route", 4)):
-        try:
-            for line in Path(table).read_text().splitlines():
-                raw = line.split()[column]
-                if raw.strip("0"):
-                    found.append(str(ipaddress.IPv6Address(bytes.fromhex(raw))))
-        except (OSError, ValueError, IndexError):
-            pass
+    try:
+        for line in Path("/proc/net/if_inet6").read_text().splitlines():
+            found.append(str(ipaddress.IPv6Address(bytes.fromhex(line.split()[0]))))
+        for line in Path("/proc/net/ipv6_route").read_text().splitlines():
+            destination, length, _, _, gateway, *_ = line.split()
+            if not destination.strip("0") and length == "00" and gateway.strip("0"):
+                found.append(str(ipaddress.IPv6Address(bytes.fromhex(gateway))))
+    except (OSError, ValueError, IndexError):
+        pass
     return tuple(dict.fromkeys(found))
 
 
@@ -158,11 +160,15 @@ class _Files:
 FILES = _Files()
 
 
-def _rules(policy: SandboxNetwork, host: Iterable[str]) -> tuple[str, str]:
-    """The `ip -batch` text for IPv4 and IPv6: what the namespace may not reach."""
-    v4 = [f"rule add prio 10 to {NAMESERVER} ipproto udp dport 53 lookup main"] if policy == "internet" else []
+def _rules(policy: SandboxNetwork, host: Iterable[str], dns: str | None) -> tuple[str, str]:
+    """The `ip -batch` text for IPv4 and IPv6: what the namespace may not reach (DNS to its
+    resolver excepted)."""
+    v4: list[str] = []
     v6: list[str] = []
     if policy == "internet":
+        server = dns or NAMESERVER
+        for protocol in ("udp", "tcp"):
+            (v6 if ":" in server else v4).append(f"rule add prio 10 to {server} ipproto {protocol} dport 53 lookup main")
         targets = [str(n) for n in BLOCKED_NETWORKS] + [str(ipaddress.ip_network(h)) for h in host]
         for target in dict.fromkeys(targets):
             (v6 if ":" in target else v4).append(f"rule add prio 20 to {target} prohibit")
@@ -172,9 +178,10 @@ def _rules(policy: SandboxNetwork, host: Iterable[str]) -> tuple[str, str]:
     return "\n".join(v4) + "\n", "\n".join(v6) + "\n"
 
 
-def resolv_conf(policy: SandboxNetwork) -> Path:
-    """The resolv.conf a networked command sees: pasta's DNS mapping, or the proxy's DNS."""
-    server = NAMESERVER if policy == "internet" else "127.0.0.1"
+def resolv_conf(policy: SandboxNetwork, dns: str | None) -> Path:
+    """The resolv.conf a networked command sees: the resolver asked for (`sandbox_dns`, reached
+    through the NAT), else pasta's mapping of the host's; the proxy's DNS for an allowlist."""
+    server = (dns or NAMESERVER) if policy == "internet" else "127.0.0.1"
     return FILES.path("resolv.conf", f"# toolroute: the namespace's resolver\nnameserver {server}\noptions edns0\n")
 
 
@@ -182,7 +189,8 @@ def resolv_conf(policy: SandboxNetwork) -> Path:
 
 
 def _tool(name: str) -> str | None:
-    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    # `ip` lives in /usr/sbin, often off a service's PATH; pasta is looked up on PATH alone.
+    return shutil.which(name) or (shutil.which(name, path="/usr/sbin:/sbin") if name == "ip" else None)
 
 
 @functools.cache
@@ -259,12 +267,14 @@ def wrap(
     `proxy` is the host's proxy and DNS ports for an allowlist."""
     pasta, ip, sh = tools()
     probe(uid)
-    v4, v6 = _rules(policy, host_addresses() if policy == "internet" else ())
+    v4, v6 = _rules(policy, host_addresses() if policy == "internet" else (), dns)
     rules4, rules6 = FILES.path("rules4", v4), FILES.path("rules6", v6)
     options = _pasta_options()
     if policy == "internet":
-        options += ["-T", "none", "-U", "none", "--dns-forward", NAMESERVER]
-        options += ["-D", dns] if dns else []
+        options += ["-T", "none", "-U", "none"]
+        # Without a resolver of its own, DNS to NAMESERVER is the host's resolver's, whatever
+        # that is (a loopback or private one too: pasta asks it from the host).
+        options += [] if dns else ["--dns-forward", NAMESERVER]
     else:
         if proxy is None:
             raise NetworkUnavailable("an allowlisted command needs the egress proxy's ports")

@@ -349,7 +349,7 @@ def bubblewrap_argv(
         args += ["--seccomp", str(seccomp_fd)]
     args += _minimal_root(plan) if plan.view == "minimal" else ["--ro-bind", "/", "/"]
     if plan.own_network:
-        args += ["--ro-bind", str(netns.resolv_conf(plan.network)), os.path.realpath("/etc/resolv.conf")]
+        args += ["--ro-bind", str(netns.resolv_conf(plan.network, plan.dns)), os.path.realpath("/etc/resolv.conf")]
     args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(plan.private_tmp), "/tmp"]
     writable = plan.writable_paths()
     for path in writable:
