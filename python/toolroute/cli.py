@@ -405,7 +405,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "--auth-public-key or --api-keys, HTTP serving binds loopback addresses only"
             )
     options = _options(args)
-    if not auth_requested(args) and options.sandbox_network != "none":
+    # (With authentication, the tenants' network is checked with their sandbox: isolation.py.)
+    if options.sandbox_network == "host" or (not auth_requested(args) and options.sandbox_network != "none"):
         _require_served_network(options)
     if options.sandbox == "auto" and describe_confinement(options.context())["confinement"] == "none":
         print(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import struct
 import sys
 from collections.abc import Sequence
@@ -263,6 +264,11 @@ def main(argv: list[str]) -> None:
             restrict_writes(paths, readable if readable else None, listable)
             if not network or not unix:
                 deny_sockets(network=network, unix=unix)
+        # Python ignores SIGPIPE (and SIGXFSZ), and an ignored signal stays ignored across exec:
+        # the command gets the defaults, as subprocess gives its children (pasta refuses to
+        # start with SIGPIPE ignored, and `yes | head` would never end).
+        for name in ("SIGPIPE", "SIGXFSZ"):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
         os.execvp(command[0], command)
     except BaseException as exc:
         message = f"Landlock sandbox could not start the command: {exc}".encode()
