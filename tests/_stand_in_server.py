@@ -8,6 +8,7 @@ Usage: python _stand_in_server.py LOG NAME=ADDRESS ...
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import socketserver
 import sys
@@ -28,10 +29,8 @@ class Http(socketserver.StreamRequestHandler):
         with _lock, open(LOG, "a") as log:
             log.write(f"{address}\n")
         self.request.settimeout(5)
-        try:
+        with contextlib.suppress(OSError):
             self.rfile.readline()
-        except OSError:
-            pass
         body = f"hello from {address}\n".encode()
         self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 

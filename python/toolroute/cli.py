@@ -26,7 +26,7 @@ import pydantic_core
 from toolroute.builtins._process import hostsignals
 from toolroute.builtins._process.environment import DEFAULT_ENV_ALLOWLIST, INHERIT_ALL
 from toolroute.builtins.bash import describe_confinement
-from toolroute.context import SANDBOX_MODES, SANDBOX_VIEWS, BuiltInToolContext, network_policy
+from toolroute.context import SANDBOX_MODES, SANDBOX_VIEWS, BuiltInToolContext, SandboxNetwork, network_policy
 from toolroute.errors import (
     ToolArgumentError,
     ToolError,
@@ -170,15 +170,13 @@ def _add_sandbox_options(p: argparse.ArgumentParser, *, default: str) -> None:
     )
 
 
-def _network(args: argparse.Namespace) -> str | tuple[str, ...]:
+def _network(args: argparse.Namespace) -> SandboxNetwork:
     """--network and --network-allow as one `sandbox_network` value."""
     allowed = tuple(name for value in args.network_allow for name in split_list(value))
     if allowed and args.network != "none":
         raise CliError("--network-allow is a network of its own: give it without --network")
-    if not allowed:
-        return str(args.network)
     try:
-        return network_policy(allowed)
+        return network_policy(allowed or str(args.network))
     except ValueError as exc:
         raise CliError(f"--network-allow: {exc}") from None
 

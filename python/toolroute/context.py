@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Union, get_args
+from typing import Literal, get_args
 
 from toolroute._core import Confinement, FileSession
 from toolroute.checkpoints import CheckpointLimits, WorkspaceCheckpoints
@@ -39,7 +39,7 @@ DURABILITIES: tuple[str, ...] = get_args(Durability)
 # local user's own agent only). An allowlist is a tuple of domain patterns instead of a mode.
 NetworkMode = Literal["none", "internet", "host"]
 NETWORK_MODES: tuple[str, ...] = get_args(NetworkMode)
-SandboxNetwork = Union[NetworkMode, tuple[str, ...]]
+SandboxNetwork = NetworkMode | tuple[str, ...]
 _DOMAIN_PATTERN = re.compile(r"(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
 
 

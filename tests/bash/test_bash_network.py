@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import threading
-
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +107,8 @@ def host_listeners() -> Iterator[tuple[Listener, Listener]]:
 
 # What each probe says: "HOST:PORT reached <last line of the reply>" or "HOST:PORT refused <why>".
 PROBE = """for target in {targets}; do
-  if out=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/${{0%:*}}/${{0#*:}}" && printf "GET / HTTP/1.0\\r\\n\\r\\n" >&3 && cat <&3' "$target" 2>&1)
+  if out=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/${{0%:*}}/${{0#*:}}" &&
+      printf "GET / HTTP/1.0\\r\\n\\r\\n" >&3 && cat <&3' "$target" 2>&1)
   then echo "$target reached $(printf '%s' "$out" | tail -1)"
   else echo "$target refused $(printf '%s' "$out" | tail -1)"
   fi
@@ -168,7 +168,9 @@ def test_internet_resolves_names_through_the_namespace_s_resolver(owned: Path, i
     default to a fixed address in a prohibited range that pasta maps to the host's resolver
     (private or loopback as it may be), which tests do not ask: it is not on this machine."""
     with networked(owned, "internet", sandbox_dns=internet.internet) as router:
-        out = call(router, command="cat /etc/resolv.conf; getent hosts pkgs.stand-in.test; getent hosts nope.test; echo rc=$?")
+        out = call(
+            router, command="cat /etc/resolv.conf; getent hosts pkgs.stand-in.test; getent hosts nope.test; echo rc=$?"
+        )
         seen = probe(router, ["pkgs.stand-in.test:80"])
     assert f"nameserver {internet.internet}" in out["stdout"]
     assert f"{internet.internet}  " in out["stdout"] or f"{internet.internet} " in out["stdout"], out
@@ -212,7 +214,7 @@ def test_an_allowlist_reaches_allowed_names_through_the_proxy_and_refuses_the_re
     command = "\n".join(
         [
             "curl -sS -m 20 http://pkgs.stand-in.test/",
-            "curl -sS -m 20 --proxy \"$ALL_PROXY\" http://pkgs.stand-in.test/",
+            'curl -sS -m 20 --proxy "$ALL_PROXY" http://pkgs.stand-in.test/',
             "curl -sS -m 20 http://other.stand-in.test/; echo",
             "curl -sS -m 20 http://x.rebind.stand-in.test/; echo",
             f"curl -sS -m 20 http://127.0.0.1:{loopback.port}/; echo loopback-rc=$?",
@@ -270,7 +272,9 @@ def test_allowlist_patterns() -> None:
 # ---- what True means, and what happens without pasta --------------------------------------
 
 
-def test_true_means_the_internet_never_the_host_s_namespace(owned: Path, host_listeners: tuple[Listener, Listener]) -> None:
+def test_true_means_the_internet_never_the_host_s_namespace(
+    owned: Path, host_listeners: tuple[Listener, Listener]
+) -> None:
     loopback, _ = host_listeners
     assert BuiltInToolContext(owned, sandbox_network=True).sandbox_network == "internet"
     with networked(owned, True) as router:
@@ -353,6 +357,3 @@ def _pastas_of(uid: int) -> list[int]:
             except OSError:
                 continue
     return found
-
-
-

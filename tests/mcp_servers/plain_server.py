@@ -28,7 +28,11 @@ TOOLS = [
     ("read", "The text of a file.", _schema(path={"type": "string"})),
     ("listdir", "The names in a folder.", _schema(path={"type": "string"})),
     ("connect", "Connect to a unix socket and read what it says first.", _schema(path={"type": "string"})),
-    ("tcp", "Connect over TCP and read what the peer says first.", _schema(host={"type": "string"}, port={"type": "integer"})),
+    (
+        "tcp",
+        "Connect over TCP and read what the peer says first.",
+        _schema(host={"type": "string"}, port={"type": "integer"}),
+    ),
 ]
 
 

@@ -227,7 +227,9 @@ def sandbox_plan(ctx: BuiltInToolContext) -> SandboxPlan | None:
     try:
         check_network(plan)
     except SandboxUnavailable as exc:
-        raise ToolExecutionError(f"sandbox_network={ctx.sandbox_network!r} cannot be honoured: {exc}", tool=NAME) from None
+        raise ToolExecutionError(
+            f"sandbox_network={ctx.sandbox_network!r} cannot be honoured: {exc}", tool=NAME
+        ) from None
     return plan
 
 

@@ -32,7 +32,7 @@ import secrets
 import socket
 import struct
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -300,7 +300,7 @@ class EgressProxy:
         return self._tickets.get(token)
 
     @contextlib.contextmanager
-    def _slot(self, owner: str | None):  # type: ignore[no-untyped-def]
+    def _slot(self, owner: str | None) -> Iterator[None]:
         if self._open.get(owner, 0) >= PER_OWNER or self._open_total >= TOTAL:
             raise _Denied(f"too many open connections (at most {PER_OWNER} per user, {TOTAL} in all)")
         self._open[owner] = self._open.get(owner, 0) + 1
@@ -358,9 +358,7 @@ async def public_addresses(host: str, dns_server: str | None) -> list[str]:
     else:
         loop = asyncio.get_running_loop()
         try:
-            infos = await asyncio.wait_for(
-                loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
-            )
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT)
         except (OSError, asyncio.TimeoutError):
             infos = []
         found = [str(info[4][0]) for info in infos]
@@ -390,7 +388,7 @@ class _Dns(asyncio.DatagramProtocol):
     async def _answer(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             query = dns.message.from_wire(data)
-        except Exception:  # noqa: BLE001 - anything unparseable is simply not answered
+        except Exception:
             return
         response = dns.message.make_response(query)
         if len(query.question) != 1:
@@ -402,7 +400,9 @@ class _Dns(asyncio.DatagramProtocol):
                 response.set_rcode(dns.rcode.NXDOMAIN)
             elif question.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 version = 4 if question.rdtype == dns.rdatatype.A else 6
-                found = [a for a in await public_addresses(name, self._dns) if ipaddress.ip_address(a).version == version]
+                found = [
+                    a for a in await public_addresses(name, self._dns) if ipaddress.ip_address(a).version == version
+                ]
                 if found:
                     rrset = dns.rrset.from_text_list(question.name, DNS_TTL, dns.rdataclass.IN, question.rdtype, found)
                     response.answer.append(rrset)

@@ -168,7 +168,9 @@ def _rules(policy: SandboxNetwork, host: Iterable[str], dns: str | None) -> tupl
     if policy == "internet":
         server = dns or NAMESERVER
         for protocol in ("udp", "tcp"):
-            (v6 if ":" in server else v4).append(f"rule add prio 10 to {server} ipproto {protocol} dport 53 lookup main")
+            (v6 if ":" in server else v4).append(
+                f"rule add prio 10 to {server} ipproto {protocol} dport 53 lookup main"
+            )
         targets = [str(n) for n in BLOCKED_NETWORKS] + [str(ipaddress.ip_network(h)) for h in host]
         for target in dict.fromkeys(targets):
             (v6 if ":" in target else v4).append(f"rule add prio 20 to {target} prohibit")
@@ -204,7 +206,9 @@ def tools() -> tuple[str, str, str]:
             "namespace of their own; without it they get no network (never the host's)"
         )
     if ip is None or sh is None:
-        raise NetworkUnavailable("the `ip` command (Debian package iproute2) is needed to confine the network namespace")
+        raise NetworkUnavailable(
+            "the `ip` command (Debian package iproute2) is needed to confine the network namespace"
+        )
     if os.geteuid() == 0 and not _tun_usable_by_others():
         raise NetworkUnavailable(
             "/dev/net/tun cannot be opened by the commands' uids (it is usually mode 0666, as udev sets it: "

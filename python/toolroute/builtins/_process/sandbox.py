@@ -290,8 +290,8 @@ def visible(path: Path, plan: SandboxPlan) -> bool:
 
 def _namespaces(*, network: bool, die_with_parent: bool = True) -> list[str]:
     # --unshare-all includes the network namespace; --share-net keeps the one bwrap started in
-    # (the host's, or pasta's). No --new-session: commands never have a controlling terminal (see pump.isolation), so the
-    # TIOCSTI injection it guards against cannot happen, and a new session would take the
+    # (the host's, or pasta's). No --new-session: commands never have a controlling terminal
+    # (see pump.isolation), so the TIOCSTI injection it guards against cannot happen, and a new session would take the
     # command out of the process group that timeouts, stop and shutdown signal.
     share = ["--share-net"] if network else []
     return ["--unshare-all", *share, *(["--die-with-parent"] if die_with_parent else []), "--cap-drop", "ALL"]
