@@ -18,7 +18,7 @@ import pytest
 PORTABLE_STAGES = frozenset({"core", "files", "search", "bash"})
 
 # Words of the skip reasons that name such a component (the skip sites say what is missing).
-REQUIRED_IN_CI = ("bubblewrap", "landlock", "sandbox", "postgresql", "postgres", "haproxy", "runuser")
+REQUIRED_IN_CI = ("bubblewrap", "landlock", "sandbox", "postgresql", "postgres", "haproxy", "runuser", "pasta")
 
 
 def under_ci() -> bool:
