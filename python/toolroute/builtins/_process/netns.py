@@ -224,10 +224,29 @@ def _tun_usable_by_others() -> bool:
         return False
 
 
-@functools.cache
 def probe(uid: int | None) -> None:
     """Start one namespace as `uid` (None: this process's own) and check it is configured;
-    raises NetworkUnavailable with pasta's own words otherwise. Once per uid and process."""
+    raises NetworkUnavailable with pasta's own words otherwise. Once per process for this
+    process's own uid and once for any other (what pasta needs does not differ between uids:
+    a tenant's first command does not pay a probe of its own)."""
+    own = uid is None or uid == os.geteuid()
+    with _PROBE_LOCK:
+        if own not in _PROBED:
+            try:
+                _probe(uid)
+                _PROBED[own] = None
+            except NetworkUnavailable as exc:
+                _PROBED[own] = exc
+        failed = _PROBED[own]
+    if failed is not None:
+        raise NetworkUnavailable(str(failed))
+
+
+_PROBE_LOCK = threading.Lock()
+_PROBED: dict[bool, NetworkUnavailable | None] = {}
+
+
+def _probe(uid: int | None) -> None:
     pasta, ip, _ = tools()
     if uid is None and os.geteuid() == 0:
         raise NetworkUnavailable(
