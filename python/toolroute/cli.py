@@ -11,6 +11,7 @@ import contextlib
 import functools
 import importlib.metadata
 import importlib.util
+import ipaddress
 import json
 import os
 import signal
@@ -181,6 +182,15 @@ def _network(args: argparse.Namespace) -> SandboxNetwork:
         raise CliError(f"--network-allow: {exc}") from None
 
 
+def _network_dns(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise CliError(f"--network-dns takes an IP address (the resolver asked), not {value!r}") from None
+    return value
+
+
 def _env_allowlist(args: argparse.Namespace) -> tuple[str, ...] | None:
     if args.env_inherit:
         return (INHERIT_ALL,)
@@ -231,7 +241,7 @@ def _options(args: argparse.Namespace) -> RouterOptions:
         user_id=args.user_id,
         sandbox=args.sandbox,
         sandbox_network=_network(args),
-        sandbox_dns=args.network_dns,
+        sandbox_dns=_network_dns(args.network_dns),
         sandbox_writable=tuple(Path(p).expanduser().resolve() for p in args.writable),
         sandbox_view=args.view,
         env_allowlist=_env_allowlist(args),
