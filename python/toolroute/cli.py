@@ -185,9 +185,14 @@ def _network(args: argparse.Namespace) -> SandboxNetwork:
 def _network_dns(value: str | None) -> str | None:
     if value is not None:
         try:
-            ipaddress.ip_address(value)
+            loopback = ipaddress.ip_address(value).is_loopback
         except ValueError:
             raise CliError(f"--network-dns takes an IP address (the resolver asked), not {value!r}") from None
+        if loopback:
+            raise CliError(
+                f"--network-dns {value}: a command's loopback is its namespace's own; leave the option out and "
+                "the host's resolver (a loopback one too) is asked"
+            )
     return value
 
 

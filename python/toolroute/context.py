@@ -168,8 +168,12 @@ class BuiltInToolContext:
         set_(self, "user_id", user_id)
         set_(self, "sandbox", mode)
         set_(self, "sandbox_network", network_policy(sandbox_network))
-        if sandbox_dns is not None:
-            ipaddress.ip_address(sandbox_dns)  # raises ValueError: an address, not a name to resolve
+        if sandbox_dns is not None and ipaddress.ip_address(sandbox_dns).is_loopback:  # (ValueError: not an address)
+            # A command's loopback is its namespace's own: leave it unset, and the host's resolver
+            # (a loopback one too) is asked through pasta's mapping.
+            raise ValueError(
+                f"sandbox_dns {sandbox_dns!r} is a loopback address, which a command's namespace cannot reach"
+            )
         set_(self, "sandbox_dns", sandbox_dns)
         set_(self, "sandbox_writable", tuple(Path(p) for p in sandbox_writable))
         if sandbox_view not in SANDBOX_VIEWS:
