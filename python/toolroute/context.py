@@ -84,6 +84,14 @@ class ToolLimits:
     max_background_processes: int = 8  # running at once per context owner
     log_buffer_bytes: int = 1024 * 1024  # ring buffer per stream of a background process
     agents_md_max_bytes: int = 64 * 1024  # AGENTS.md size cap
+    # read_file's images (docs/files.md, "Images and PDFs"): the longest edge a model is shown
+    # (Anthropic's limit once a request holds over 20 images; OpenAI fits high detail in 2048),
+    # the bytes of one image (Anthropic takes 5 MiB of base64 per image: 3.75 MiB of bytes), and
+    # the pixels decoded at most (a decompression bomb is refused: 4 bytes a pixel, 200 MB).
+    max_image_edge: int = 2000
+    max_image_bytes: int = 5 * 1024 * 1024 * 3 // 4
+    max_image_pixels: int = 50_000_000
+    max_pdf_pages: int = 20  # pages of a PDF one read_file call returns (text, and images when asked)
 
     def __post_init__(self) -> None:
         for name, value in self.__dict__.items():

@@ -64,7 +64,7 @@ def test_line_limit_caps_the_request(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("data", "kind"),
-    [(b"abc\x00def", "NUL"), (b"\x89PNG\r\n\x1a\n....", "PNG"), (b"\x7fELF\x02\x01", "ELF")],
+    [(b"abc\x00def", "NUL"), (b"\x1f\x8b\x08\x00....", "gzip"), (b"\x7fELF\x02\x01", "ELF")],
 )
 def test_binary_files_refused(tmp_path: Path, data: bytes, kind: str) -> None:
     write(tmp_path, "blob", data)

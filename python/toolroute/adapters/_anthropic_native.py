@@ -22,6 +22,7 @@ from toolroute._core import read_file_head
 from toolroute._twins import Body, Step
 from toolroute.adapters._native import read_new_output
 from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.builtins.media import is_media_read
 from toolroute.context import BuiltInToolContext
 
 SNIPPET_LINES = 4  # lines shown around an edit, as the reference's editor shows them
@@ -49,8 +50,9 @@ class TextEditor:
         self.tools = tools
         self.max_characters = max_characters
 
-    def run(self, command: Mapping[str, Any]) -> Body[str]:
-        """The command's output text; raises NativeError with the native tool's error text."""
+    def run(self, command: Mapping[str, Any]) -> Body[str | CallOutcome]:
+        """The command's output text (a view of an image or a PDF: read_file's outcome, with its
+        blocks); raises NativeError with the native tool's error text."""
         name = command.get("command")
         path = command.get("path")
         if not isinstance(path, str) or not path:
@@ -87,7 +89,7 @@ class TextEditor:
 
     # ---- commands -----------------------------------------------------------------------
 
-    def _view(self, path: str, view_range: Any) -> Body[str]:
+    def _view(self, path: str, view_range: Any) -> Body[str | CallOutcome]:
         listing = _folder_listing(self.tools.router.builtin_context("str_replace_based_edit_tool"), path)
         if listing is not None:
             if view_range:
@@ -125,6 +127,8 @@ class TextEditor:
         outcome = yield from _call(self.tools, "read_file", arguments)
         if outcome.is_error:
             raise NativeError(_missing(path, outcome.text))
+        if is_media_read(outcome.trace):
+            return outcome  # an image or a PDF: read_file's own blocks and text, as Claude's Read gives them
         # read_file numbers its lines as `cat -n` does (six columns, a tab); its note that
         # more lines follow is dropped when they were not asked for (the range was shown whole).
         text = outcome.text

@@ -26,6 +26,7 @@ import anyio.to_thread
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
+from toolroute.adapters._content import anthropic_content, outcome_parts, with_media
 from toolroute.adapters._native import ANTHROPIC_CALLERS, checked_callers
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
@@ -59,7 +60,11 @@ def _tool_uses(source: Any) -> list[Any]:
 
 
 def _result_block(block: Any, outcome: CallOutcome) -> ToolResultBlockParam:
-    result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": block.id, "content": outcome.text}
+    """The call's `tool_result`: its text, or (a result with media) its text, image and
+    document blocks in order."""
+    items = outcome_parts(outcome)
+    content: Any = anthropic_content(items) if with_media(items) else outcome.text
+    result: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": block.id, "content": content}
     if outcome.is_error:
         result["is_error"] = True
     return result
@@ -150,7 +155,7 @@ class AnthropicTools(ExposedTools):
     def _answer(self, block: Any, approved: Collection[str]) -> Body[ToolResultBlockParam]:
         name, arguments = block.name, block.input
         door = self.approving() if block.id in approved else self
-        native: Body[str] | None = None
+        native: Body[str | CallOutcome] | None = None
         if name == "bash" and "bash" in self.native:
             native = self.session.run(arguments, door)
         elif name == EDITOR_NAME and "text_editor" in self.native:
@@ -164,10 +169,11 @@ class AnthropicTools(ExposedTools):
                 return _references(block, outcome)
             return _result_block(block, outcome)
         try:
-            text = yield from native
+            answer = yield from native
         except (NativeError, ToolError) as exc:
             return _result_block(block, CallOutcome(str(exc), OutcomeKind.FAILED))
-        return _result_block(block, CallOutcome(text))
+        # A view of an image or a PDF answers with read_file's own outcome (its blocks).
+        return _result_block(block, answer if isinstance(answer, CallOutcome) else CallOutcome(answer))
 
     def tool_results(
         self, source: Message | Iterable[Any], *, approved: Collection[str] = ()

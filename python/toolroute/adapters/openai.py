@@ -20,9 +20,17 @@ for an error (`computer_call`) raises `UnansweredCall` naming it.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from toolroute._twins import Body, Step, run_async, run_sync
+from toolroute.adapters._content import (
+    chat_media_message,
+    chat_split,
+    error_marked,
+    outcome_parts,
+    responses_output,
+    with_media,
+)
 from toolroute.adapters._native import (
     OPENAI_CALLERS,
     PatchOperation,
@@ -48,10 +56,14 @@ if TYPE_CHECKING:
         ChatCompletionMessageToolCallUnion,
         ChatCompletionToolMessageParam,
         ChatCompletionToolParam,
+        ChatCompletionUserMessageParam,
     )
     from openai.types.responses import Response, ToolParam
 
     ToolCallSource = ChatCompletion | ChatCompletionMessage | Iterable[ChatCompletionMessageToolCallUnion]
+    # A call's tool message, and the content parts of its media for the user message after.
+    ChatAnswer = tuple[ChatCompletionToolMessageParam, list[dict[str, Any]]]
+    ChatMessage = ChatCompletionToolMessageParam | ChatCompletionUserMessageParam
 
 NativeType = Literal["apply_patch", "custom_apply_patch", "shell", "local_shell"]
 # The built-in each native type is.
@@ -242,7 +254,7 @@ class OpenAITools(ExposedTools):
         """The door a call runs through: approved by a person, or as the allowlist holds it."""
         return self.approving() if call_id in approved else self
 
-    def _chat_answer(self, call: Any, approved: Collection[str]) -> Body[ChatCompletionToolMessageParam]:
+    def _chat_answer(self, call: Any, approved: Collection[str]) -> Body[ChatAnswer]:
         kind = getattr(call, "type", "function")
         door = self._door(call.id, approved)
         if kind == "function":
@@ -253,20 +265,22 @@ class OpenAITools(ExposedTools):
             outcome = yield from door._custom_call(call.custom.name, call.custom.input)
         else:
             outcome = CallOutcome(f"tool call type {kind!r} is not served here", OutcomeKind.NOT_FOUND)
-        return {"role": "tool", "tool_call_id": call.id, "content": model_text(outcome)}
+        items = outcome_parts(outcome)
+        if not with_media(items):
+            return {"role": "tool", "tool_call_id": call.id, "content": model_text(outcome)}, []
+        text, media = chat_split(error_marked(items, outcome))
+        return {"role": "tool", "tool_call_id": call.id, "content": text}, media
 
-    def tool_messages(
-        self, source: ToolCallSource, *, approved: Collection[str] = ()
-    ) -> list[ChatCompletionToolMessageParam]:
+    def tool_messages(self, source: ToolCallSource, *, approved: Collection[str] = ()) -> list[ChatMessage]:
         """Run every tool call of `source` (a ChatCompletion, its message, or the calls), in order;
         returns one `tool` message per call, errors included as text. A call that needs approval
-        (`pending_approvals`) runs only if its id is in `approved`."""
-        return [run_sync(self._chat_answer(call, approved)) for call in _tool_calls(source)]
+        (`pending_approvals`) runs only if its id is in `approved`. Tool messages carry text only:
+        the images, audio and PDFs of the results follow in one `user` message after them (each
+        marked in its tool message's text), the last of the list."""
+        return _with_media([run_sync(self._chat_answer(call, approved)) for call in _tool_calls(source)])
 
-    async def atool_messages(
-        self, source: ToolCallSource, *, approved: Collection[str] = ()
-    ) -> list[ChatCompletionToolMessageParam]:
-        return [await run_async(self._chat_answer(call, approved)) for call in _tool_calls(source)]
+    async def atool_messages(self, source: ToolCallSource, *, approved: Collection[str] = ()) -> list[ChatMessage]:
+        return _with_media([await run_async(self._chat_answer(call, approved)) for call in _tool_calls(source)])
 
     def pending_approvals(self, source: Any) -> list[dict[str, Any]]:
         """The calls of a ChatCompletion (or its message, or its calls) or of a Responses API
@@ -329,10 +343,10 @@ class OpenAITools(ExposedTools):
             outcome: CallOutcome = yield Step(
                 self.execute, self.aexecute, (_get(item, "name"), _get(item, "arguments"))
             )
-            return {"type": "function_call_output", "call_id": call_id, "output": model_text(outcome)}
+            return {"type": "function_call_output", "call_id": call_id, "output": _responses_output(outcome)}
         if kind == "custom_tool_call":
             outcome = yield from self._custom_call(_get(item, "name"), _get(item, "input"))
-            return {"type": "custom_tool_call_output", "call_id": call_id, "output": model_text(outcome)}
+            return {"type": "custom_tool_call_output", "call_id": call_id, "output": _responses_output(outcome)}
         if kind == "apply_patch_call":
             operation = PatchOperation.of(_get(item, "operation"))
             outcome = yield from apply_operations(self, [operation])
@@ -437,6 +451,21 @@ def _call_parts(item: Any) -> tuple[str | None, Any, Any]:
     if kind in ("shell_call", "local_shell_call"):
         return "bash", {"action": _get(item, "action")}, call_id
     return None, None, call_id
+
+
+def _responses_output(outcome: CallOutcome) -> str | list[dict[str, Any]]:
+    """A call output's `output`: the text, or (a result with media) its list of input items."""
+    items = outcome_parts(outcome)
+    return responses_output(error_marked(items, outcome)) if with_media(items) else model_text(outcome)
+
+
+def _with_media(answers: list[ChatAnswer]) -> list[ChatMessage]:
+    """The tool messages, then the user message carrying their media (if any had some)."""
+    messages: list[ChatMessage] = [message for message, _ in answers]
+    media = chat_media_message([(message["tool_call_id"], parts) for message, parts in answers])
+    if media is not None:
+        messages.append(cast("ChatMessage", media))
+    return messages
 
 
 def _patch_output(call_id: str, outcome: CallOutcome, done: str) -> dict[str, Any]:

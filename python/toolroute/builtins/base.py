@@ -89,6 +89,6 @@ class BuiltinTool(LocalTool, Generic[RequestT]):
                 raise
             if len(output.text) <= limit:
                 return output
-            return ToolOutput(cap_text(output.text, limit), output.trace)
+            return ToolOutput(cap_text(output.text, limit), output.trace, output.content)
 
         return run

@@ -6,11 +6,12 @@ from typing import Any
 
 from pydantic import AliasChoices, Field
 
-from toolroute._core import DirListing, FilePage, read_page
+from toolroute._core import DirListing, FilePage, read_file_head, read_page
 from toolroute.builtins._fileio import DecodedText, decode, display_path, split_lines
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
+from toolroute.builtins.media import image_output, media_kind, pdf_output
 from toolroute.context import BuiltInToolContext, ToolLimits
-from toolroute.errors import ToolArgumentError
+from toolroute.errors import ToolArgumentError, ToolPreconditionError
 from toolroute.outputcap import cap_text
 from toolroute.types import ToolOutput
 
@@ -43,6 +44,12 @@ class ReadFileRequest(BuiltinRequest):
         description="Cap on the characters returned (never above the context's output cap).",
         validation_alias=AliasChoices("max_chars", "maxChars"),
     )
+    pages: str | None = Field(
+        default=None,
+        description="PDF only: the pages to read, such as '3', '1-5' or '2,4-6' (default: from the first, "
+        f"{ToolLimits().max_pdf_pages} at most).",
+    )
+    page_images: bool = Field(default=False, description="PDF only: each page as an image too, after its text.")
 
 
 def _listing(shown: str, names: list[str]) -> ToolOutput:
@@ -84,9 +91,15 @@ def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
     if isinstance(got, DirListing):
         return _listing(shown, got.names)
     kind = got.binary
+    media = media_kind(kind, shown) if kind is not None else None
+    if media is None and (request.pages is not None or request.page_images):
+        raise ToolArgumentError(f"pages and page_images are for PDFs; {shown} is not one")
+    if media is not None:
+        return _media(request, ctx, shown, media)
     if kind is not None:
         raise ToolArgumentError(
-            f"{shown} looks like a binary file ({kind}, {got.size} bytes); read_file returns text only"
+            f"{shown} looks like a binary file ({kind}, {got.size} bytes); read_file returns text, images "
+            "(PNG, JPEG, GIF, WebP) and PDFs"
         )
     decoded, lines, total = _page_lines(got, start, count)
     if total == 0:
@@ -140,6 +153,23 @@ def read_file(request: ReadFileRequest, ctx: BuiltInToolContext) -> ToolOutput:
     return ToolOutput(text, _trace(shown, decoded.encoding, start, last, len(out), total, truncated))
 
 
+def _media(request: ReadFileRequest, ctx: BuiltInToolContext, shown: str, media: str) -> ToolOutput:
+    """An image or a PDF, its bytes read as a text file's are (confined, by descriptor, within
+    max_file_bytes)."""
+    limits = ctx.limits
+    _, data, size = read_file_head(ctx.confinement, request.path, limits.max_file_bytes)
+    if size > len(data):
+        raise ToolPreconditionError(
+            f"{shown} is {size} bytes, over the {limits.max_file_bytes} read_file reads (max_file_bytes)"
+        )
+    if media == "pdf":
+        cap = min(limits.max_output_chars, request.max_chars or limits.max_output_chars)
+        return pdf_output(data, shown, request.pages, request.page_images, cap, limits)
+    if request.pages is not None or request.page_images:
+        raise ToolArgumentError(f"pages and page_images are for PDFs; {shown} is an image")
+    return image_output(data, shown, limits)
+
+
 def _trace(
     shown: str, encoding: str, start: int, end: int, returned: int, total: int | None, truncated: bool
 ) -> dict[str, Any]:
@@ -157,9 +187,11 @@ def _trace(
 TOOL = BuiltinTool(
     name="read_file",
     description=(
-        "Read a text file from the workspace (or an approved read-only folder). Returns numbered lines "
-        "(line number, tab, text). Use offset (1-based) and limit to page through long files; the output "
-        "says exactly where to continue. Binary files are refused; a directory gives a short listing."
+        "Read a file from the workspace (or an approved read-only folder). A text file comes back as numbered "
+        "lines (line number, tab, text): use offset (1-based) and limit to page through long files; the output "
+        "says exactly where to continue. An image (PNG, JPEG, GIF, WebP) comes back as the image; a PDF as its "
+        "text page by page (pages chooses them; page_images adds each page as an image). Other binary files "
+        "are refused; a directory gives a short listing."
     ),
     request_model=ReadFileRequest,
     handler=read_file,
