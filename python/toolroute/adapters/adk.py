@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools
+from toolroute.blocks import Text
 from toolroute.router import ToolRouter
 
 require("google.adk", "adk", package="google-adk")
@@ -31,7 +33,7 @@ from google.adk.agents.readonly_context import ReadonlyContext  # noqa: E402
 from google.adk.tools.base_tool import BaseTool  # noqa: E402
 from google.adk.tools.base_toolset import BaseToolset, ToolPredicate  # noqa: E402
 from google.adk.tools.tool_context import ToolContext  # noqa: E402
-from google.genai.types import FunctionDeclaration  # noqa: E402
+from google.genai.types import Blob, FunctionDeclaration, Part  # noqa: E402
 
 FOUND = "toolroute_found"  # session state: the deferred tools this session's searches found
 ASK = "Please approve or reject the tool call {name}() by responding with a FunctionResponse with an expected ToolConfirmation payload."  # noqa: E501 - ADK's own wording
@@ -84,9 +86,22 @@ class RouterTool(BaseTool):
 
 
 def result(outcome: CallOutcome) -> dict[str, Any]:
-    """The outcome as ADK tools answer: a dict, `error` for a failure."""
+    """The outcome as ADK tools answer: a dict, `error` for a failure. A result with media gives
+    its text (each media marked at its place) and the media as `Part`s, which ADK moves into the
+    function response's own parts, in order."""
     if outcome.is_error:
         return {"error": outcome.text, "kind": outcome.kind.value}
+    items = outcome_parts(outcome)
+    if with_media(items):
+        text: list[str] = []
+        media: list[Part] = []
+        for part in items:
+            if isinstance(part, Text):
+                text.append(part.text)
+            else:
+                media.append(Part(inline_data=Blob(mime_type=part.mime_type, data=part.raw())))
+                text.append(f"[{part.label()}: function response part {len(media)}]")
+        return {"result": "\n".join(text), "media": media}
     fields = outcome.fields
     return fields if fields is not None else {"result": outcome.text}
 

@@ -47,6 +47,7 @@ agents = require("agents", "agents", package="openai-agents")
 from agents.sandbox.capabilities import Capability, Compaction, Filesystem, Shell  # noqa: E402
 from agents.sandbox.capabilities.filesystem import FilesystemToolSet  # noqa: E402
 from agents.sandbox.capabilities.tools.apply_patch_tool import SandboxApplyPatchTool  # noqa: E402
+from agents.sandbox.capabilities.tools.view_image import ViewImageTool  # noqa: E402
 from agents.sandbox.errors import (  # noqa: E402
     ApplyPatchDiffError,
     ExecTimeoutError,
@@ -81,9 +82,10 @@ from agents.sandbox.util.tar_utils import (  # noqa: E402
     safe_extract_tarfile,
     should_skip_tar_member,
 )
+from agents.tool import ToolOutputImage  # noqa: E402
 
 BACKEND_ID = "toolroute"
-BUILT_INS = ("bash", "apply_patch")  # what a session runs through the allowlist
+BUILT_INS = ("bash", "apply_patch", "read_file")  # what a session runs through the allowlist
 DEFAULT_MANIFEST_ROOT = str(Manifest.model_fields["root"].default)
 # The SDK cuts a command's output to the model's max_output_tokens itself; a session's exec
 # keeps this much per call (its own output cap), so the SDK's listings are not cut short.
@@ -360,6 +362,19 @@ class ToolrouteSandboxSession(BaseSandboxSession):
             raise WorkspaceArchiveReadError(path=Path(path), context={"reason": reason})
         return bytes(data)
 
+    async def view_image(self, path: Path, shown: str) -> ToolOutputImage | str:
+        """`view_image`'s answer: the image as the allowlist's read_file shows it (within the
+        providers' limits), or why not, in the SDK tool's own words."""
+        outcome = await self._call("read_file", {"path": str(self.normalize_path(path))})
+        if outcome.is_error:
+            if outcome.text.endswith(": no such file"):  # PathNotFoundError's wording
+                return f"image path `{shown}` was not found"
+            return f"unable to read image at `{shown}`: {outcome.text}"
+        image = next((b for b in outcome.content or () if getattr(b, "type", None) == "image"), None)
+        if image is None or not isinstance(outcome.trace, dict) or outcome.trace.get("kind") != "image":
+            return f"image path `{shown}` is not a supported image file"
+        return ToolOutputImage(image_url=f"data:{image.mime_type};base64,{image.data}")
+
     async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
         self._refuse_user(user)
         await self._write(path, data, "overwrite")
@@ -635,13 +650,41 @@ def atomic_patches(toolset: FilesystemToolSet) -> None:
     )
 
 
+# ---- the view_image tool: read_file's images ----------------------------------------------
+
+
+class ReadFileViewImageTool(ViewImageTool):
+    """The SDK's sandbox `view_image` tool, but on a toolroute session the image is read_file's:
+    read confined by descriptor, decoded by Pillow, downscaled to the providers' limits (or
+    refused with the reason), where the SDK's own passes any file of up to 10 MB as it is.
+    On another backend it is the SDK's tool unchanged."""
+
+    async def _run(self, resolved_path: Path, display_path: str) -> ToolOutputImage | str:
+        session = getattr(self.session, "_inner", self.session)
+        if not isinstance(session, ToolrouteSandboxSession):
+            return await super()._run(resolved_path, display_path)
+        return await session.view_image(resolved_path, display_path)
+
+
+def toolroute_files(toolset: FilesystemToolSet) -> None:
+    """A `Filesystem(configure_tools=...)` hook: atomic patches (`atomic_patches`) and
+    read_file's images (`ReadFileViewImageTool`)."""
+    atomic_patches(toolset)
+    old = toolset.view_image
+    toolset.view_image = ReadFileViewImageTool(
+        session=old.session, user=old.user, needs_approval=old.needs_approval, workspace_scope=old.workspace_scope
+    )
+
+
 def capabilities(extra: Sequence[Capability] = ()) -> list[Capability]:
-    """The SDK's default capabilities (filesystem, shell, compaction), with atomic patches."""
-    return [Filesystem(configure_tools=atomic_patches), Shell(), Compaction(), *extra]
+    """The SDK's default capabilities (filesystem, shell, compaction), with atomic patches and
+    read_file's images."""
+    return [Filesystem(configure_tools=toolroute_files), Shell(), Compaction(), *extra]
 
 
 __all__ = [
     "AtomicApplyPatchTool",
+    "ReadFileViewImageTool",
     "ToolrouteSandboxClient",
     "ToolrouteSandboxClientOptions",
     "ToolrouteSandboxSession",
@@ -649,4 +692,5 @@ __all__ = [
     "atomic_patches",
     "capabilities",
     "default_context",
+    "toolroute_files",
 ]

@@ -31,8 +31,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
+from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
 from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.blocks import Part, Text
 
 require("langchain_core", "langchain", package="langchain-core")
 
@@ -41,10 +43,17 @@ from langchain_core.callbacks import (  # noqa: E402  (after the friendly import
     CallbackManagerForToolRun,
 )
 from langchain_core.messages import AIMessage, ToolMessage  # noqa: E402
+from langchain_core.messages.content import (  # noqa: E402
+    create_audio_block,
+    create_file_block,
+    create_image_block,
+    create_text_block,
+)
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from langchain_core.tools import BaseTool, ToolException  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
+Content = str | list[str | dict[Any, Any]]  # a message's content, as langchain-core types it
 Answers = Mapping[str, bool | str]  # call id -> approved, or refused (False, or the reason)
 
 
@@ -66,17 +75,39 @@ class RouterTool(BaseTool):
         super().__init__(name=name, description=fn.get("description", ""), args_schema=fn["parameters"])
         self._exposed = exposed
 
-    def _run(self, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any) -> tuple[str, Any]:
+    def _run(self, run_manager: CallbackManagerForToolRun | None = None, **kwargs: Any) -> tuple[Content, Any]:
         return _content(self._exposed.execute(self.name, kwargs))
 
-    async def _arun(self, run_manager: AsyncCallbackManagerForToolRun | None = None, **kwargs: Any) -> tuple[str, Any]:
+    async def _arun(
+        self, run_manager: AsyncCallbackManagerForToolRun | None = None, **kwargs: Any
+    ) -> tuple[Content, Any]:
         return _content(await self._exposed.aexecute(self.name, kwargs))
 
 
-def _content(outcome: CallOutcome) -> tuple[str, Any]:
+def _content(outcome: CallOutcome) -> tuple[Content, Any]:
     if outcome.is_error:
         raise ToolException(outcome.text)  # handle_tool_error: an error ToolMessage, not a raise
-    return outcome.text, artifact(outcome)
+    return content(outcome), artifact(outcome)
+
+
+def content(outcome: CallOutcome) -> Content:
+    """A ToolMessage's content: the text, or (a result with media) LangChain's standard content
+    blocks in order: text, image, audio and file blocks with the bytes as base64."""
+    items = outcome_parts(outcome)
+    if not with_media(items):
+        return outcome.text
+    blocks: list[str | dict[Any, Any]] = [_block(part) for part in items]
+    return blocks
+
+
+def _block(part: Part) -> dict[str, Any]:
+    if isinstance(part, Text):
+        return dict(create_text_block(part.text))
+    if part.kind == "image":
+        return dict(create_image_block(base64=part.data, mime_type=part.mime_type))
+    if part.kind == "audio":
+        return dict(create_audio_block(base64=part.data, mime_type=part.mime_type))
+    return dict(create_file_block(base64=part.data, mime_type=part.mime_type, filename=part.filename))
 
 
 class LangChainTools(ExposedTools):
@@ -94,7 +125,7 @@ class LangChainTools(ExposedTools):
 
     def _message(self, call: Mapping[str, Any], outcome: CallOutcome) -> ToolMessage:
         return ToolMessage(
-            content=outcome.text,
+            content=content(outcome),
             tool_call_id=call.get("id") or "",
             name=call.get("name"),
             status="error" if outcome.is_error else "success",
@@ -184,4 +215,4 @@ class LangChainTools(ExposedTools):
         return out
 
 
-__all__ = ["LangChainTools", "RouterTool", "artifact"]
+__all__ = ["LangChainTools", "RouterTool", "artifact", "content"]

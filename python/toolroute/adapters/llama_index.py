@@ -27,12 +27,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, Findings
+from toolroute.blocks import Part, Text
 from toolroute.router import ToolRouter
 
 require("llama_index.core", "llama-index", package="llama-index-core")
 
+from llama_index.core.base.llms.types import (  # noqa: E402
+    AudioBlock,
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+)
 from llama_index.core.objects.base import ObjectRetriever  # noqa: E402
 from llama_index.core.schema import QueryType  # noqa: E402
 from llama_index.core.tools import FunctionTool, ToolMetadata, ToolOutput  # noqa: E402
@@ -91,11 +100,39 @@ def _current_tool_id(name: str, arguments: dict[str, Any]) -> str:
 
 
 def output(name: str, arguments: dict[str, Any], outcome: CallOutcome) -> ToolOutput:
-    """The outcome as a LlamaIndex tool output: the text, `is_error`, the structure as raw output."""
+    """The outcome as a LlamaIndex tool output: the text, `is_error`, the structure as raw output;
+    a result with media as its blocks in order (`TextBlock`, `ImageBlock`, `AudioBlock`,
+    `DocumentBlock`), which the agent puts in the tool message the model reads."""
     raw = outcome.fields if outcome.fields is not None else outcome.text
+    items = outcome_parts(outcome)
+    if with_media(items):
+        return ToolOutput(
+            blocks=[_block(p) for p in items],
+            tool_name=name,
+            raw_input=arguments,
+            raw_output=raw,
+            is_error=outcome.is_error,
+        )
     return ToolOutput(
         content=outcome.text, tool_name=name, raw_input=arguments, raw_output=raw, is_error=outcome.is_error
     )
+
+
+def _block(part: Part) -> ContentBlock:
+    if isinstance(part, Text):
+        return TextBlock(text=part.text)
+    data = part.data.encode("ascii")  # LlamaIndex keeps base64 (and takes it as such)
+    if part.kind == "image":
+        return ImageBlock(image=data, image_mimetype=part.mime_type)
+    if part.kind == "audio":
+        return AudioBlock(audio=data, format=_audio_format(part.mime_type))
+    return DocumentBlock(data=data, document_mimetype=part.mime_type, title=part.filename)
+
+
+def _audio_format(mime_type: str) -> str:
+    """LlamaIndex's audio `format` (a file extension) for a MIME type."""
+    subtype = mime_type.split(";", 1)[0].rsplit("/", 1)[-1].lower()
+    return {"mpeg": "mp3", "x-wav": "wav", "wave": "wav", "vnd.wave": "wav"}.get(subtype, subtype)
 
 
 class RouterFunctionTool(FunctionTool):

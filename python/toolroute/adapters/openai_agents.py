@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from toolroute._twins import run_async
+from toolroute.adapters._content import error_marked, outcome_parts, responses_output, with_media
 from toolroute.adapters._native import (
     PatchOperation,
     apply_operations,
@@ -34,7 +35,7 @@ from toolroute.adapters._native import (
     run_command,
 )
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ExposedTools, model_text
+from toolroute.allowlist import CallOutcome, ExposedTools, model_text
 from toolroute.formats import namespace_name
 from toolroute.toolsearch import is_search_tool
 
@@ -99,13 +100,13 @@ class AgentsTools(ExposedTools):
     def _function_tool(self, name: str, approve_side_effects: bool, *, deferred: bool = False) -> FunctionTool:
         fn = self.definitions[name] if name in self.definitions else self.exposure.tools[name].definition()["function"]
 
-        async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str:
+        async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str | list[Any]:
             # The SDK invokes a tool only once its approval (if one is needed) was given.
             outcome = await self.aexecute(name, arguments, approved=True)
             with agents.custom_span(
                 "toolroute", data={"tool": name, "kind": outcome.kind.value, "trace": outcome.trace}
             ):
-                return model_text(outcome)
+                return tool_output(outcome)
 
         async def asks(ctx: RunContextWrapper[Any], parameters: dict[str, Any], call_id: str) -> bool:
             return self.needs_approval(name, parameters)
@@ -180,6 +181,24 @@ class AgentsTools(ExposedTools):
         return local_shell_output(run)
 
 
+def tool_output(outcome: CallOutcome) -> str | list[Any]:
+    """What a function tool returns to the SDK: the text, or (a result with media) the SDK's
+    `ToolOutputText`, `ToolOutputImage` and `ToolOutputFileContent` in order (the Responses API's
+    `input_text`, `input_image` and `input_file`; what those cannot carry is said in the text)."""
+    items = outcome_parts(outcome)
+    if not with_media(items):
+        return model_text(outcome)
+    out: list[Any] = []
+    for item in responses_output(error_marked(items, outcome)):
+        if item["type"] == "input_image":
+            out.append(agents.ToolOutputImage(image_url=item["image_url"]))
+        elif item["type"] == "input_file":
+            out.append(agents.ToolOutputFileContent(file_data=item["file_data"], filename=item["filename"]))
+        else:
+            out.append(agents.ToolOutputText(text=item["text"]))
+    return out
+
+
 class PatchEditor:
     """An `agents.editor.ApplyPatchEditor` over the allowlist's `apply_patch`: each operation
     confined and written atomically; a refusal is a `failed` result the model reads."""
@@ -206,4 +225,4 @@ class PatchEditor:
         return await self._apply(operation)
 
 
-__all__ = ["AgentsTools", "PatchEditor"]
+__all__ = ["AgentsTools", "PatchEditor", "tool_output"]

@@ -32,15 +32,17 @@ from typing import Any
 
 from pydantic_core import SchemaValidator, core_schema
 
+from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
+from toolroute.blocks import Part, Text
 from toolroute.router import ToolRouter
 
 require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
 
 from pydantic_ai import RunContext, Tool, ToolReturn  # noqa: E402
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed  # noqa: E402
-from pydantic_ai.messages import ModelRequest, ToolReturnPart  # noqa: E402
+from pydantic_ai.messages import BinaryContent, ModelRequest, ToolReturnPart  # noqa: E402
 from pydantic_ai.tools import ToolDefinition  # noqa: E402
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool  # noqa: E402
 
@@ -149,6 +151,9 @@ class RouterToolset(AbstractToolset[Any]):
 def answer(outcome: CallOutcome) -> Any:
     """The outcome as pydantic-ai takes a tool's result: a value, or the exception it expects."""
     if outcome.kind is OutcomeKind.OK:
+        items = outcome_parts(outcome)
+        if with_media(items):  # sent natively in the tool result where the model takes it
+            return ToolReturn(return_value=[_value(p) for p in items], metadata=outcome.trace)
         value = outcome.structured if outcome.structured is not None else outcome.text
         return ToolReturn(return_value=value, metadata=outcome.trace)
     if outcome.kind is OutcomeKind.APPROVAL_NEEDED:
@@ -156,6 +161,14 @@ def answer(outcome: CallOutcome) -> Any:
     if outcome.kind is OutcomeKind.BAD_ARGUMENTS:
         raise ModelRetry(outcome.text)
     raise ToolFailed(outcome.text)
+
+
+def _value(part: Part) -> str | BinaryContent:
+    """A part as pydantic-ai holds tool content: text, or `BinaryContent` (`BinaryImage` for an
+    image) with the bytes and their media type."""
+    if isinstance(part, Text):
+        return part.text
+    return BinaryContent.narrow_type(BinaryContent(data=part.raw(), media_type=part.mime_type))
 
 
 __all__ = ["RouterToolset", "answer"]

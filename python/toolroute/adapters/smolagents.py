@@ -25,18 +25,23 @@ kept per `RouterTools`: give each agent its own.
 
 from __future__ import annotations
 
+import io
 import keyword
 import re
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from toolroute.adapters._content import error_marked, outcome_parts, with_media
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, ExposedTools, Findings, model_text
+from toolroute.blocks import Media, Part, Text, not_carried
 from toolroute.router import ToolRouter
 
 require("smolagents", "smolagents", package="smolagents")
 
-from smolagents import Tool  # noqa: E402
+import PIL.Image  # noqa: E402  (smolagents depends on Pillow)
+from smolagents import AgentImage, Tool  # noqa: E402
 from smolagents.tools import AUTHORIZED_TYPES  # noqa: E402
 
 Approver = Callable[[str, Mapping[str, Any]], bool | str]
@@ -124,12 +129,14 @@ class RouterTool(Tool):
         identifier: str,
         approve: Approver | None = None,
         findings: Findings | None = None,
+        media: ShownMedia | None = None,
     ) -> None:
         fn = tools.definition(exposed)
         self.tools = tools
         self.exposed_name = exposed
         self.approve = approve
         self.findings = findings  # told what a search call found
+        self.media = media  # the images its results show the model, until the step ends
         self.name = identifier
         self.description = fn.get("description") or exposed
         self.inputs = inputs(fn["parameters"])
@@ -153,9 +160,60 @@ class RouterTool(Tool):
         outcome = self.tools.execute(self.exposed_name, arguments, approved=approved)
         if self.findings is not None:
             self.findings.note(self.exposed_name, outcome)
+        items = outcome_parts(outcome)
+        if with_media(items):
+            return self._observation(error_marked(items, outcome))
         if self.output_type == "object" and not outcome.is_error and outcome.structured is not None:
             return outcome.structured
         return model_text(outcome)
+
+    def _observation(self, items: list[Part]) -> str:
+        """The text the model reads, each media marked at its place; the images go to the step's
+        observation images (`RouterTools.show_media`), smolagents' one way to show a model one."""
+        text: list[str] = []
+        for part in items:
+            if isinstance(part, Text):
+                text.append(part.text)
+                continue
+            image = _image(part) if part.kind == "image" and self.media is not None else None
+            if image is None:
+                text.append(not_carried(part, SMOLAGENTS_WHY if part.kind != "image" else SMOLAGENTS_WHY_IMAGE).text)
+            else:
+                assert self.media is not None
+                self.media.add(image)
+                text.append(f"[{part.label()}: shown to you as an image after this step's observations]")
+        return "\n".join(text)
+
+
+SMOLAGENTS_WHY = "smolagents shows a model images only (its messages have no audio or file kind)"
+SMOLAGENTS_WHY_IMAGE = "Pillow cannot decode it for smolagents"
+
+
+def _image(part: Media) -> AgentImage | None:
+    """The image as smolagents holds one (a PIL image), or None where it does not decode."""
+    try:
+        image = PIL.Image.open(io.BytesIO(part.raw()))
+        image.load()
+    except (OSError, ValueError, SyntaxError, PIL.Image.DecompressionBombError):
+        return None
+    return AgentImage(image)
+
+
+class ShownMedia:
+    """The images tool results showed since the step began (a step's calls run in threads)."""
+
+    def __init__(self) -> None:
+        self._images: list[AgentImage] = []
+        self._lock = threading.Lock()
+
+    def add(self, image: AgentImage) -> None:
+        with self._lock:
+            self._images.append(image)
+
+    def take(self) -> list[AgentImage]:
+        with self._lock:
+            taken, self._images = self._images, []
+            return taken
 
 
 class RouterTools:
@@ -182,6 +240,7 @@ class RouterTools:
         self.names = identifiers(self.tools.exposure.names)
         self._exposed = {identifier: name for name, identifier in self.names.items()}
         self.findings = self.tools.findings()  # smolagents runs a step's calls in threads: it locks
+        self.media = ShownMedia()
 
     def exposed_name(self, identifier: str) -> str:
         """The router's name behind a smolagents tool name (KeyError for none)."""
@@ -191,7 +250,14 @@ class RouterTools:
         return [self._tool(name) for name in self.tools.names]
 
     def _tool(self, name: str) -> RouterTool:
-        return RouterTool(self.tools, name, self.names[name], self.approve, self.findings)
+        return RouterTool(self.tools, name, self.names[name], self.approve, self.findings, self.media)
+
+    def show_media(self, memory_step: Any, agent: Any) -> None:
+        """A step callback: the images this step's tool results held join the step's observation
+        images, which the model is shown with the step (`step_callbacks=[tools.show_media]`)."""
+        images = self.media.take()
+        if images and hasattr(memory_step, "observations_images"):
+            memory_step.observations_images = [*(memory_step.observations_images or []), *images]
 
     def load_found(self, memory_step: Any, agent: Any) -> None:
         """A step callback: give `agent` the deferred tools its searches found in this step."""
@@ -205,4 +271,4 @@ class RouterTools:
             executor.send_tools({**agent.tools, **agent.managed_agents})
 
 
-__all__ = ["RouterTool", "RouterTools", "identifiers", "inputs"]
+__all__ = ["RouterTool", "RouterTools", "ShownMedia", "identifiers", "inputs"]
