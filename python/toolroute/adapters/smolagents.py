@@ -41,7 +41,7 @@ from toolroute.router import ToolRouter
 require("smolagents", "smolagents", package="smolagents")
 
 import PIL.Image  # noqa: E402  (smolagents depends on Pillow)
-from smolagents import AgentImage, Tool  # noqa: E402
+from smolagents import Tool  # noqa: E402
 from smolagents.tools import AUTHORIZED_TYPES  # noqa: E402
 
 Approver = Callable[[str, Mapping[str, Any]], bool | str]
@@ -189,28 +189,29 @@ SMOLAGENTS_WHY = "smolagents shows a model images only (its messages have no aud
 SMOLAGENTS_WHY_IMAGE = "Pillow cannot decode it for smolagents"
 
 
-def _image(part: Media) -> AgentImage | None:
-    """The image as smolagents holds one (a PIL image), or None where it does not decode."""
+def _image(part: Media) -> PIL.Image.Image | None:
+    """The image as smolagents shows one (a PIL image, `ActionStep.observations_images`), or None
+    where it does not decode."""
     try:
         image = PIL.Image.open(io.BytesIO(part.raw()))
         image.load()
     except (OSError, ValueError, SyntaxError, PIL.Image.DecompressionBombError):
         return None
-    return AgentImage(image)
+    return image
 
 
 class ShownMedia:
     """The images tool results showed since the step began (a step's calls run in threads)."""
 
     def __init__(self) -> None:
-        self._images: list[AgentImage] = []
+        self._images: list[PIL.Image.Image] = []
         self._lock = threading.Lock()
 
-    def add(self, image: AgentImage) -> None:
+    def add(self, image: PIL.Image.Image) -> None:
         with self._lock:
             self._images.append(image)
 
-    def take(self) -> list[AgentImage]:
+    def take(self) -> list[PIL.Image.Image]:
         with self._lock:
             taken, self._images = self._images, []
             return taken
