@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
+from toolroute._core import CUT_NOTICE
 from toolroute.context import ToolLimits
 from toolroute.errors import ToolArgumentError, ToolPreconditionError
 from toolroute.outputcap import cap_text
@@ -272,7 +273,7 @@ def _page_image(document: Any, number: int, limits: ToolLimits) -> Shown | str:
 
 
 def _pdf_result(
-    shown: str,
+    shown_path: str,
     total: int,
     numbers: list[int],
     texts: list[str],
@@ -283,28 +284,35 @@ def _pdf_result(
 ) -> ToolOutput:
     # The text is held to the cap as a text file's is (whole pages, the first one cut if it
     # alone is over); the page images come beside it.
-    sections: list[str] = []
-    used = 0
-    for number, text in zip(numbers, texts, strict=True):
-        section = f"--- page {number} of {total} ---\n{text if text.strip() else '[no text on this page]'}"
-        if sections and used + len(section) + 1 > cap:
-            break
-        sections.append(section if sections else cap_text(section, cap))
-        used += len(sections[-1]) + 1
-    shown_pages = numbers[: len(sections)]
-    follow = numbers[len(sections)] if len(sections) < len(numbers) else None
-    if follow is None and default_pages and numbers[-1] < total:
-        follow = numbers[-1] + 1
-    notes = []
-    if follow is not None:
-        why = " (cut by the output cap)" if len(sections) < len(numbers) else ""
+    sections = [
+        f"--- page {n} of {total} ---\n{text if text.strip() else '[no text on this page]'}"
+        for n, text in zip(numbers, texts, strict=True)
+    ]
+
+    def notes_after(shown: int) -> list[str]:
+        follow = numbers[shown] if shown < len(numbers) else numbers[-1] + 1 if default_pages else total + 1
+        if follow > total:
+            return []
+        why = " (cut by the output cap)" if shown < len(numbers) else ""
         upto = min(follow + limits.max_pdf_pages - 1, total)
-        notes.append(
-            f"[… showing pages {_ranges(shown_pages)} of {total}{why}. To read on, call read_file with "
-            f'pages="{follow}-{upto}".]'
-        )
+        pages = _ranges(numbers[:shown])
+        return [f'[… showing pages {pages} of {total}{why}. To read on, call read_file with pages="{follow}-{upto}".]']
+
+    # Whole pages while they fit with the note after them; a first page over the cap alone is
+    # cut, and the note says where the next one starts.
+    shown = len(sections)
+    notes = notes_after(shown)
+    while shown > 1 and sum(len(x) + 1 for x in sections[:shown] + notes) > cap:
+        shown -= 1
+        notes = notes_after(shown)
+    sections = sections[:shown]
+    room = cap - sum(len(n) + 1 for n in notes)
+    if sum(len(x) + 1 for x in sections + notes) > cap and room > len(CUT_NOTICE):
+        sections = [cap_text(sections[0], room)]
+    shown_pages = numbers[:shown]
+    follow = bool(notes)
     body = cap_text("\n".join(sections + notes), cap)
-    trace = _pdf_trace(shown, total, shown_pages, bool(pictures), follow is not None)
+    trace = _pdf_trace(shown_path, total, shown_pages, bool(pictures), follow)
     if not pictures:
         return ToolOutput(body, trace)
     content: list[Any] = []
