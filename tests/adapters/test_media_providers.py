@@ -260,3 +260,35 @@ def test_the_sdks_validate_what_the_adapters_send(tmp_path: Path) -> None:
         TypeAdapter(ToolResultBlockParam).validate_python(block)
     assert json.dumps(anthropic)  # plain JSON all the way down
     assert {PNG, WAV, PDF}  # the fixtures are three distinct files
+
+
+def test_a_result_cut_at_the_cap_keeps_its_media_in_place(tmp_path: Path) -> None:
+    """The gateway's cap is on text: past it, the text is cut (and says so) but the image still
+    reaches the model, where it stood; nothing becomes only a size."""
+    from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS
+
+    with media_router(tmp_path) as router:
+        tools = AnthropicTools(router, [], ["media"])
+        message = Message.model_validate(
+            {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": "scripted",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t",
+                        "name": "long_then_picture",
+                        "input": {"chars": DEFAULT_MAX_RESULT_CHARS + 500},
+                    }
+                ],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+        )
+        (result,) = tools.tool_results(message)
+    text, image, notice = result["content"]
+    assert set(text["text"]) == {"x"} and len(text["text"]) + len(notice["text"]) <= DEFAULT_MAX_RESULT_CHARS
+    assert base64.b64decode(image["source"]["data"]) == PNG
+    assert "characters omitted" in notice["text"] and "the tail" not in json.dumps(result)

@@ -64,6 +64,15 @@ def build() -> MCPServer:
         """One image, nothing else."""
         return [types.ImageContent(data=encoded("pixel.png"), mime_type="image/png")]
 
+    @mcp.tool()
+    def long_then_picture(chars: int) -> list[types.ContentBlock]:
+        """A text of `chars` characters, an image, then a short text."""
+        return [
+            types.TextContent(text="x" * chars),
+            types.ImageContent(data=encoded("pixel.png"), mime_type="image/png"),
+            types.TextContent(text="the tail"),
+        ]
+
     return mcp
 
 

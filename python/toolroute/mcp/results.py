@@ -12,6 +12,7 @@ from typing import Any
 import mcp_types as types
 
 from toolroute._core import CUT_NOTICE
+from toolroute.blocks import decoded_size, link_text, resource_header, size_text, utf8_len
 from toolroute.errors import UpstreamToolError
 from toolroute.textsafety import cut_notice, neutralize
 from toolroute.types import ToolOutput
@@ -22,25 +23,6 @@ from toolroute.types import ToolOutput
 DEFAULT_MAX_RESULT_CHARS = 100_000
 
 
-def _decoded_size(data: str) -> int | None:
-    """Bytes that base64 `data` decodes to, computed from its length (no decoded copy)."""
-    if not data.isascii():
-        return None
-    n = len(data) - sum(data.count(c) for c in " \t\r\n")
-    if n % 4:
-        return None
-    return n // 4 * 3 - data.rstrip()[-2:].count("=")
-
-
-def _size_text(size: int | None) -> str:
-    return f"{size} bytes" if size is not None else "unknown size"
-
-
-def _utf8_len(text: str) -> int:
-    """Bytes of `text` in UTF-8 without a copy in the common (ASCII) case; lone surrogates count."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def _block_parts(block: Any) -> tuple[str, str]:
     """(header, payload) of one block. The payload is a text block's or text resource's own
     text, cut later without copying it whole; anything else is summarised with its type and
@@ -48,17 +30,14 @@ def _block_parts(block: Any) -> tuple[str, str]:
     if isinstance(block, types.TextContent):
         return "", block.text
     if isinstance(block, (types.ImageContent, types.AudioContent)):
-        return f"[{block.type}: {block.mime_type}, {_size_text(_decoded_size(block.data))}]", ""
+        return f"[{block.type}: {block.mime_type}, {size_text(decoded_size(block.data))}]", ""
     if isinstance(block, types.EmbeddedResource):
         res = block.resource
-        mime = res.mime_type or "unknown type"
         if isinstance(res, types.TextResourceContents):
-            return f"[resource {res.uri} ({mime}, {_utf8_len(res.text)} bytes)]\n", res.text
-        return f"[resource {res.uri} ({mime}, {_size_text(_decoded_size(res.blob))})]", ""
+            return resource_header(res), res.text
+        return f"[resource {res.uri} ({res.mime_type or 'unknown type'}, {size_text(decoded_size(res.blob))})]", ""
     if isinstance(block, types.ResourceLink):
-        mime = block.mime_type or "unknown type"
-        size = f", {block.size} bytes" if block.size is not None else ""
-        return f"[resource link {block.uri} ({block.name}, {mime}{size})]", ""
+        return link_text(block), ""
     kind = getattr(block, "type", type(block).__name__)
     return f"[{kind} content]", ""
 
@@ -104,16 +83,17 @@ def _bounded(content: list[Any], max_chars: int) -> tuple[str, int, int]:
     return "".join(out), shown, total
 
 
-def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | None]:
+def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | None, str]:
     """The text and, when it was cut, a notice after it and the sizes for the trace: the notice
-    is inside the cap (`max_chars` bounds what the model reads, the notice included)."""
+    is inside the cap (`max_chars` bounds what the model reads, the notice included), and the
+    notice alone ("" when nothing was cut)."""
     if len(content) == 1 and isinstance(content[0], types.TextContent):  # most answers: one short text
         whole = neutralize(content[0].text)
         if len(whole) <= max_chars:
-            return whole, None
+            return whole, None, ""
     text, shown, total = _bounded(content, max_chars)
     if shown == total:
-        return text, None
+        return text, None, ""
 
     def notice(shown: int) -> str:
         return cut_notice(
@@ -129,12 +109,42 @@ def _capped(content: list[Any], max_chars: int) -> tuple[str, dict[str, int] | N
     room = max_chars - len(notice(0)) - 1
     if room > 0:
         text, shown, _ = _bounded(content, room)
-        cut = f"{text}\n{notice(shown)}"
+        said = notice(shown)
+        cut = f"{text}\n{said}"
     else:  # a cap smaller than the notice: the short one, if even that fits
         short = max_chars - len(CUT_NOTICE)
         text, shown, _ = _bounded(content, max(short, 0) if short > 0 else max_chars)
-        cut = text + CUT_NOTICE if short > 0 else text
-    return cut, {"shown_chars": shown, "total_chars": total, "max_chars": max_chars}
+        said = CUT_NOTICE if short > 0 else ""
+        cut = text + said
+    return cut, {"shown_chars": shown, "total_chars": total, "max_chars": max_chars}, said
+
+
+def cut_blocks(content: list[Any], shown: int, notice: str) -> list[Any]:
+    """A cut result's blocks: of its text, what the text the model reads showed (`shown` raw
+    characters, walked as `_bounded` walks them: the block the cut falls in is cut, later text is
+    left out); every image, audio, blob and link in its place, whatever the cut (the cap is on
+    text); the notice last."""
+    out: list[Any] = []
+    left = shown
+    for i, block in enumerate(content):
+        header, payload = _block_parts(block)
+        left -= (1 if i else 0) + len(header)
+        text_resource = isinstance(block, types.EmbeddedResource) and isinstance(
+            block.resource, types.TextResourceContents
+        )
+        if not (isinstance(block, types.TextContent) or text_resource):
+            out.append(block)
+            continue
+        if left > 0:
+            kept = neutralize(payload[:left])
+            if isinstance(block, types.TextContent):
+                out.append(block.model_copy(update={"text": kept}))
+            else:
+                out.append(block.model_copy(update={"resource": block.resource.model_copy(update={"text": kept})}))
+        left -= len(payload)
+    if notice:
+        out.append(types.TextContent(text=notice))
+    return out
 
 
 def content_meta(block: Any) -> dict[str, Any]:
@@ -143,10 +153,10 @@ def content_meta(block: Any) -> dict[str, Any]:
     if isinstance(block, types.TextContent):
         meta["chars"] = len(block.text)
     elif isinstance(block, (types.ImageContent, types.AudioContent)):
-        meta.update(mime_type=block.mime_type, bytes=_decoded_size(block.data))
+        meta.update(mime_type=block.mime_type, bytes=decoded_size(block.data))
     elif isinstance(block, types.EmbeddedResource):
         res = block.resource
-        size = _utf8_len(res.text) if isinstance(res, types.TextResourceContents) else _decoded_size(res.blob)
+        size = utf8_len(res.text) if isinstance(res, types.TextResourceContents) else decoded_size(res.blob)
         meta.update(uri=str(res.uri), mime_type=res.mime_type, bytes=size)
     elif isinstance(block, types.ResourceLink):
         meta.update(uri=str(block.uri), name=block.name, mime_type=block.mime_type, bytes=block.size)
@@ -166,10 +176,10 @@ def to_output(
     exposed_name: str,
     max_chars: int = DEFAULT_MAX_RESULT_CHARS,
 ) -> ToolOutput:
-    """The model-facing text (capped, controls visible), and the server's blocks as they came for
-    a served client (unless the text was cut: then the client gets the capped text too); an
-    `isError` result raises with the server's own text, the gateway's context in the trace."""
-    text, cut = _capped(result.content, max_chars)
+    """The model-facing text (capped, controls visible), and the server's blocks as they came
+    (a cut result's text blocks cut alike, its media all kept: `cut_blocks`); an `isError`
+    result raises with the server's own text, the gateway's context in the trace."""
+    text, cut, notice = _capped(result.content, max_chars)
     trace: dict[str, Any] = {
         "mcp": {"service": service, "tool": tool},
         # A cut result's structured copy is as large as what was cut: not kept alive in the trace.
@@ -179,7 +189,7 @@ def to_output(
     }
     if cut is not None:
         trace["truncated"] = cut
-    blocks = passed_blocks(result.content) if cut is None else None
+    blocks = passed_blocks(result.content) if cut is None else cut_blocks(result.content, cut["shown_chars"], notice)
     if result.is_error:
         trace["error"] = True
         raise UpstreamToolError(text or "(the server gave no message)", tool=exposed_name, trace=trace, content=blocks)
