@@ -371,3 +371,51 @@ def test_a_patch_moves_a_file_and_a_move_is_only_an_updates(base: Path, confined
         await client.delete(session)
 
     anyio.run(main)
+
+
+def test_view_image_is_read_files_image_confined_and_fitted(base: Path, confined: None) -> None:
+    """The SandboxAgent's `view_image` on a toolroute session: the image read_file shows (the
+    file's bytes when they fit; downscaled past the providers' limits, where the SDK's own tool
+    passes up to 10 MB as is), and a planted link out of the workspace refused."""
+    import base64
+
+    from agents.tool import ToolOutputImage
+    from PIL import Image
+
+    from toolroute.adapters.agents_sandbox import ReadFileViewImageTool
+
+    small, wide = io.BytesIO(), io.BytesIO()
+    Image.new("RGB", (30, 20), (10, 200, 30)).save(small, "PNG")
+    Image.new("RGB", (6000, 100), (200, 10, 30)).save(wide, "PNG")
+
+    async def main() -> None:
+        client = ToolrouteSandboxClient(workspaces=base)
+        session = await _session(client)
+        root = Path(session._inner.state.manifest.root)
+        (root / "small.png").write_bytes(small.getvalue())
+        (root / "wide.png").write_bytes(wide.getvalue())
+        (root / "notes.txt").write_text("text\n")
+        Image.new("RGB", (5, 5)).save(base / "outside.png")
+        (root / "link.png").symlink_to(base / "outside.png")
+        filesystem = capabilities()[0]
+        filesystem.bind(session)
+        (view,) = [t for t in filesystem.tools() if t.name == "view_image"]
+        assert isinstance(view, ReadFileViewImageTool)
+
+        async def look(path: str) -> Any:
+            return await view.on_invoke_tool(None, json.dumps({"path": path}))
+
+        shown = await look("small.png")
+        assert isinstance(shown, ToolOutputImage)
+        assert base64.b64decode(shown.image_url.split(",", 1)[1]) == small.getvalue()
+        fitted = await look("wide.png")
+        image = Image.open(io.BytesIO(base64.b64decode(fitted.image_url.split(",", 1)[1])))
+        assert image.size == (2000, 33)
+        assert await look("notes.txt") == "image path `notes.txt` is not a supported image file"
+        assert await look("missing.png") == "image path `missing.png` was not found"
+        refused = await look("link.png")
+        assert isinstance(refused, str) and "outside the allowed roots" in refused
+        await session.aclose()
+        await client.delete(session)
+
+    anyio.run(main)
