@@ -17,6 +17,11 @@ program can index). smolagents has no approval step of its own: a call that need
 `approve(name, arguments)`, which answers True, False or a reason for refusing; without one the
 call is held.
 
+A result with images (an MCP server's, `read_file`'s) shows them as smolagents shows a model a
+picture: `step_callbacks=[tools.show_media]` puts them in the step's observation images (PIL
+images), and the observation marks each at its place; audio and files, which smolagents' messages
+cannot hold, are said in the observation.
+
 With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
 listed; pass `step_callbacks=[tools.load_found]` to the agent and what a search finds joins the
 agent's tools after that step (a `CodeAgent`'s program can call them too). The found tools are
