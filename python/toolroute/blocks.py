@@ -152,11 +152,6 @@ def parts(content: Sequence[Any] | None, text: str) -> list[Part]:
     return [part_of(block) for block in content]
 
 
-def has_media(content: Sequence[Any] | None) -> bool:
-    """Whether a result's blocks hold anything but text (else its text says all of it)."""
-    return content is not None and any(isinstance(p, Media) for p in map(part_of, content))
-
-
 def not_carried(media: Media, why: str) -> Text:
     """The text left at a media's place where it cannot go: what it was, and why."""
     return Text(f"[{media.label()}: not passed on, {why}]")
@@ -168,7 +163,6 @@ __all__ = [
     "Part",
     "Text",
     "decoded_size",
-    "has_media",
     "link_text",
     "not_carried",
     "part_of",

@@ -34,8 +34,10 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class ToolOutput:
     """A tool's result: `text` goes to the model (spec 11); `trace` is the structured side channel;
-    `content`, when the tool answered in MCP content blocks (an upstream MCP tool), those blocks,
-    which a served MCP client gets as they came."""
+    `content`, when the tool answered in MCP content blocks (an upstream MCP tool; read_file of an
+    image or a PDF), those blocks: a served MCP client gets them as they came, and each framework
+    adapter passes them on in its own form (`toolroute.blocks`), `text` being what a text-only
+    consumer reads."""
 
     text: str
     trace: Any = None

@@ -30,7 +30,7 @@ def test_a_missing_framework_names_the_extra(
 def test_importing_toolroute_loads_no_framework() -> None:
     code = (
         "import sys, toolroute, toolroute.adapters, toolroute.cli\n"
-        "frameworks = ('openai', 'anthropic', 'agents', 'langchain_core', 'mcp.server')\n"
+        "frameworks = ('openai', 'anthropic', 'agents', 'langchain_core', 'mcp.server', 'PIL', 'pypdfium2')\n"
         "print(sorted(m for m in frameworks if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -9,7 +9,6 @@ text, at its place (`blocks.not_carried`).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from typing import Any
 
@@ -174,19 +173,12 @@ def chat_media_message(attached: Sequence[tuple[str, list[dict[str, Any]]]]) -> 
     return {"role": "user", "content": content} if content else None
 
 
-def media_bytes(data_url_or_base64: str) -> bytes:
-    """The bytes of a data URL or of bare base64 (what a test or a host reads back)."""
-    _, _, data = data_url_or_base64.rpartition(",")
-    return base64.b64decode(data)
-
-
 __all__ = [
     "PROVIDER_IMAGES",
     "anthropic_content",
     "chat_media_message",
     "chat_split",
     "error_marked",
-    "media_bytes",
     "outcome_parts",
     "responses_output",
     "with_media",
