@@ -152,6 +152,16 @@ def parts(content: Sequence[Any] | None, text: str) -> list[Part]:
     return [part_of(block) for block in content]
 
 
+def carries_media(content: Sequence[Any] | None) -> bool:
+    """Whether a result's blocks hold bytes (an image, audio, an embedded blob): else its text
+    says all of it. A look at the blocks' types alone."""
+    return content is not None and any(
+        isinstance(block, (types.ImageContent, types.AudioContent))
+        or (isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents))
+        for block in content
+    )
+
+
 def not_carried(media: Media, why: str) -> Text:
     """The text left at a media's place where it cannot go: what it was, and why."""
     return Text(f"[{media.label()}: not passed on, {why}]")
@@ -162,6 +172,7 @@ __all__ = [
     "MediaKind",
     "Part",
     "Text",
+    "carries_media",
     "decoded_size",
     "link_text",
     "not_carried",

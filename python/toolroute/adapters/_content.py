@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolroute.allowlist import CallOutcome
-from toolroute.blocks import Media, Part, Text, not_carried, parts
+from toolroute.blocks import Media, Part, Text, carries_media, not_carried, parts
 
 # The image types both providers' vision inputs take.
 PROVIDER_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -30,7 +30,10 @@ PDF = "application/pdf"
 
 
 def outcome_parts(outcome: CallOutcome) -> list[Part]:
-    """The outcome's parts, in order: its blocks where the tool gave some, else its text."""
+    """The outcome's parts, in order: its blocks where they carry media, else its text alone
+    (which says all of it: the path every text result keeps, at no cost per block)."""
+    if not carries_media(outcome.content):
+        return [Text(outcome.text)]
     return parts(outcome.content, outcome.text)
 
 
