@@ -277,10 +277,10 @@ class OpenAITools(ExposedTools):
         (`pending_approvals`) runs only if its id is in `approved`. Tool messages carry text only:
         the images, audio and PDFs of the results follow in one `user` message after them (each
         marked in its tool message's text), the last of the list."""
-        return _with_media([run_sync(self._chat_answer(call, approved)) for call in _tool_calls(source)])
+        return _media_after([run_sync(self._chat_answer(call, approved)) for call in _tool_calls(source)])
 
     async def atool_messages(self, source: ToolCallSource, *, approved: Collection[str] = ()) -> list[ChatMessage]:
-        return _with_media([await run_async(self._chat_answer(call, approved)) for call in _tool_calls(source)])
+        return _media_after([await run_async(self._chat_answer(call, approved)) for call in _tool_calls(source)])
 
     def pending_approvals(self, source: Any) -> list[dict[str, Any]]:
         """The calls of a ChatCompletion (or its message, or its calls) or of a Responses API
@@ -459,7 +459,7 @@ def _responses_output(outcome: CallOutcome) -> str | list[dict[str, Any]]:
     return responses_output(error_marked(items, outcome)) if with_media(items) else model_text(outcome)
 
 
-def _with_media(answers: list[ChatAnswer]) -> list[ChatMessage]:
+def _media_after(answers: list[ChatAnswer]) -> list[ChatMessage]:
     """The tool messages, then the user message carrying their media (if any had some)."""
     messages: list[ChatMessage] = [message for message, _ in answers]
     media = chat_media_message([(message["tool_call_id"], parts) for message, parts in answers])
