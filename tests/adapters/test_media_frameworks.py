@@ -20,6 +20,9 @@ import pytest
 from _media_helpers import MEDIA_SERVER, PNG, Item, data_url_bytes, media_router, said_not_passed, trail
 
 EVERY_KIND = ["B", "IMG", "WAV", "PDF", "N", "L", "A"]  # all carried, in the server's order
+# Seconds the frameworks' own clients wait for the server (their defaults, 5 s, are too short on
+# a loaded machine: a bound, not a timing).
+STARTUP = 60.0
 
 
 # ---- openai-agents --------------------------------------------------------------------------
@@ -78,7 +81,8 @@ def test_openai_agents_tool_output_image_and_file_side_by_side_with_its_mcp_clie
     assert said_not_passed(ours, "w")  # the Responses API's tool output has no audio
 
     async def theirs_run() -> list[Item]:
-        async with MCPServerStdio(params={"command": sys.executable, "args": [MEDIA_SERVER]}) as server:
+        params = {"command": sys.executable, "args": [MEDIA_SERVER]}
+        async with MCPServerStdio(params=params, client_session_timeout_seconds=STARTUP) as server:
             return await _agents_run([], [server])
 
     theirs = anyio.run(theirs_run)
@@ -127,7 +131,8 @@ def test_pydantic_ai_tool_return_with_binary_content_side_by_side_with_its_mcp_c
     with media_router(tmp_path) as router:
         ours = _pydantic_ai_run(RouterToolset(router, [], ["media"]))
     assert trail(ours) == EVERY_KIND
-    theirs = _pydantic_ai_run(MCPToolset(StdioTransport(command=sys.executable, args=[MEDIA_SERVER])))
+    transport = StdioTransport(command=sys.executable, args=[MEDIA_SERVER])
+    theirs = _pydantic_ai_run(MCPToolset(transport, init_timeout=STARTUP, read_timeout=STARTUP))
     # The same bytes, in the same order, as pydantic-ai's own MCP client gives the model.
     assert [v for k, v in ours if k == "bytes"] == [v for k, v in theirs if k == "bytes"]
 
@@ -189,7 +194,8 @@ def test_adk_function_response_parts_side_by_side_with_its_mcp_client(tmp_path: 
     assert trail(parts) == ["IMG", "WAV", "PDF"]
     assert [p.inline_data.mime_type for p in response.parts] == ["image/png", "audio/wav", "application/pdf"]
 
-    params = StdioConnectionParams(server_params=StdioServerParameters(command=sys.executable, args=[MEDIA_SERVER]))
+    server = StdioServerParameters(command=sys.executable, args=[MEDIA_SERVER])
+    params = StdioConnectionParams(server_params=server, timeout=STARTUP)
     toolset = McpToolset(connection_params=params)
     try:
         theirs = _adk_run([toolset])
