@@ -54,6 +54,11 @@ CEILING_FACTOR = 4
 _owner: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("toolroute_worker_owner", default=None)
 
 
+def current_owner() -> Hashable | None:
+    """Whom the work running here belongs to (`working_for`; None outside any)."""
+    return _owner.get()
+
+
 @contextlib.contextmanager
 def working_for(owner: Hashable | None) -> Iterator[None]:
     """Work run off the loop inside this block belongs to `owner` (its share of the threads)."""
