@@ -48,6 +48,7 @@ USERS = [*ATTACKERS, "victim", "greedy", "alice", "lingerer", "forker"]
 MAX_PROCESSES = 48  # per tenant uid
 OUTPUT_MIB = 8  # every tenant's background output together: four processes' buffers
 PENDING = 64  # connections open at once that have not yet served a verified user
+PER_SOURCE = 16  # of those, from one address
 ROOT = os.geteuid() == 0
 
 
@@ -103,7 +104,9 @@ def deployed(request: pytest.FixtureRequest) -> Iterator[Deployment]:
                 *("--api-keys", "--store", dsn, "--workspace-template", str(base / "ws" / "{user}")),
                 *("--sandbox", mechanism, "--max-processes", str(MAX_PROCESSES)),
                 *("--max-output-memory", str(OUTPUT_MIB), "--request-head-timeout", "3"),
-                *("--max-unauthenticated-connections", str(PENDING), "--idle-timeout", "2", "--recycle-above", "0"),
+                *("--max-unauthenticated-connections", str(PENDING)),
+                *("--max-unauthenticated-per-source", str(PER_SOURCE)),
+                *("--idle-timeout", "2", "--recycle-above", "0"),
             ]
             with served_http(args, env) as served:
                 yield Deployment(served, base, keys, mechanism, sockets)
@@ -343,8 +346,10 @@ def test_a_background_process_outlives_its_users_release(deployed: Deployment) -
 
 def test_slow_connections_are_cut_and_keyed_clients_served(deployed: Deployment) -> None:
     """A crowd of connections without credentials that never finish a request head: beyond
-    PENDING they are closed as soon as accepted, the others once their head is 3 s late; a client with
-    a key is served throughout (3,000 such connections were never cut before)."""
+    PER_SOURCE from their one address they are closed once stalled (a part of a head, then
+    nothing, for the admission's grace), the others once their head is 3 s late; a client with a
+    key is served throughout (3,000 such connections were never cut before). Which rule cut
+    which is not timed here: test_serve_admission.py shows the stalled ones go first."""
     d = deployed
     if d.mechanism != MECHANISMS[0]:
         pytest.skip("the HTTP server's limits are the same under either confinement: run once")
@@ -356,29 +361,31 @@ def test_slow_connections_are_cut_and_keyed_clients_served(deployed: Deployment)
         crowd.append(peer)
     try:
         closed: set[int] = set()
-        for n, peer in enumerate(crowd):
-            peer.settimeout(0.05)
+
+        def look(n: int, peer: socket.socket, wait: float) -> None:
+            peer.settimeout(wait)
             try:
                 if peer.recv(1) == b"":
                     closed.add(n)
             except TimeoutError:
-                continue  # open: admitted, waiting for the rest of its head
+                return  # open: admitted, waiting for the rest of its head
             except OSError:
-                closed.add(n)  # reset: closed as soon as accepted
-        assert len(closed) >= 150 - PENDING - 4, len(closed)  # (a few admitted as others ended)
+                closed.add(n)  # reset
+
+        deadline = time.monotonic() + 30
+        while len(closed) < 150 - PER_SOURCE and time.monotonic() < deadline:
+            for n, peer in enumerate(crowd):
+                if n not in closed:
+                    look(n, peer, 0.001)
+        assert len(closed) >= 150 - PER_SOURCE - 4, len(closed)  # (a few admitted as others ended)
         assert call(d, "victim", "echo", {"text": "through the crowd"}).endswith("through the crowd")
         deadline = time.monotonic() + 30
         for n, peer in enumerate(crowd):
             while n not in closed and time.monotonic() < deadline:
-                peer.settimeout(1)
-                try:
-                    if peer.recv(1) == b"":
-                        closed.add(n)
-                    peer.sendall(b"X")  # a byte now and then does not extend the head's time
-                except TimeoutError:
-                    continue
-                except OSError:
-                    closed.add(n)
+                look(n, peer, 1)
+                if n not in closed:
+                    with contextlib.suppress(OSError):
+                        peer.sendall(b"X")  # a byte now and then does not extend the head's time
         assert len(closed) == 150, f"{150 - len(closed)} slow connections were never cut"
     finally:
         for peer in crowd:

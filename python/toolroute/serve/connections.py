@@ -7,14 +7,14 @@ tenant's call failed with EMFILE. Here, per server:
 
 - **head timeout**: a request head must be complete within `head_timeout` seconds of the
   connection opening, or of the first byte of a next request on a kept-alive one; else the
-  connection is closed. (Between requests, uvicorn's keep-alive timeout, 5 s, closes it.)
-- **unauthenticated connections**: at most `max_unauthenticated` connections that have not yet
-  completed a request whose user was verified (served mode with authentication; without it,
-  one that has not yet completed a request) are open at once; a connection beyond is closed as
-  soon as it is accepted. Authenticated clients keep theirs, whatever a crowd without
-  credentials does.
-- **connections**: at most `max_connections` in all (well below the descriptor limit, so files,
-  pipes and upstream sessions still open); beyond, closed as soon as accepted.
+  connection is closed, unless bytes of it still wait unread in the kernel (the server is the
+  slow one then: it looks again shortly). (Between requests, uvicorn's keep-alive timeout, 5 s,
+  closes it.)
+- **admission** (`admission.py`): at most `max_connections` in all (well below the descriptor
+  limit, so files, pipes and upstream sessions still open); with authentication, connections
+  that wait for a request head and have not served a verified user at most `max_unauthenticated`
+  in all and `max_unauthenticated_per_source` per source address. Room is made by closing slow
+  waiting connections only, never one whose client is sending.
 
 Behind a load balancer, every connection comes from the balancer: give it its own limits too
 (HAProxy `timeout http-request`, `maxconn`), as docs/deploy.md shows.
@@ -23,16 +23,27 @@ Behind a load balancer, every connection comes from the balancer: give it its ow
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from toolroute.serve.admission import Admission, source_of
+
 HEAD_TIMEOUT = 10.0
 CONNECTION_KEY = "toolroute.connection"  # in a request's ASGI scope: the connection it came on
 MAX_UNAUTHENTICATED = 256
+MAX_UNAUTHENTICATED_PER_SOURCE = 32
 MAX_CONNECTIONS = 4096
+# How long a connection may wait for its head before it counts as slow, and may be closed to make
+# room (bounded by the head timeout): long enough for a client that connected in a burst of a
+# thousand on a loaded machine to be read, far shorter than the time a slow-loris holds on.
+SLOW_AFTER = 2.0
+_UNREAD = struct.Struct("i")
 
 
 @dataclass(frozen=True)
@@ -40,75 +51,127 @@ class ConnectionLimits:
     head_timeout: float = HEAD_TIMEOUT
     max_unauthenticated: int = MAX_UNAUTHENTICATED
     max_connections: int = MAX_CONNECTIONS
+    max_unauthenticated_per_source: int = MAX_UNAUTHENTICATED_PER_SOURCE
 
     def __post_init__(self) -> None:
         if self.head_timeout <= 0:
             raise ValueError("the request head timeout must be a positive number of seconds")
-        for name in ("max_unauthenticated", "max_connections"):
+        for name in ("max_unauthenticated", "max_connections", "max_unauthenticated_per_source"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+
+    @property
+    def grace(self) -> float:
+        """How long a waiting connection is safe from being closed to make room."""
+        return min(SLOW_AFTER, self.head_timeout / 2)
 
     def fitted(self, descriptors: int) -> ConnectionLimits:
         """These limits with at most half of `descriptors` (the process's limit) for connections."""
         most = max(64, descriptors // 2)
         if self.max_connections <= most:
             return self
-        return ConnectionLimits(self.head_timeout, min(self.max_unauthenticated, most), most)
+        return ConnectionLimits(
+            self.head_timeout,
+            min(self.max_unauthenticated, most),
+            most,
+            min(self.max_unauthenticated_per_source, most),
+        )
+
+    def admission(self, *, authenticated: bool, loop: asyncio.AbstractEventLoop | None = None) -> Admission:
+        """The bookkeeping of one server; without authentication nobody is verified, so there
+        is no cap on unauthenticated connections to hit, only `max_connections`."""
+        return Admission(
+            max_connections=self.max_connections,
+            max_unauthenticated=self.max_unauthenticated if authenticated else None,
+            max_per_source=self.max_unauthenticated_per_source if authenticated else None,
+            grace=self.grace,
+            later=None if loop is None else loop.call_later,
+        )
 
 
 def guarded_protocol(limits: ConnectionLimits, *, authenticated: bool) -> type[H11Protocol]:
-    """uvicorn's h11 protocol with `limits`, for one server (the counts are that server's)."""
-    unproven: set[_Guarded] = set()
+    """uvicorn's h11 protocol with `limits`, for one server (the counts are that server's); call
+    it on the server's loop (the admission's sweeps are timers on it)."""
+    admission = limits.admission(authenticated=authenticated, loop=asyncio.get_running_loop())
     return type(
         "GuardedH11Protocol",
         (_Guarded,),
-        {"limits": limits, "authenticated": authenticated, "unproven": unproven},
+        {"limits": limits, "authenticated": authenticated, "admission": admission},
     )
 
 
 class _Guarded(H11Protocol):
     limits: ConnectionLimits
     authenticated: bool
-    unproven: set[_Guarded]  # shared by the server's connections
+    admission: Admission  # the server's, shared by its connections
 
+    source = ""
+    partial = False  # has sent part of a head it is still waiting to complete (admission.py)
+    proven = False  # has served a verified user (without auth: has completed a request head)
     _head_timer: asyncio.TimerHandle | None = None
     _parsed: Any = None  # the scope of the last request head parsed
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        # (`connections` holds this one already)
-        if len(self.unproven) >= self.limits.max_unauthenticated or (
-            len(self.connections) > self.limits.max_connections
-        ):
+        self.source = source_of(transport.get_extra_info("peername"))
+        if not self.admission.arrive(self):
             transport.close()  # connection_lost follows, and tidies up
             return
-        self.unproven.add(self)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # the first byte of a next request: its head has the same time
         super().data_received(data)
-        if self.scope is not self._parsed:  # a request head was parsed
-            self._parsed = self.scope
-            self._disarm()
-            if self.authenticated:
-                self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]  # for `proven`
-            else:
-                self.unproven.discard(self)
+        if not self._look_for_head():
+            self.partial = True
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # may parse a pipelined next head
+        if not self._look_for_head() and not self.proven and not self.transport.is_closing():
+            self.admission.wait(self)  # unproven: it waits for its next head as a newcomer does
+
+    def _look_for_head(self) -> bool:
+        """Whether a new request head was parsed (then: it waits no more)."""
+        if self.scope is self._parsed:
+            return False
+        self._parsed = self.scope
+        self._disarm()
+        self.admission.started(self)
+        if self.authenticated:
+            self.scope[CONNECTION_KEY] = self  # type: ignore[literal-required]  # for `proven`
+        else:
+            self.proven = True
+        return True
 
     def prove(self) -> None:
         """A verified user's request is being answered on this connection."""
-        self.unproven.discard(self)
+        self.proven = True
+        self.admission.started(self)
+
+    def unread(self) -> int:
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        try:
+            return int(_UNREAD.unpack(fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * _UNREAD.size))[0])
+        except OSError:
+            return 0
+
+    def evict(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        self.unproven.discard(self)
+        self.admission.leave(self)
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
+    def _arm(self, delay: float | None = None) -> None:
         self._disarm()
-        self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_too_slow)
+        wait = self.limits.head_timeout if delay is None else delay
+        self._head_timer = self.loop.call_later(wait, self._head_too_slow)
 
     def _disarm(self) -> None:
         if self._head_timer is not None:
@@ -117,8 +180,12 @@ class _Guarded(H11Protocol):
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
+        if self.transport.is_closing():
+            return
+        if self.unread():  # the client sent; the server, busy, has not read it yet
+            self._arm(self.limits.grace)
+            return
+        self.transport.close()
 
 
 def proven(app: ASGIApp) -> ASGIApp:

@@ -107,7 +107,14 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         "--max-unauthenticated-connections",
         type=int,
         metavar="N",
-        help="connections open at once that have not yet served a verified user; more are closed (default 256)",
+        help="with authentication: connections waiting for a request head that have not yet served a "
+        "verified user; beyond, stalled ones (a part of a head, then nothing) are closed (default 256)",
+    )
+    g.add_argument(
+        "--max-unauthenticated-per-source",
+        type=int,
+        metavar="N",
+        help="the same, per source address (an IPv6 /64) (default 32)",
     )
     g.add_argument(
         "--max-connections",
@@ -165,6 +172,7 @@ def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
     names = {
         "request_head_timeout": "head_timeout",
         "max_unauthenticated_connections": "max_unauthenticated",
+        "max_unauthenticated_per_source": "max_unauthenticated_per_source",
         "max_connections": "max_connections",
     }
     changes = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag, None) is not None}

@@ -152,6 +152,12 @@ async def serve_stdio(served: ServedTools) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+# Connections the kernel queues before the server accepts them: a thousand clients arriving at
+# once must wait there, not be refused (128 dropped a burst's tail). The kernel caps it at
+# net.core.somaxconn (4096 on current kernels); asyncio lists the socket again with it.
+LISTEN_BACKLOG = 4096
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket; port 0 picks a free port, read back from the socket."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -164,7 +170,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
-    sock.listen(128)
+    sock.listen(LISTEN_BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -273,6 +279,7 @@ async def serve_http(
             proven(app),
             http=guarded_protocol(limits, authenticated=auth is not None),
             log_level="warning",
+            backlog=LISTEN_BACKLOG,
             lifespan="on",
             timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
         )
