@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
@@ -417,7 +418,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"refusing to serve on {args.host} without authentication: without --auth-jwks, "
                 "--auth-public-key or --api-keys, HTTP serving binds loopback addresses only"
             )
-    options = _options(args)
+    # A server starts whatever one upstream does: one that cannot be reached is left out and
+    # retried in the background (docs/mcp.md).
+    options = dataclasses.replace(_options(args), leave_out_failed_upstreams=True)
     # (With authentication, the tenants' network is checked with their sandbox: isolation.py.)
     if options.sandbox_network == "host" or (not auth_requested(args) and options.sandbox_network != "none"):
         _require_served_network(options)

@@ -70,13 +70,18 @@ class McpGateway:
         connect_timeout: float = 30.0,
         eager: bool = False,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        leave_out_failed: bool = False,
     ) -> None:
+        """With `leave_out_failed`, a server that cannot be reached when `connect` (or `eager`)
+        lists every server is left out, logged, and retried in the background until it answers
+        (its tools absent until then); without it, `connect` raises its error."""
         if call_timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
         if max_result_chars <= 0:
             raise ValueError("max_result_chars must be positive")
         self.connect_timeout = connect_timeout
         self.eager = eager
+        self.leave_out_failed = leave_out_failed
         self._lock = threading.RLock()
         self._loop = LoopThread()
         self._closed = False
@@ -163,10 +168,16 @@ class McpGateway:
 
     def connect(self) -> None:
         """Connect every server now and load its tools (what `eager=True` does at start)."""
-        self._loop.run(self._lists.load_all(self._services.all(), raise_errors=True))
+        self._loop.run(self._load_everything())
 
     async def aconnect(self) -> None:
-        await self._loop.arun(self._lists.load_all(self._services.all(), raise_errors=True))
+        await self._loop.arun(self._load_everything())
+
+    async def _load_everything(self) -> None:
+        if self.leave_out_failed:
+            await self._lists.load_leaving_out(self._services.all())
+        else:
+            await self._lists.load_all(self._services.all(), raise_errors=True)
 
     def remove_user(self, user_id: str) -> None:
         """Forget `user_id`'s own servers: their connections (and processes) end and their tools
@@ -349,6 +360,8 @@ class McpGateway:
         upstreams = []
         for sid, uid in dict.fromkeys(services):
             service = self._global_service(sid) if uid is None else self._user_or_global_service(sid, UserId.of(uid))
+            if service.left_out:
+                continue  # not reachable at start, retried in the background: nothing to offer yet
             timeout = service.config.timeout or self.call_timeout
             upstreams.append(Upstream(service.service_id, service.connection, timeout))
         return UpstreamOffer(self._loop, upstreams)

@@ -25,6 +25,10 @@ from toolroute.naming import UserId
 from toolroute.types import ToolDefinition
 
 log = logging.getLogger("toolroute.mcp")
+# A server left out at start is tried again after this many seconds, twice as long each time up
+# to RETRY_MOST: one that is down costs a spawn (or a connect) a minute at most.
+RETRY_FIRST = 2.0
+RETRY_MOST = 60.0
 
 
 @dataclass
@@ -103,7 +107,7 @@ class ToolLists:
     async def load_all(self, services: list[Service], *, raise_errors: bool, only_missing: bool = False) -> bool:
         """List every service of the batch, then name and publish them together, so the names
         a batch gets do not depend on which server answered first."""
-        todo = [s for s in services if not (only_missing and s.tools is not None and not s.stale)]
+        todo = [s for s in services if not (only_missing and ((s.tools is not None and not s.stale) or s.left_out))]
         if not todo:
             return False
         results = await asyncio.gather(*(self._list(s) for s in todo), return_exceptions=True)
@@ -120,6 +124,37 @@ class ToolLists:
 
     async def load(self, service: Service) -> bool:
         return await self.load_all([service], raise_errors=True)
+
+    async def load_leaving_out(self, services: list[Service]) -> None:
+        """`load_all`, leaving out each server that fails (logged): it is retried in the
+        background until it lists, its tools absent until then, and listeners are told once
+        they are published. What waits for a server's tools does not wait for a left-out one."""
+        await self.load_all(services, raise_errors=False)
+        with self._lock:
+            failed = [s for s in services if s.tools is None and self._registry.get(s.key) is s]
+            for service in failed:
+                service.left_out = True
+        for service in failed:
+            self.in_background(self._retry(service))
+
+    async def _retry(self, service: Service) -> None:
+        delay = RETRY_FIRST
+        while True:
+            await asyncio.sleep(delay)
+            with self._lock:
+                if self.closed or self._registry.get(service.key) is not service:
+                    return
+            try:
+                changed = await self.load(service)
+            except ToolError:
+                delay = min(delay * 2, RETRY_MOST)
+                continue
+            with self._lock:
+                service.left_out = False
+            log.warning("MCP server %r answered: its tools are served from now on", service.key)
+            if changed:
+                self._announce(service.user_id)
+            return
 
     async def _list(self, service: Service) -> bool:
         """List one service's tools and project their schemas (outside the lock); True if listed."""

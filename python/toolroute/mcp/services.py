@@ -35,13 +35,15 @@ class Service:
     listed_on: int = 0  # the connection's `connects` count when the tools were listed
     error: ToolError | None = None
     failed_at: float = 0.0
+    left_out: bool = False  # failed at start: retried in the background only (loading.py)
 
     def failed_recently(self, now: float) -> bool:
         return self.error is not None and now - self.failed_at < RETRY_FAILED_AFTER
 
     def needs_listing(self, now: float) -> bool:
-        """Not listed yet (or its list changed), and not waiting out a recent failure."""
-        return (self.tools is None or self.stale) and not self.failed_recently(now)
+        """Not listed yet (or its list changed), and not waiting out a recent failure or its
+        background retry."""
+        return (self.tools is None or self.stale) and not self.failed_recently(now) and not self.left_out
 
 
 def service_key(service_id: str, user_id: UserId | None) -> str:

@@ -39,6 +39,9 @@ class RouterOptions:
     sandbox_writable: tuple[Path, ...] = ()
     sandbox_view: SandboxView = "host"
     env_allowlist: tuple[str, ...] | None = None  # None: bash's DEFAULT_ENV_ALLOWLIST
+    # An upstream that cannot be reached at start: left out and retried in the background (a
+    # server, which must start whatever one upstream does) rather than an error (`tools`, `call`).
+    leave_out_failed_upstreams: bool = False
 
     def limits(self) -> ToolLimits:
         changes: dict[str, Any] = {}
@@ -96,14 +99,16 @@ def gateway_result_cap(max_output_chars: int | None) -> int:
     return DEFAULT_MAX_RESULT_CHARS if max_output_chars is None else max_output_chars
 
 
-def _load_gateway(config: Path, max_output_chars: int | None) -> McpGateway:
+def _load_gateway(config: Path, max_output_chars: int | None, leave_out_failed: bool = False) -> McpGateway:
     if not config.is_file():
         raise ToolArgumentError(f"MCP config file not found: {config}")
     from toolroute.mcp import McpGateway  # the mcp SDK is imported only when a config is given
 
     # Eager: every upstream is listed before any name is shown, so a tool name two upstreams share
     # is qualified from the start instead of changing once the second server connects.
-    return McpGateway.from_file(config, eager=True, max_result_chars=gateway_result_cap(max_output_chars))
+    return McpGateway.from_file(
+        config, eager=True, max_result_chars=gateway_result_cap(max_output_chars), leave_out_failed=leave_out_failed
+    )
 
 
 def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
@@ -120,7 +125,9 @@ def _import_modules(router: ToolRouter, modules: Sequence[str]) -> None:
 def build_router(options: RouterOptions) -> ToolRouter:
     """A router with the options' context as default, the modules scanned, the gateway attached."""
     config = options.mcp_config
-    gateway = _load_gateway(config, options.max_output_chars) if config is not None else None
+    gateway = None
+    if config is not None:
+        gateway = _load_gateway(config, options.max_output_chars, options.leave_out_failed_upstreams)
     router = ToolRouter(context=options.context(), gateway=gateway)
     try:
         _import_modules(router, options.modules)
