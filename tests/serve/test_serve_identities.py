@@ -4,6 +4,7 @@ stable across restarts and unique across replicas starting at once on one machin
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,52 @@ def test_replicas_allocating_at_once_never_share_a_uid(deployed: Path) -> None:
     given = dict(line.split() for p in procs for line in p.communicate(timeout=120)[0].splitlines())
     assert all(p.returncode == 0 for p in procs)
     assert sorted(given) == sorted(users) and len(set(given.values())) == len(users)
+
+
+# ---- the deployment's secret (issue 55) ------------------------------------------------------
+
+WIDE = range(0x70000000, 0x70000000 + 65536)  # the default's size: starting points rarely meet
+
+
+@needs_root
+def test_two_deployments_on_one_host_give_a_user_different_uids(deployed: Path) -> None:
+    """Two deployments (two registries, two workspace folders) on one host: their tenants of the
+    same ids get different uids, so one deployment's tenant never shares the other's
+    `--max-processes` budget (the uid was a function of the user id alone before)."""
+    from toolroute.serve.store import UserStore
+
+    got = []
+    for name in ("one", "two"):
+        with UserStore(f"sqlite:///{deployed / f'{name}.db'}") as store:
+            workspaces = Workspaces(str(deployed / name / "{user}"), WIDE, store.deployment_secret())
+            got.append([workspaces.ensure(f"user{i}")[1] for i in range(8)])
+    assert sum(a != b for a, b in zip(*got, strict=True)) >= 7, got  # (chance: 8 in 65,536 may meet)
+
+
+@needs_root
+def test_replicas_on_one_registry_agree_and_old_workspaces_keep_their_owner(deployed: Path) -> None:
+    from toolroute.serve.store import UserStore
+
+    registry = f"sqlite:///{deployed / 'users.db'}"
+    with UserStore(registry) as first, UserStore(registry) as second:
+        secret = first.deployment_secret()
+        assert second.deployment_secret() == secret and len(secret) == 32
+    # Replicas on two hosts (two workspace folders) start every user at the same uid.
+    here = Workspaces(str(deployed / "a" / "{user}"), WIDE, secret)
+    there = Workspaces(str(deployed / "b" / "{user}"), WIDE, secret)
+    assert [here.ensure(f"u{i}")[1] for i in range(8)] == [there.ensure(f"u{i}")[1] for i in range(8)]
+    # A workspace made before (its owner derived otherwise) keeps it: the owner is the record.
+    old = deployed / "a" / "veteran"
+    old.mkdir(mode=0o700)
+    os.chown(old, WIDE.start + 7, WIDE.start + 7)
+    assert here.ensure("veteran") == (old, WIDE.start + 7)
+
+
+@needs_root
+def test_without_a_registry_the_secret_lives_beside_the_workspaces(deployed: Path) -> None:
+    template = str(deployed / "ws" / "{user}")
+    first = Workspaces(template, WIDE).ensure("alice")[1]
+    secret_file = deployed / "ws" / ".toolroute-uid-secret"
+    assert secret_file.stat().st_mode & 0o777 == 0o600
+    shutil.rmtree(deployed / "ws" / "alice")
+    assert Workspaces(template, WIDE).ensure("alice")[1] == first  # the same file: the same start

@@ -5,8 +5,12 @@ A server running as root gives every tenant a uid of its own from a range (defau
 sandbox cannot reach another tenant's files: each workspace is a 0700 folder owned by its
 tenant's uid, and the file tools give what they make there to that owner. The allocation is
 kept where it cannot drift: the owner of the tenant's workspace *is* its uid. A new tenant gets
-the first free uid from a starting point derived from its id, chosen under a lock file beside
-the workspaces, so replicas on one machine never hand out one uid twice.
+the first free uid from a starting point derived from its id and the deployment's secret (kept
+in the registry, `UserStore.deployment_secret`; without a registry, in a 0600 file beside the
+workspaces), chosen under a lock file beside the workspaces, so replicas on one machine never
+hand out one uid twice, replicas of one deployment start from the same point, and two
+deployments on one host give one user id different uids (the kernel counts `--max-processes`
+per uid: the same uid would be one budget for both). A workspace made before keeps its owner.
 
 A server that is not root cannot switch uids: its tenants' commands share its uid, and only the
 minimal view (docs/deploy.md) keeps them apart.
@@ -17,7 +21,9 @@ from __future__ import annotations
 import fcntl
 import glob
 import hashlib
+import hmac
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +37,7 @@ USER_PLACEHOLDER = "{user}"
 # dynamic users, far below the 32-bit end that some tools reserve.
 DEFAULT_UIDS = range(0x70000000, 0x70000000 + 65536)
 LOCK_NAME = ".toolroute-workspaces.lock"
+SECRET_NAME = ".toolroute-uid-secret"  # beside the workspaces, where no registry keeps one
 
 
 def parse_uid_range(text: str) -> range:
@@ -60,6 +67,7 @@ class Workspaces:
 
     template: str
     uids: range | None = None
+    secret: bytes | None = None  # the deployment's (None: a file beside the workspaces holds one)
 
     def __post_init__(self) -> None:
         template_base(self.template)  # validates the placeholder
@@ -90,12 +98,24 @@ class Workspaces:
         assert self.uids is not None
         taken = {_owner(Path(p)) for p in glob.glob(glob.escape(self.template).replace(USER_PLACEHOLDER, "*"))}
         taken.discard(None)
-        start = int.from_bytes(hashlib.sha256(user_id.encode()).digest()[:8], "big") % len(self.uids)
+        digest = hmac.new(self.secret or self._local_secret(), user_id.encode(), hashlib.sha256).digest()
+        start = int.from_bytes(digest[:8], "big") % len(self.uids)
         for step in range(len(self.uids)):
             uid = self.uids[(start + step) % len(self.uids)]
             if uid not in taken:
                 return uid
         raise ToolArgumentError(f"no free uid left in {self.uids.start}-{self.uids.stop - 1} for user {user_id!r}")
+
+    def _local_secret(self) -> bytes:
+        """The secret kept beside the workspaces (made 0600 on first use; under the lock)."""
+        path = template_base(self.template) / SECRET_NAME
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            return bytes.fromhex(path.read_text().strip())
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+        return bytes.fromhex(path.read_text().strip())
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

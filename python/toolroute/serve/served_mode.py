@@ -279,6 +279,8 @@ def build_served_mode(
         workspace_template=args.workspace_template,
         base_context=base_context,
         tenant_uids=uids,
+        # Replicas on one registry derive a tenant's uid alike; another deployment differently.
+        uid_secret=store.deployment_secret() if uids is not None and store is not None else None,
         confine=confine,
         deferred=deferred_option(getattr(args, "defer", None)),
     )

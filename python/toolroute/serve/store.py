@@ -59,7 +59,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " config TEXT NOT NULL,"
         " PRIMARY KEY (user_id, server_id))",
     ),
+    # What one deployment keeps of its own (the secret tenant uids are derived with).
+    ("CREATE TABLE IF NOT EXISTS toolroute_settings ( name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
 )
+UID_SECRET = "uid_secret"
 
 
 class StoreError(ToolArgumentError):
@@ -230,6 +233,23 @@ class UserStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ---- the deployment's own -------------------------------------------------------------
+
+    def deployment_secret(self) -> bytes:
+        """The secret this deployment's tenant uids are derived with (`identities.py`): made
+        once, at random, by whichever replica asks first; every replica on this registry reads
+        the same, and another registry (another deployment) has another."""
+        select = "SELECT value FROM toolroute_settings WHERE name = ?"
+        rows = self._query(select, (UID_SECRET,))
+        if not rows:
+            with self._transaction() as cur:
+                cur.execute(
+                    self._sql("INSERT INTO toolroute_settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING"),
+                    (UID_SECRET, secrets.token_hex(32)),
+                )
+            rows = self._query(select, (UID_SECRET,))
+        return bytes.fromhex(str(rows[0][0]))
 
     # ---- users ---------------------------------------------------------------------------
 

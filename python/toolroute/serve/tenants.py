@@ -78,11 +78,14 @@ class Tenancy:
         base_context: BuiltInToolContext | None = None,
         registry_ttl: float = REGISTRY_TTL,
         tenant_uids: range | None = None,
+        uid_secret: bytes | None = None,
         confine: Confine | None = None,
         deferred: bool | Sequence[str] = (),
         upstreams: Upstreams | None = None,
     ) -> None:
-        self.workspaces = None if workspace_template is None else Workspaces(workspace_template, tenant_uids)
+        self.workspaces = (
+            None if workspace_template is None else Workspaces(workspace_template, tenant_uids, uid_secret)
+        )
         self.router = router
         # The gateway as served mode's own interface (users' servers, changes, offers).
         self.upstreams = upstreams if upstreams is not None else upstreams_of(router)
