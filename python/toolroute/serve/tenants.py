@@ -106,6 +106,7 @@ class Tenancy:
         self._doors: OrderedDict[str | None, _Door] = OrderedDict()
         self._contexts: OrderedDict[str, BuiltInToolContext] = OrderedDict()
         self._registered: dict[str, dict[str, str]] = {}  # user -> server id -> config text
+        self._builds: dict[str | None, threading.Lock] = {}  # a user's door is built under its own
         self._last_seen: dict[str, float] = {}  # user -> monotonic time of their last request
         self._busy: Counter[str] = Counter()  # user -> their requests in progress
 
@@ -190,14 +191,27 @@ class Tenancy:
                 return door.served
         # Outside the lock: confining a server makes the tenant's workspace (and takes the lock).
         launch = self._launchable(user_id, servers) if user_id is not None else {}
-        with self._lock:
+        # Nor under it: registering and listing a user's servers waits for their handshakes (30 s
+        # for one that never answers), and the event loop takes this lock (`context`): held here,
+        # one tenant's silent server stopped every request of the whole server, and its shutdown.
+        with self._building(user_id):
             own = self._register_servers(user_id, servers, launch) if user_id is not None else []
             served = ServedTools(
                 self.router, self.functions, self.mcp_servers, user_id, user_servers=own, deferred=self.deferred
             )
+        with self._lock:
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation, stored)
             _bound(self._doors)
-            return served
+        return served
+
+    @contextmanager
+    def _building(self, user_id: UserId | None) -> Iterator[None]:
+        """One door build of `user_id` at a time (another user's goes on meanwhile). A user is
+        not released while a request of theirs, and so their door's build, is in progress."""
+        with self._lock:
+            lock = self._builds.setdefault(user_id, threading.Lock())
+        with lock:
+            yield
 
     def _seen(self, user_id: UserId | None) -> None:
         if user_id is not None:
@@ -244,12 +258,13 @@ class Tenancy:
             for user in gone:
                 del self._last_seen[user]
                 self._doors.pop(user, None)
+                self._builds.pop(user, None)
                 context = self._contexts.pop(user, None)
                 if context is not None and self.processes is not None:
                     # Running ones run on (and are listed when the user is back); the output of
                     # ended ones nobody came back for goes.
                     self.processes.release_ended(owner_of(context))
-                # Under the lock, as registration is: a user back at once registers anew after.
+                # A user with a request in progress (a door being built) is not released.
                 gateway = self.upstreams
                 if self._registered.pop(user, None) is not None and gateway is not None:
                     gateway.remove_user(user)
