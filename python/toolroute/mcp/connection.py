@@ -77,6 +77,7 @@ class Connection:
         self._stderr: IO[bytes] | None = None
         self._closed = False
         self._checking: asyncio.Task[None] | None = None  # the ping after a timed-out call
+        self._starting: asyncio.Task[None] | None = None  # the owner task while it shakes hands
         self.unresponsive = 0  # restarts because the server answered nothing, not even a ping
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -106,11 +107,14 @@ class Connection:
         ready: asyncio.Future[ClientSession] = loop.create_future()
         stop = asyncio.Event()
         owner = loop.create_task(self._own(ready, stop), name=f"toolroute-mcp:{self.key}")
+        self._starting = owner
         try:
             session = await asyncio.shield(ready)
         except asyncio.CancelledError:
             stop.set()
             raise
+        finally:
+            self._starting = None
         self._session, self._owner, self._stop = session, owner, stop
         self.connects += 1
 
@@ -255,6 +259,10 @@ class Connection:
         self._closed = True
         if self._checking is not None:
             self._checking.cancel()
+        if self._starting is not None:
+            # A handshake in progress ends now, not at its timeout: a server that never answers
+            # held the gateway's close (and so a SIGTERMed server) for its whole connect timeout.
+            self._starting.cancel()
         await self.reset()
 
     # ---- errors ------------------------------------------------------------------------
