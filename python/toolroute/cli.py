@@ -357,10 +357,6 @@ def cmd_call(args: argparse.Namespace) -> int:
 # ---- serve -------------------------------------------------------------------------------
 
 
-def _interrupt(signum: int, frame: object) -> NoReturn:
-    raise KeyboardInterrupt
-
-
 def _is_interrupt(exc: BaseException) -> bool:
     """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by task groups."""
     if isinstance(exc, KeyboardInterrupt):
@@ -430,6 +426,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "run unconfined",
             file=sys.stderr,
         )
+    from toolroute.serve.shutdown import Shutdown
+
+    shutdown = Shutdown()
     with build_router(options) as router:
         # The MCP server stack loads only here.
         from toolroute.serve.doors import ServedTools
@@ -448,11 +447,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         if args.transport == "stdio":
             # SIGTERM ends the server like Ctrl-C, so the router still closes (background
-            # processes, upstream sessions).
-            signal.signal(signal.SIGTERM, _interrupt)
+            # processes, upstream sessions), within the shutdown's bound (serve/shutdown.py).
+            def interrupt(signum: int, frame: object) -> NoReturn:
+                shutdown.asked()  # a second signal forces, and never returns
+                raise KeyboardInterrupt
+
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, interrupt)
             with _until_interrupted(), hostsignals.chained():
                 print(f"toolroute: serving {len(served.names)} tool(s) on stdio", file=sys.stderr, flush=True)
                 anyio.run(serve_stdio, served)
+            router.close()  # (idempotent) before a signalled stop's exit, which skips the rest
+            if shutdown.started:
+                shutdown.exit_now()
             return EXIT_OK
         try:
             sock = inherited or bind_socket(args.host, args.port)
@@ -471,11 +478,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             with _until_interrupted():
                 serving = functools.partial(
-                    serve_http, sock=sock, auth=mode.auth, recycle=mode.recycle, connections=mode.connections
+                    serve_http,
+                    sock=sock,
+                    auth=mode.auth,
+                    recycle=mode.recycle,
+                    connections=mode.connections,
+                    shutdown=shutdown,
                 )
                 anyio.run(serving, mode.doors, args.host, args.port, args.path, ready)
         finally:
             mode.close()
+    if shutdown.started:
+        shutdown.exit_now()  # a stop signal: everything is closed, and the bound's clock runs
     if mode.recycle is not None and mode.recycle.requested:
         # Everything is closed (the router's upstream sessions and processes too); the socket
         # still listens, and the fresh process takes it over. The commands' watchdog is let go

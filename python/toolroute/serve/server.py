@@ -27,6 +27,7 @@ from toolroute import __version__
 from toolroute.cancellation import process_ending
 from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.doors import FixedDoor, ServedRequests, ServedTools, ServerContext
+from toolroute.serve.shutdown import Shutdown
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
@@ -250,12 +251,15 @@ async def serve_http(
     auth: HttpAuth | None = None,
     recycle: Recycle | None = None,
     connections: ConnectionLimits | None = None,
+    shutdown: Shutdown | None = None,
 ) -> None:
     """Serve streamable HTTP on `sock` (or a new socket bound to host:port); `on_ready(url)` is
     called once the socket listens. With `auth`, every request needs a valid bearer token and
     the server is stateless (any replica can answer any request). `recycle` is told when the
     server is up and may then stop it (see serve/recycle.py). `connections` bounds the
-    connections and how long a request head may take (serve/connections.py)."""
+    connections and how long a request head may take (serve/connections.py). `shutdown` counts
+    the stop signals and bounds the stop (serve/shutdown.py: `toolroute serve` passes one; by
+    default a stop is graceful only); the caller may read it once this returns."""
     import uvicorn  # an `mcp` dependency, only needed here
 
     from toolroute.serve.connections import ConnectionLimits, guarded_protocol, proven
@@ -274,7 +278,15 @@ async def serve_http(
     )
     sock = sock if sock is not None else bind_socket(host, port)
     limits = (connections or ConnectionLimits()).fitted(descriptor_limit())
-    http = uvicorn.Server(
+    # Embedded, the program owns its process: its stop is graceful only (the CLI's is bounded).
+    stopping = shutdown if shutdown is not None else Shutdown(force_after=None)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stopping.asked()  # the stop's clock starts at the signal, not when the HTTP side is done
+            super().handle_exit(sig, frame)
+
+    http = _Server(
         uvicorn.Config(
             proven(app),
             http=guarded_protocol(limits, authenticated=auth is not None),
@@ -285,11 +297,16 @@ async def serve_http(
         )
     )
     previous: dict[int, Any] = {}
+    serving = False
 
     def finish() -> None:
         http.should_exit = True
 
     def stop(*_: object) -> None:
+        # Bounded: at its clock's end, or at a second signal, what is left is killed. uvicorn
+        # re-raises the signal it handled as it stops serving: that one is not a second.
+        if not (serving and stopping.started):
+            stopping.asked()
         finish()
         process_ending()  # calls cancelled at the grace's end do not wait for their threads
         if recycle is not None:  # a signal during a recycle ends the process instead
@@ -326,12 +343,17 @@ async def serve_http(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(announce)
-            await http.serve(sockets=[sock])
+            serving = True
+            try:
+                await http.serve(sockets=[sock])
+            finally:
+                serving = False
             tg.cancel_scope.cancel()
     finally:
         sock.close()
-        for previous_signum, handler in previous.items():
-            signal.signal(previous_signum, handler)
+        if not stopping.started:  # else a second signal, during the close, must still force
+            for previous_signum, handler in previous.items():
+                signal.signal(previous_signum, handler)
 
 
 def run(

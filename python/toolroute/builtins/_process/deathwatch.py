@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 MARKER_NAME = "TOOLROUTE_DEATHWATCH"
@@ -69,12 +70,25 @@ def _listed_by_ps(needle: bytes) -> list[int]:
     return found
 
 
+QUIET_PASSES = 5  # scans in a row that must find nothing before the watch is over
+PASS_PAUSE = 0.1  # between them: a spawn the host began as it died shows its marker once exec'd
+MOST_PASSES = 100
+
+
 def kill_marked(marker: str, via: str = "proc") -> None:
-    """SIGKILL each marked process and its group, until none is left (bounded)."""
-    for _ in range(10):  # a process forking while we scan is caught on the next pass
+    """SIGKILL each marked process and its group, until none has been seen for a few scans in a
+    row (bounded): a process forking while we scan, or exec'ing a command the host forked just
+    before it died (its marker shows only after the exec), is caught on a later pass."""
+    quiet = 0
+    for _ in range(MOST_PASSES):
         pids = [pid for pid in marked_processes(marker, via) if pid != os.getpid()]
         if not pids:
-            return
+            quiet += 1
+            if quiet >= QUIET_PASSES:
+                return
+            time.sleep(PASS_PAUSE)
+            continue
+        quiet = 0
         for pid in pids:
             with contextlib.suppress(OSError):  # gone, or its group is
                 os.killpg(os.getpgid(pid), signal.SIGKILL)
@@ -132,6 +146,11 @@ class DeathWatch:
         if not self._atexit:
             atexit.register(self.close)
             self._atexit = True
+
+    def pid(self) -> int | None:
+        """The watchdog's pid, if it runs (for this process)."""
+        proc = self._proc
+        return proc.pid if proc is not None and self._owner == os.getpid() else None
 
     def close(self, timeout: float = 5.0) -> None:
         """At interpreter exit: release the watchdog now (it ends what is left) and reap it."""
