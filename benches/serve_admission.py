@@ -173,9 +173,8 @@ def main() -> None:
                     failed[condition] += lost
                     round_p50[condition] = statistics.median(got) if got else float("nan")
                 p50_ratios.append(round_p50["flood"] / round_p50["quiet"])
-                print(
-                    f"round {r + 1}: quiet p50 {round_p50['quiet'] * 1e3:.1f} ms, flood p50 {round_p50['flood'] * 1e3:.1f} ms"
-                )
+                quiet_ms, flood_ms = round_p50["quiet"] * 1e3, round_p50["flood"] * 1e3
+                print(f"round {r + 1}: quiet p50 {quiet_ms:.1f} ms, flood p50 {flood_ms:.1f} ms")
             for condition in ("quiet", "flood"):
                 got = times[condition]
                 print(
