@@ -50,6 +50,11 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return rest[0].decode(), int(rest[1])
 
 
+def _alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
+
+
 def _children(parent: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -299,3 +304,22 @@ def test_a_hung_stop_is_forced_and_takes_what_it_started_along(tmp_path: Path, h
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "stopping by force" in err
+
+
+def test_nothing_the_old_process_started_outlives_a_recycle(registry: tuple[Path, dict[str, str]]) -> None:
+    """A recycle (the process replaces itself once nobody is served): what the old program
+    started (a tenant's own server, the shared upstream, the commands' watchdog) is gone, and
+    the process (same pid) serves on with only what the new program starts."""
+    base, keys = registry
+    with reaped_server(base, "--idle-timeout", "1", "--recycle-above", "0.001") as reaped:
+        assert anyio.run(_call, reaped.served.url, keys["alice"], "bash", {"command": "echo hi"}).find("hi") >= 0
+        assert any(name.endswith("_tool_echo") for name in anyio.run(_list, reaped.served.url, keys["alice"]))
+        before = set(_descendants(reaped.pid))
+        assert before, "the server started nothing"
+        reaped.served.wait_for("recycling")
+        reaped.served.wait_for(" on http://", count=2)
+        assert _children(reaped.served.proc.pid) == [reaped.pid]  # nothing else left to the subreaper
+        deadline = time.monotonic() + SETTLE
+        while (left := [pid for pid in before if _alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == [], [f"{pid}: {_command_line(pid)}" for pid in left]

@@ -132,16 +132,6 @@ class Admission:
         if not of_source:
             del self._by_source[conn.source]
 
-    def moved(self, conn: Admitted, source: str) -> None:
-        """`conn` turned out to come from `source` (a PROXY protocol header): counted there."""
-        since = self._waiting.get(conn)
-        self.started(conn)
-        conn.source = source
-        if since is not None:
-            self._waiting[conn] = since
-            self._by_source.setdefault(source, {})[conn] = since
-            self._keep_caps(source)
-
     def leave(self, conn: Admitted) -> None:
         self.started(conn)
         self._open.discard(conn)
