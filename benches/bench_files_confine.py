@@ -9,7 +9,9 @@ Run: python -m pytest benches/bench_files_confine.py --benchmark-only -s
 - read_file of the first page (20 lines) of a 15 MB file vs reading it whole (today's way) and
   vs a careful Python `readline` loop.
 - apply_patch of 1 hunk and of 20 files at each durability level, vs the PyPI `codex-apply-patch`
-  package (which never fsyncs, so `none` is the like-for-like level).
+  package (which never fsyncs, so `none` is the like-for-like level), and vs the Codex CLI's own
+  apply_patch (PyPI `openai-codex-cli-bin`, the `parity` extra; a process per patch, as Codex runs
+  it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import io
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -175,6 +178,26 @@ def _patch(files: int, a: str, b: str) -> str:
     return "\n".join([*body, "*** End Patch"]) + "\n"
 
 
+def _codex_cli(home: Path) -> Callable[[str, Path], None] | None:
+    """The Codex CLI's apply_patch (run as `apply_patch`, its argv[0] role: no configuration, no
+    network), or None when `openai-codex-cli-bin` is not installed."""
+    try:
+        import codex_cli_bin  # type: ignore[import-not-found, unused-ignore]
+
+        binary = Path(codex_cli_bin.bundled_codex_path())
+    except (ImportError, FileNotFoundError):
+        return None
+    home.mkdir(exist_ok=True)
+    alias = home / "apply_patch"
+    alias.symlink_to(binary)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(home), "LANG": "C.UTF-8"}
+
+    def run(patch: str, cwd: Path) -> None:
+        subprocess.run([str(alias), patch], cwd=cwd, env=env, capture_output=True, check=True, timeout=60)
+
+    return run
+
+
 @pytest.mark.parametrize("files", [1, 20])
 @pytest.mark.parametrize("durability", ["none", "file", "full"])
 def test_apply_patch_vs_codex(benchmark: Any, tmp_path: Path, files: int, durability: str) -> None:
@@ -184,14 +207,14 @@ def test_apply_patch_vs_codex(benchmark: Any, tmp_path: Path, files: int, durabi
     from _interleave import compare
 
     codex = pytest.importorskip("codex_apply_patch")
-    ours_root, theirs_root = tmp_path / "ours", tmp_path / "theirs"
-    ours_root.mkdir()
-    theirs_root.mkdir()
-    _tree(ours_root, files)
-    _tree(theirs_root, files)
+    ours_root, theirs_root, cli_root = tmp_path / "ours", tmp_path / "theirs", tmp_path / "cli"
+    for root in (ours_root, theirs_root, cli_root):
+        root.mkdir()
+        _tree(root, files)
     router = ToolRouter(context=BuiltInToolContext(ours_root, durability=durability))  # type: ignore[arg-type]
     forward, back = _patch(files, "20", "21"), _patch(files, "21", "20")
-    state = {"ours": 0, "theirs": 0}
+    state = {"ours": 0, "theirs": 0, "cli": 0}
+    cli = _codex_cli(tmp_path / "codex-home")
 
     def ours() -> None:
         router.invoke("apply_patch", {"patch": (forward, back)[state["ours"] % 2]})
@@ -201,6 +224,15 @@ def test_apply_patch_vs_codex(benchmark: Any, tmp_path: Path, files: int, durabi
         codex.apply_patch((forward, back)[state["theirs"] % 2])
         state["theirs"] += 1
 
+    alternatives: dict[str, Callable[[], None]] = {"codex-apply-patch (in place, no fsync)": theirs}
+    if cli is not None:
+
+        def codex_cli() -> None:
+            cli((forward, back)[state["cli"] % 2], cli_root)
+            state["cli"] += 1
+
+        alternatives["Codex CLI apply_patch (a process per patch, no fsync)"] = codex_cli
+
     cwd = os.getcwd()
     os.chdir(theirs_root)  # codex-apply-patch works relative to the current folder
     try:
@@ -208,12 +240,12 @@ def test_apply_patch_vs_codex(benchmark: Any, tmp_path: Path, files: int, durabi
             results = compare(
                 f"apply_patch {files} file(s), durability={durability}",
                 ("toolroute", ours),
-                {"codex-apply-patch (in place, no fsync)": theirs},
+                alternatives,
                 100,
             )
-        assert {p.name: p.read_text() for p in ours_root.iterdir()} == {
-            p.name: p.read_text() for p in theirs_root.iterdir()
-        }
+        tree = {p.name: p.read_text() for p in ours_root.iterdir()}
+        assert tree == {p.name: p.read_text() for p in theirs_root.iterdir()}
+        assert cli is None or tree == {p.name: p.read_text() for p in cli_root.iterdir()}
     finally:
         os.chdir(cwd)
     RATIOS[f"apply_patch {files} file(s), durability={durability}"] = (

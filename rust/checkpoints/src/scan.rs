@@ -75,7 +75,10 @@ pub type Tree = rustc_hash::FxHashMap<PathBuf, Stamp>;
 /// Names never part of a checkpoint: version control's own folder (rewinding it would undo
 /// commits) and the file layer's temps and journals.
 pub fn excluded(name: &OsStr) -> bool {
-    name == ".git" || name.as_bytes().starts_with(b".toolroute-")
+    name == ".git"
+        || name
+            .as_bytes()
+            .starts_with(toolroute_files::TEMP_PREFIX.as_bytes())
 }
 
 /// Why a scan stopped.

@@ -133,6 +133,11 @@ pub fn owner_for_new(dir: BorrowedFd<'_>) -> io::Result<Option<(Uid, Gid)>> {
 }
 
 impl Created {
+    /// The folder it was made in (whose entry for it a durable write must sync).
+    pub fn parent(&self) -> BorrowedFd<'_> {
+        self.parent.as_fd()
+    }
+
     /// Remove the folder again (only if still empty).
     pub fn undo(&self) {
         let _ = rustix::fs::unlinkat(&self.parent, self.name.as_os_str(), AtFlags::REMOVEDIR);

@@ -9,7 +9,9 @@
 //! search index) what was written, without knowing it; `hash` is a file content's digest; `session` is the stale-read
 //! guard (what a session last read or wrote of each file, checked by the writers, recorded by
 //! `txn`); `text_style` keeps a file's encoding and line
-//! endings; `txn` commits changes atomically. The tools' logic above it (edit, write_file)
+//! endings; `txn` commits changes atomically, `journal` is a multi-file commit's record,
+//! `durable` issues its syncs together, and `recover` finishes or undoes a commit whose process
+//! died. The tools' logic above it (edit, write_file)
 //! lives in the `toolroute-edits` crate.
 
 /// Whether this build uses the Linux-only interfaces (`O_PATH`, `openat2`, `O_TMPFILE`, inotify):
@@ -21,11 +23,14 @@ pub const NATIVE_LINUX: bool = cfg!(native_linux);
 
 mod beneath;
 mod confine;
+mod durable;
 mod error;
 mod fs;
 mod hash;
+mod journal;
 mod observe;
 mod os;
+mod recover;
 mod session;
 mod text_style;
 mod txn;
@@ -37,8 +42,10 @@ pub use fs::{
     check_rewrite, check_writable, read_flags, Meta, Original, Page, Permit, ReadOutcome, Target,
 };
 pub use hash::{digest_parts, ContentDigest};
+pub use journal::TEMP_PREFIX;
 pub use observe::{install as install_write_observer, WriteObserver};
 pub use os::{file_id, handle_flags};
+pub use recover::{recover, Recovery};
 pub use session::Session;
 pub use text_style::{encode_like, BOM_CHAR};
-pub use txn::{commit, recover, Change, Durability, Op, TxnError, WriteOptions};
+pub use txn::{commit, Change, Durability, Op, TxnError, WriteOptions};

@@ -96,3 +96,13 @@ pub fn anonymous_file(dir: BorrowedFd<'_>, mode: rustix::fs::Mode) -> Option<Own
     };
     made
 }
+
+/// Sync a file's data and what is needed to read it back (`fdatasync`); macOS has none, and
+/// gets a whole `fsync`.
+pub fn sync_data(fd: BorrowedFd<'_>) -> rustix::io::Result<()> {
+    #[cfg(not(target_vendor = "apple"))]
+    let synced = rustix::fs::fdatasync(fd);
+    #[cfg(target_vendor = "apple")]
+    let synced = rustix::fs::fsync(fd);
+    synced
+}

@@ -7,21 +7,21 @@
 //! per file (or `unlinkat` for a delete, on the name itself, so a symlink is removed, never its
 //! target).
 //!
-//! With more than one change, a journal in the workspace root (`.toolroute-<owner>-<n>.journal`)
-//! lists every temp and its destination before any temp exists, and gets its `end` line (the
-//! commit point) when all are staged. If the process dies, the next use of the workspace
-//! ([`recover`], run when a context is made) finishes the renames of a committed journal and
-//! removes the temps of an uncommitted one. Names carry their process's pid and start time, so
-//! a live transaction of another process is never touched.
+//! With more than one change, a journal in the workspace root ([`crate::journal`]) names every
+//! temp, its destination and the digest of its content, written whole before any temp exists.
+//! At `file` and `full` durability a commit waits for the disk twice: once for one wave that
+//! syncs every temp, the journal and the folders holding them together, then (`full`) once for
+//! the folders the renames changed. If the process dies, the next use of the workspace
+//! ([`crate::recover`], run when a context is made) finishes the transaction when every temp
+//! holds its digest's content (or was already renamed), and removes its temps otherwise. Names
+//! carry their process's pid and start time, so a live transaction of another process is never
+//! touched.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 use rustix::fs::{
     fchmod, fchown, fstat, linkat, openat, renameat, renameat_with, symlinkat, unlinkat, AtFlags,
@@ -30,18 +30,14 @@ use rustix::fs::{
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
 
-use crate::beneath::{fd_path, Created, Missing, Root};
+use crate::beneath::Created;
 use crate::confine::Roots;
+use crate::durable::{self, Sync};
 use crate::error::FsError;
 use crate::fs::{Meta, Original, Permit, Target};
-use crate::hash::digest_parts;
+use crate::hash::{digest_parts, ContentDigest};
+use crate::journal::{next_txid, temp_name, Journal};
 use crate::session::Session;
-
-/// How toolroute's temps and journals are named (then the owner's pid and start time).
-pub const TEMP_PREFIX: &str = ".toolroute-";
-/// Version 2 adds `swap` lines (a change published by exchange); version 1 journals read the same.
-const JOURNAL_MAGIC: &str = "toolroute-journal 2";
-const JOURNAL_MAGIC_V1: &str = "toolroute-journal 1";
 
 /// How hard a write works to survive a power loss (a process crash is always survived).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -148,76 +144,25 @@ impl From<FsError> for TxnError {
     }
 }
 
-fn proc_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// This process's tag in staged names: pid and start time (pids are reused, start times not).
-fn owner_tag() -> &'static str {
-    static TAG: OnceLock<String> = OnceLock::new();
-    TAG.get_or_init(|| {
-        let pid = std::process::id();
-        format!("{pid}-{}", proc_start_time(pid).unwrap_or(0))
-    })
-}
-
-fn next_txid() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "{}-{}",
-        owner_tag(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Whether the process that staged `name` (`<pid>-<start>-…`) is still running.
-fn owner_alive(name: &str) -> bool {
-    let mut parts = name.split(['-', '.']);
-    let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
-        return false;
-    };
-    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
-        return false;
-    };
-    if !Path::new("/proc/self/stat").exists() {
-        return true; // cannot tell: never remove what might be live
-    }
-    proc_start_time(pid) == Some(start)
-}
-
-fn sync_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
-    let d = openat(
-        dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    rustix::fs::fsync(&d)?;
-    Ok(())
-}
-
-/// The new content of one change, written and synced, not yet visible at its destination.
+/// The new content of one change, written (synced by the caller), not yet visible at its
+/// destination.
 struct Staged {
     /// The folder it will be renamed in (the destination's deepest existing folder).
     dir: OwnedFd,
-    /// Its name there, once it has one (`O_TMPFILE` files get one only when published).
+    /// Its name there, once it has one.
     name: OsString,
+    /// Whether it has that name yet (an `O_TMPFILE` file gets it when published, or at once in
+    /// a journaled transaction, whose journal names it).
     linked: bool,
-    /// The open file while it has no name.
-    file: Option<OwnedFd>,
-    /// Its inode (0 when unknown): after an exchange, tells the new file from the old one.
-    ino: u64,
-    /// Its descriptor while its fsync is still to come ([`sync_staged`] does them together).
-    unsynced: Option<OwnedFd>,
+    /// The open file: synced through it, and named through it while it has no name.
+    file: OwnedFd,
 }
 
 impl Staged {
     /// Give an anonymous temp its name (`linkat` through `/proc/self/fd`).
     fn link(&mut self, as_name: &OsStr) -> io::Result<()> {
-        if let Some(fd) = &self.file {
-            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        if !self.linked {
+            let proc_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
             linkat(
                 rustix::fs::CWD,
                 proc_path.as_str(),
@@ -225,7 +170,6 @@ impl Staged {
                 as_name,
                 AtFlags::SYMLINK_FOLLOW,
             )?;
-            self.file = None;
         }
         self.linked = true;
         Ok(())
@@ -281,22 +225,17 @@ fn keep_meta(fd: &OwnedFd, meta: Meta, shown: &str) -> Result<(), FsError> {
         .map_err(|e| FsError::io("set the mode of", shown, e.into()))
 }
 
-fn temp_name(txid: &str, i: usize) -> OsString {
-    OsString::from(format!("{TEMP_PREFIX}{txid}.{i}.tmp"))
-}
-
-/// Stage the new content for `target` as temp `i` of `txid`, in the destination's folder:
-/// `O_TMPFILE` there (inherits the folder's group and default ACLs, and has no name until it is
-/// complete), else a named temp made with `O_CREAT | O_EXCL`. `named`: link it now (a
-/// journaled transaction lists the names), else at publish time.
+/// Stage the new content for `target` under `name`, in the destination's folder: `O_TMPFILE`
+/// there (inherits the folder's group and default ACLs, and has no name until it is complete),
+/// else a named temp made with `O_CREAT | O_EXCL`. `named`: link it now (a journaled
+/// transaction lists the names), else at publish time. Not synced: the caller syncs every new
+/// file of a transaction together.
 fn stage(
     target: &Target,
     parts: &[&[u8]],
     meta: Option<Meta>,
     name: OsString,
     named: bool,
-    durability: Durability,
-    defer_sync: bool,
 ) -> Result<Staged, FsError> {
     let shown = target.shown.as_str();
     let io = |action| move |e: Errno| FsError::io(action, shown, e.into());
@@ -306,7 +245,7 @@ fn stage(
         .try_clone()
         .map_err(|e| FsError::io("stage", shown, e))?;
     let new_mode = Mode::from_raw_mode(0o666);
-    let (fd, anonymous) = match crate::os::anonymous_file(dir.as_fd(), new_mode) {
+    let (file, anonymous) = match crate::os::anonymous_file(dir.as_fd(), new_mode) {
         Some(fd) => (fd, true),
         None => {
             let flags =
@@ -320,28 +259,25 @@ fn stage(
         dir,
         name,
         linked: !anonymous,
-        file: None,
-        ino: fstat(&fd).map_or(0, |st| crate::os::file_id(&st).1),
-        unsynced: None,
+        file,
     };
     let result = (|| {
-        write_parts(&fd, parts).map_err(|e| FsError::io("write", shown, e))?;
+        write_parts(&staged.file, parts).map_err(|e| FsError::io("write", shown, e))?;
         if let Some(m) = meta.or(target.existing().map(|e| e.meta)) {
-            keep_meta(&fd, m, shown)?;
+            keep_meta(&staged.file, m, shown)?;
         } else {
             let owner = crate::beneath::owner_for_new(staged.dir.as_fd());
             if let Some((uid, gid)) =
                 owner.map_err(|e| FsError::io("stat the folder of", shown, e))?
             {
-                fchown(&fd, Some(uid), Some(gid)).map_err(io("set the owner of"))?;
+                fchown(&staged.file, Some(uid), Some(gid)).map_err(io("set the owner of"))?;
             }
         }
-        if durability >= Durability::File {
-            if defer_sync {
-                staged.unsynced = Some(fd.try_clone().map_err(|e| FsError::io("fsync", shown, e))?);
-            } else {
-                rustix::fs::fsync(&fd).map_err(io("fsync"))?;
-            }
+        if named {
+            let name = staged.name.clone();
+            staged
+                .link(&name)
+                .map_err(|e| FsError::io("link the temporary file for", shown, e))?;
         }
         Ok(())
     })();
@@ -349,101 +285,7 @@ fn stage(
         staged.discard();
         return Err(e);
     }
-    if anonymous {
-        staged.file = Some(fd);
-        if named {
-            let name = staged.name.clone();
-            staged
-                .link(&name)
-                .map_err(|e| FsError::io("link the temporary file for", shown, e))?;
-        }
-    }
     Ok(staged)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// `dir`'s path relative to the workspace, plus `rest`.
-fn ws_relative(ws: &Root, dir: BorrowedFd<'_>, rest: &[&OsStr]) -> io::Result<PathBuf> {
-    let real = fd_path(dir)?;
-    let rel = real
-        .strip_prefix(ws.path())
-        .map_err(|_| io::Error::other("a folder moved out of the workspace"))?;
-    let mut out = rel.to_path_buf();
-    out.extend(rest);
-    Ok(out)
-}
-
-/// A transaction's journal, in the workspace root: first the intent (every temp and its
-/// destination, written before any temp exists), then `end` (the commit point).
-struct Journal {
-    file: std::fs::File,
-    name: OsString,
-}
-
-impl Journal {
-    fn begin(
-        ws: &Root,
-        txid: &str,
-        changes: &[Change<'_>],
-        durability: Durability,
-    ) -> io::Result<Self> {
-        let mut text = format!("{JOURNAL_MAGIC}\n");
-        for (i, c) in changes.iter().enumerate() {
-            let p = &c.target.parent;
-            let mut rest: Vec<&OsStr> = p.missing.iter().map(|m| m.as_os_str()).collect();
-            rest.push(p.name.as_os_str());
-            let dest = toolroute_digest::hex(
-                ws_relative(ws, p.dir.as_fd(), &rest)?
-                    .as_os_str()
-                    .as_bytes(),
-            );
-            match &c.op {
-                Op::Put { no_clobber, .. } => {
-                    let tmp = ws_relative(ws, p.dir.as_fd(), &[temp_name(txid, i).as_os_str()])?;
-                    let tmp = toolroute_digest::hex(tmp.as_os_str().as_bytes());
-                    text.push_str(&format!("put {tmp} {dest} {}\n", u8::from(*no_clobber)));
-                }
-                Op::Remove => text.push_str(&format!("del {dest}\n")),
-            }
-        }
-        let name = OsString::from(format!("{TEMP_PREFIX}{txid}.journal"));
-        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
-        let fd = openat(ws.fd(), name.as_os_str(), flags, Mode::from_raw_mode(0o600))?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(text.as_bytes())?;
-        if durability >= Durability::File {
-            file.sync_data()?;
-        }
-        Ok(Journal { file, name })
-    }
-
-    /// The commit point: from here on recovery finishes the transaction. `swapped`: the changes
-    /// to be published by exchange, with their new files' inodes.
-    fn commit(&mut self, durability: Durability, swapped: &[(usize, u64)]) -> io::Result<()> {
-        let mut text = String::new();
-        for (i, ino) in swapped {
-            text.push_str(&format!("swap {i} {ino}\n"));
-        }
-        text.push_str("end\n");
-        self.file.write_all(text.as_bytes())?;
-        if durability >= Durability::File {
-            self.file.sync_data()?;
-        }
-        Ok(())
-    }
-
-    fn remove(self, ws: &Root) {
-        let _ = unlinkat(ws.fd(), self.name.as_os_str(), AtFlags::empty());
-    }
 }
 
 /// Publish one change: make its folders, then put the temp in place, or remove the name.
@@ -532,9 +374,8 @@ fn publish(
 /// guard for writers that do not fsync), which is most of a small write's time; exchanging the
 /// two and removing the old one does not. Only at durability `none`, which makes no promise for
 /// a power loss (with `file` and `full` the new file is synced before it is published, so
-/// nothing is left to start), and only over a regular file. A journal names the changes it
-/// publishes so, with the new files' inodes: after an exchange the temp holds the old file, and
-/// recovery must not rename that into place.
+/// nothing is left to start), and only over a regular file. After an exchange the temp's name
+/// holds the old file: recovery tells it from the new one by the journal's digest.
 fn swaps(change: &Change<'_>, durability: Durability) -> bool {
     cfg!(native_linux)
         && durability == Durability::None
@@ -555,15 +396,7 @@ fn restore(change: &Change<'_>, created: &[Created], txid: &str, n: usize) -> Re
     let at = |e: Errno| FsError::io("restore", shown, e.into());
     match &t.original {
         Some(Original::File(e)) => {
-            let s = stage(
-                t,
-                &[e.bytes.as_slice()],
-                None,
-                temp_name(txid, n),
-                true,
-                Durability::None,
-                false,
-            )?;
+            let s = stage(t, &[e.bytes.as_slice()], None, temp_name(txid, n), true)?;
             renameat(
                 &s.dir,
                 s.name.as_os_str(),
@@ -607,8 +440,15 @@ pub fn commit(
         .first()
         .map(|c| c.target.shown.clone())
         .unwrap_or_default();
-    let mut journal = if many {
-        let j = Journal::begin(ws, &txid, &changes, durability)
+    let digests: Vec<Option<ContentDigest>> = if many || opts.session.is_some() {
+        changes.iter().map(new_digest).collect()
+    } else {
+        Vec::new()
+    };
+    // The whole journal first, unsynced: a process killed from here on leaves a journal that
+    // names every temp it can have made.
+    let journal = if many {
+        let j = Journal::write(ws, &txid, &changes, &digests)
             .map_err(|e| FsError::io("write the journal for", &first, e))?;
         Some(j)
     } else {
@@ -625,16 +465,9 @@ pub fn commit(
     };
     for (i, c) in changes.iter().enumerate() {
         let s = match &c.op {
-            Op::Put { parts, meta, .. } => stage(
-                &c.target,
-                parts,
-                *meta,
-                temp_name(&txid, i),
-                many,
-                durability,
-                many,
-            )
-            .map(Some),
+            Op::Put { parts, meta, .. } => {
+                stage(&c.target, parts, *meta, temp_name(&txid, i), many).map(Some)
+            }
             Op::Remove => Ok(None),
         };
         match s {
@@ -645,32 +478,25 @@ pub fn commit(
             }
         }
     }
-    if let Err(e) = sync_staged(&mut staged, &changes) {
-        abandon(&staged, journal);
-        return Err(e.into());
-    }
-    let swap: Vec<bool> = changes
-        .iter()
-        .zip(&staged)
-        .map(|(c, s)| swaps(c, durability) && s.as_ref().is_some_and(|s| s.ino != 0))
-        .collect();
-    if let Some(j) = journal.as_mut() {
-        let swapped: Vec<(usize, u64)> = (0..changes.len())
-            .filter(|&i| swap[i])
-            .filter_map(|i| staged[i].as_ref().map(|s| (i, s.ino)))
-            .collect();
-        if let Err(e) = j.commit(durability, &swapped) {
+    // The first wait: every new file and the journal, synced together.
+    if durability >= Durability::File {
+        if let Err(e) = sync_staged(&staged, &changes, journal.as_ref(), roots) {
             abandon(&staged, journal);
-            return Err(FsError::io("write the journal for", &first, e).into());
+            return Err(e.into());
         }
     }
     let mut done: Vec<Vec<Created>> = Vec::new();
+    let mut replaced: Vec<OwnedFd> = Vec::new();
     for i in 0..changes.len() {
+        if durability >= Durability::File {
+            replaced.extend(hold_replaced(&changes[i].target));
+        }
         let step = if fail_at == Some(i) {
             let e = io::Error::other("injected failure");
             Err(FsError::io("write", &changes[i].target.shown, e))
         } else {
-            publish(&mut changes[i], staged[i].as_mut(), swap[i])
+            let swap = swaps(&changes[i], durability);
+            publish(&mut changes[i], staged[i].as_mut(), swap)
         };
         match step {
             Ok(created) => done.push(created),
@@ -698,58 +524,87 @@ pub fn commit(
     }
     note_written(&changes);
     if let Some(session) = opts.session {
-        note_in_session(session, &changes);
+        note_in_session(session, &changes, &digests);
     }
-    if durability == Durability::Full {
-        sync_folders(&changes);
-    }
+    // The second wait: at `full`, the folders the renames changed and those they were made
+    // in, synced; with them, the files the changes replaced are let go.
+    let folders = if durability == Durability::Full {
+        let dirs = changes.iter().map(|c| c.target.parent.dir.as_fd());
+        let made = done.iter().flatten().map(Created::parent);
+        durable::distinct_folders(dirs.chain(made))
+    } else {
+        Vec::new()
+    };
+    let syncs = folders.iter().map(|f| durable::sync(f.as_fd(), Sync::All));
+    let _ = durable::together(
+        syncs
+            .chain(replaced.into_iter().map(durable::release))
+            .collect(),
+    );
     if let Some(j) = journal {
         j.remove(ws);
     }
     Ok(())
 }
 
-/// Threads that fsync a transaction's staged files together.
-const SYNC_THREADS: usize = 8;
+/// The file a change replaces or removes, held open so that freeing it (its blocks, and on a disk
+/// mounted with `discard` a discard of each, milliseconds apiece) happens in the second wave,
+/// in parallel, rather than inside each rename, one after the other.
+fn hold_replaced(target: &Target) -> Option<OwnedFd> {
+    target.existing()?;
+    let flags = crate::os::handle_flags() | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    openat(
+        &target.parent.dir,
+        target.parent.name.as_os_str(),
+        flags,
+        Mode::empty(),
+    )
+    .ok()
+}
 
-/// fsync every staged file whose sync was deferred, concurrently: fsyncs issued together share
-/// the file system's journal commits (ext4's jbd2 groups them), where one after another each
-/// waits for a commit of its own. All are done before the commit point, as before.
-fn sync_staged(staged: &mut [Option<Staged>], changes: &[Change<'_>]) -> Result<(), FsError> {
-    let fds: Vec<(usize, OwnedFd)> = staged
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, s)| s.as_mut()?.unsynced.take().map(|fd| (i, fd)))
-        .collect();
-    let failed: Option<(usize, io::Error)> = match fds.len() {
-        0 => None,
-        1 => rustix::fs::fsync(&fds[0].1)
-            .err()
-            .map(|e| (fds[0].0, e.into())),
-        n => {
-            let per_thread = n.div_ceil(n.min(SYNC_THREADS));
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = fds
-                    .chunks(per_thread)
-                    .map(|chunk| {
-                        scope.spawn(move || {
-                            chunk
-                                .iter()
-                                .find_map(|(i, fd)| rustix::fs::fsync(fd).err().map(|e| (*i, e)))
-                        })
-                    })
-                    .collect();
-                handles.into_iter().find_map(|h| match h.join() {
-                    Ok(found) => found.map(|(i, e)| (i, io::Error::from(e))),
-                    Err(_) => Some((fds[0].0, io::Error::other("an fsync thread panicked"))),
-                })
-            })
-        }
-    };
-    match failed {
-        Some((i, e)) => Err(FsError::io("fsync", &changes[i].target.shown, e)),
-        None => Ok(()),
+/// The digest of a change's new content (`None` for a removal).
+fn new_digest(change: &Change<'_>) -> Option<ContentDigest> {
+    match &change.op {
+        Op::Put { parts, .. } => Some(digest_parts(parts)),
+        Op::Remove => None,
     }
+}
+
+/// The first wait of a transaction: every staged file, the journal, and the folders that hold
+/// them (a temp's name, and the journal's, must be on disk before any rename: recovery finds
+/// them by name), all synced at once.
+fn sync_staged(
+    staged: &[Option<Staged>],
+    changes: &[Change<'_>],
+    journal: Option<&Journal>,
+    roots: &Roots,
+) -> Result<(), FsError> {
+    let folders = match journal {
+        Some(_) => {
+            let root = roots.workspace_root().fd();
+            let temps = staged.iter().flatten().map(|s| s.dir.as_fd());
+            durable::distinct_folders(std::iter::once(root).chain(temps))
+        }
+        None => Vec::new(),
+    };
+    // What failed is told by its place: the journal first, then each staged file in order.
+    let mut owners: Vec<usize> = Vec::new();
+    let mut jobs: Vec<durable::Job<'_>> = Vec::new();
+    if let Some(j) = journal {
+        jobs.push(durable::sync(j.fd(), Sync::Data));
+        owners.push(0);
+    }
+    for (i, s) in staged.iter().enumerate() {
+        if let Some(s) = s {
+            jobs.push(durable::sync(s.file.as_fd(), Sync::All));
+            owners.push(i);
+        }
+    }
+    jobs.extend(folders.iter().map(|f| durable::sync(f.as_fd(), Sync::All)));
+    durable::together(jobs).map_err(|(at, e)| {
+        let i = owners.get(at).copied().unwrap_or(0);
+        FsError::io("fsync", &changes[i].target.shown, e)
+    })
 }
 
 /// Tell whoever listens (the search indexes) before the call returns (their watcher would, a
@@ -762,211 +617,14 @@ fn note_written(changes: &[Change<'_>]) {
     }
 }
 
-/// The session now knows what it wrote (and that what it removed is gone).
-fn note_in_session(session: &Session, changes: &[Change<'_>]) {
-    for c in changes {
+/// The session now knows what it wrote (and that what it removed is gone). `digests`: those of
+/// the new contents, when already taken.
+fn note_in_session(session: &Session, changes: &[Change<'_>], digests: &[Option<ContentDigest>]) {
+    for (i, c) in changes.iter().enumerate() {
         let path = c.target.resolved();
-        match &c.op {
-            Op::Put { parts, .. } => session.note(path, digest_parts(parts)),
-            Op::Remove => session.forget(&path),
-        }
-    }
-}
-
-/// One fsync per changed folder, after all renames (a failure here does not undo the write).
-fn sync_folders(changes: &[Change<'_>]) {
-    let mut seen: Vec<(u64, u64)> = Vec::new();
-    for c in changes {
-        let dir = c.target.parent.dir.as_fd();
-        if let Ok(st) = fstat(dir) {
-            let id = crate::os::file_id(&st);
-            if !seen.contains(&id) {
-                seen.push(id);
-                let _ = sync_dir(dir);
-            }
-        }
-    }
-}
-
-/// What [`recover`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// Interrupted transactions finished from their journal.
-    pub rolled_forward: usize,
-    /// Transactions that died before their commit point: their temps were removed.
-    pub rolled_back: usize,
-}
-
-/// Finish or undo transactions whose process died (see the module's comment); live ones (their
-/// process still runs) are left alone. Looks only at the workspace root, where journals live.
-pub fn recover(ws: &Root) -> io::Result<Recovery> {
-    let mut out = Recovery::default();
-    let dir = openat(
-        ws.fd(),
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut journals: Vec<OsString> = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&dir)? {
-        let name = entry?.file_name().to_bytes().to_vec();
-        if name.starts_with(TEMP_PREFIX.as_bytes()) && name.ends_with(b".journal") {
-            journals.push(OsString::from_vec(name));
-        }
-    }
-    for name in journals {
-        let tag = &name.as_bytes()[TEMP_PREFIX.len()..];
-        if owner_alive(&String::from_utf8_lossy(tag)) {
-            continue;
-        }
-        let (entries, committed) = read_journal(&dir, &name)?;
-        if committed {
-            roll_forward(ws, &entries);
-            out.rolled_forward += 1;
-        } else {
-            roll_back(ws, &entries);
-            out.rolled_back += 1;
-        }
-        match unlinkat(&dir, name.as_os_str(), AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(out)
-}
-
-enum Entry {
-    Put {
-        tmp: PathBuf,
-        dest: PathBuf,
-        no_clobber: bool,
-        /// Published by exchange: the new file's inode.
-        swapped: Option<u64>,
-    },
-    Del {
-        dest: PathBuf,
-    },
-}
-
-/// The entries of a journal, and whether it reached its commit point. A journal cut short by
-/// the crash (even empty) is simply uncommitted: the entries read so far are all that can have
-/// temps, since staging starts only after the whole intent is written.
-fn read_journal(dir: &OwnedFd, name: &OsStr) -> io::Result<(Vec<Entry>, bool)> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = openat(dir, name, flags, Mode::empty())?;
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut bytes)?;
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines = text.split_inclusive('\n');
-    let mut out = Vec::new();
-    let magic = lines.next().and_then(|l| l.strip_suffix('\n'));
-    if magic != Some(JOURNAL_MAGIC) && magic != Some(JOURNAL_MAGIC_V1) {
-        return Ok((out, false));
-    }
-    let path = |s: Option<&str>| -> Option<PathBuf> {
-        Some(PathBuf::from(OsString::from_vec(unhex(s?)?)))
-    };
-    for line in lines {
-        // A line cut by the crash is not part of the journal.
-        let Some(line) = line.strip_suffix('\n') else {
-            break;
-        };
-        let mut f = line.split(' ');
-        let entry = match f.next() {
-            Some("end") => return Ok((out, true)),
-            Some("swap") => {
-                let i = f.next().and_then(|n| n.parse::<usize>().ok());
-                let ino = f.next().and_then(|n| n.parse::<u64>().ok());
-                match (i.and_then(|i| out.get_mut(i)), ino) {
-                    (Some(Entry::Put { swapped, .. }), Some(ino)) => *swapped = Some(ino),
-                    _ => break,
-                }
-                continue;
-            }
-            Some("put") => path(f.next())
-                .zip(path(f.next()))
-                .map(|(tmp, dest)| Entry::Put {
-                    tmp,
-                    dest,
-                    no_clobber: f.next() == Some("1"),
-                    swapped: None,
-                }),
-            Some("del") => path(f.next()).map(|dest| Entry::Del { dest }),
-            _ => None,
-        };
-        match entry {
-            Some(e) => out.push(e),
-            None => break,
-        }
-    }
-    Ok((out, false))
-}
-
-/// Redo a committed journal's renames and removals (each is idempotent: a temp already renamed
-/// is gone, a file already removed is missing).
-fn roll_forward(ws: &Root, journal: &[Entry]) {
-    let walk = |rel: &Path, missing| ws.parent(rel, false, missing);
-    for e in journal {
-        match e {
-            Entry::Put {
-                tmp,
-                dest,
-                no_clobber,
-                swapped,
-            } => {
-                let (Ok(src), Ok(mut dst)) = (walk(tmp, Missing::Fail), walk(dest, Missing::Stop))
-                else {
-                    continue;
-                };
-                let present =
-                    rustix::fs::statat(&src.dir, src.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
-                if let Some(new) = *swapped {
-                    // After the exchange the temp holds the old file: only the new one (by its
-                    // inode) is put in place; an old one left under the temp's name goes.
-                    let ino = |st: &rustix::fs::Stat| crate::os::file_id(st).1;
-                    let at_dest = rustix::fs::statat(
-                        &dst.dir,
-                        dst.name.as_os_str(),
-                        AtFlags::SYMLINK_NOFOLLOW,
-                    );
-                    let published = at_dest.as_ref().is_ok_and(|st| ino(st) == new);
-                    let pending = present.as_ref().is_ok_and(|st| ino(st) == new);
-                    if published || !pending {
-                        if present.is_ok() {
-                            let _ = unlinkat(&src.dir, src.name.as_os_str(), AtFlags::empty());
-                        }
-                        continue;
-                    }
-                }
-                if present.is_err() || dst.make_dirs().is_err() {
-                    continue; // already renamed, or nowhere to put it
-                }
-                let flags = if *no_clobber {
-                    RenameFlags::NOREPLACE
-                } else {
-                    RenameFlags::empty()
-                };
-                let (from, to) = (src.name.as_os_str(), dst.name.as_os_str());
-                if renameat_with(&src.dir, from, &dst.dir, to, flags).is_err() {
-                    let _ = unlinkat(&src.dir, from, AtFlags::empty());
-                }
-            }
-            Entry::Del { dest } => {
-                if let Ok(p) = walk(dest, Missing::Fail) {
-                    let _ = unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty());
-                }
-            }
-        }
-    }
-}
-
-/// Remove the temps of a journal that never reached its commit point.
-fn roll_back(ws: &Root, journal: &[Entry]) {
-    for e in journal {
-        if let Entry::Put { tmp, .. } = e {
-            if let Ok(p) = ws.parent(tmp, false, Missing::Fail) {
-                let _ = unlinkat(&p.dir, p.name.as_os_str(), AtFlags::empty());
-            }
+        match digests.get(i).copied().flatten().or_else(|| new_digest(c)) {
+            Some(digest) => session.note(path, digest),
+            None => session.forget(&path),
         }
     }
 }
@@ -974,165 +632,150 @@ fn roll_back(ws: &Root, journal: &[Entry]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::{self, Entry, NewFile};
+    use std::path::{Path, PathBuf};
 
+    /// A workspace with `a.txt`, `gone.txt` and an empty folder `sub`.
     fn ws() -> (tempfile::TempDir, Roots) {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("a.txt"), "old a").unwrap();
         std::fs::write(d.path().join("gone.txt"), "bye").unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
         let r = Roots::new(d.path(), &[]).unwrap();
         (d, r)
     }
 
-    fn journal(d: &Path, body: &str) {
-        let line = |tmp: &str, dest: &str| {
-            format!(
-                "put {} {} 0\n",
-                toolroute_digest::hex(tmp.as_bytes()),
-                toolroute_digest::hex(dest.as_bytes())
-            )
+    /// `a.txt` rewritten, `sub/new/b.txt` made (with its folder), `gone.txt` removed.
+    fn changes(r: &Roots) -> Vec<Change<'static>> {
+        let put = |shown: &str, content: &'static [u8], no_clobber| Change {
+            target: r.target(shown, true, true, 1 << 20).unwrap(),
+            op: Op::Put {
+                parts: vec![content],
+                no_clobber,
+                meta: None,
+            },
         };
-        let text = format!(
-            "{JOURNAL_MAGIC}\n{}{}del {}\n{body}",
-            line(".toolroute-1-1-0.0.tmp", "a.txt"),
-            line(".toolroute-1-1-0.1.tmp", "new/b.txt"),
-            toolroute_digest::hex(b"gone.txt")
-        );
-        std::fs::write(d.join(".toolroute-1-1-0.0.tmp"), "new a").unwrap();
-        std::fs::write(d.join(".toolroute-1-1-0.1.tmp"), "new b").unwrap();
-        // pid 1 with start time 1 is never a live toolroute process.
-        std::fs::write(d.join(".toolroute-1-1-0.journal"), text).unwrap();
+        vec![
+            put("a.txt", b"new a", false),
+            put("sub/new/b.txt", b"new b", true),
+            Change {
+                target: r.target("gone.txt", false, true, 1 << 20).unwrap(),
+                op: Op::Remove,
+            },
+        ]
     }
 
-    fn leftovers(d: &Path) -> usize {
-        std::fs::read_dir(d)
+    fn names(d: &Path) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(d)
             .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(".toolroute-")
-            })
-            .count()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        out.sort();
+        out
     }
 
     #[test]
-    fn committed_journal_rolls_forward() {
+    fn the_journal_names_each_temp_its_destination_and_digest_and_ends_complete() {
         let (d, r) = ws();
-        journal(d.path(), "end\n");
-        let done = recover(r.workspace_root()).unwrap();
+        let changes = changes(&r);
+        let digests: Vec<_> = changes.iter().map(new_digest).collect();
+        let txid = journal::next_txid();
+        let j = Journal::write(r.workspace_root(), &txid, &changes, &digests).unwrap();
+        let name = format!(".toolroute-{txid}.journal");
+        let root = crate::durable::open_folder(r.workspace_root().fd()).unwrap();
+        let read = journal::read(&root, OsStr::new(&name)).unwrap();
+        assert!(read.complete && read.by_digest);
+        let temp = |dir: &str, i: usize| PathBuf::from(dir).join(temp_name(&txid, i));
         assert_eq!(
-            done,
-            Recovery {
-                rolled_forward: 1,
-                rolled_back: 0
-            }
+            read.entries,
+            vec![
+                Entry::Put {
+                    tmp: temp("", 0),
+                    dest: "a.txt".into(),
+                    no_clobber: false,
+                    new: NewFile::Digest(digest_parts(&[b"new a"])),
+                },
+                // Staged in the deepest folder that exists; its own folder is made at publish.
+                Entry::Put {
+                    tmp: temp("sub", 1),
+                    dest: "sub/new/b.txt".into(),
+                    no_clobber: true,
+                    new: NewFile::Digest(digest_parts(&[b"new b"])),
+                },
+                Entry::Del {
+                    dest: "gone.txt".into()
+                },
+            ]
         );
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
-            "new a"
-        );
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("new/b.txt")).unwrap(),
-            "new b"
-        );
-        assert!(!d.path().join("gone.txt").exists());
-        assert_eq!(leftovers(d.path()), 0);
+        j.remove(r.workspace_root());
+        assert!(!d.path().join(name).exists());
     }
 
-    /// The inode of a file, as the journal records it.
-    fn ino(path: &Path) -> u64 {
-        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap())
-    }
-
-    /// A committed journal whose first change is published by exchange, killed `exchanged` (the
-    /// temp now holds the old file) or not yet: either way the new file ends up in place and the
-    /// old one is gone, never renamed back.
-    fn swapped_journal_rolls_forward(exchanged: bool) {
-        let (d, r) = ws();
-        let tmp = d.path().join(".toolroute-1-1-0.0.tmp");
-        journal(d.path(), "");
-        let new = ino(&tmp);
-        if exchanged {
-            renameat_with(
-                rustix::fs::CWD,
-                &tmp,
-                rustix::fs::CWD,
-                d.path().join("a.txt"),
-                RenameFlags::EXCHANGE,
-            )
-            .unwrap();
-            assert_eq!(std::fs::read_to_string(&tmp).unwrap(), "old a");
+    #[test]
+    fn a_commit_of_many_changes_applies_them_all_and_leaves_nothing_behind() {
+        for durability in [Durability::None, Durability::File, Durability::Full] {
+            let (d, r) = ws();
+            let session = Session::new(true);
+            let opts = WriteOptions {
+                durability,
+                session: Some(&session),
+                ..WriteOptions::default()
+            };
+            commit(&r, changes(&r), opts, None).unwrap();
+            assert_eq!(std::fs::read(d.path().join("a.txt")).unwrap(), b"new a");
+            assert_eq!(
+                std::fs::read(d.path().join("sub/new/b.txt")).unwrap(),
+                b"new b"
+            );
+            assert_eq!(names(d.path()), ["a.txt", "sub"], "{durability:?}");
+            assert_eq!(names(&d.path().join("sub")), ["new"]);
+            // The session knows what it wrote, by the journal's digests.
+            let a = d.path().canonicalize().unwrap().join("a.txt");
+            assert_eq!(session.known(&a), Some(digest_parts(&[b"new a"])));
         }
-        let text = std::fs::read_to_string(d.path().join(".toolroute-1-1-0.journal")).unwrap();
-        std::fs::write(
-            d.path().join(".toolroute-1-1-0.journal"),
-            format!("{text}swap 0 {new}\nend\n"),
-        )
-        .unwrap();
-        let done = recover(r.workspace_root()).unwrap();
-        assert_eq!(done.rolled_forward, 1);
-        let a = d.path().join("a.txt");
-        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
-        assert_eq!(ino(&a), new);
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("new/b.txt")).unwrap(),
-            "new b"
-        );
-        assert_eq!(leftovers(d.path()), 0);
-    }
-
-    #[cfg(native_linux)]
-    #[test]
-    fn swapped_journal_killed_after_the_exchange_keeps_the_new_file() {
-        swapped_journal_rolls_forward(true);
     }
 
     #[test]
-    fn swapped_journal_killed_before_the_exchange_puts_the_new_file_in_place() {
-        swapped_journal_rolls_forward(false);
-    }
-
-    #[test]
-    fn version_1_journal_still_rolls_forward() {
+    fn a_failed_publish_puts_back_what_was_published_and_removes_the_journal() {
         let (d, r) = ws();
-        journal(d.path(), "end\n");
-        let path = d.path().join(".toolroute-1-1-0.journal");
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, text.replacen(JOURNAL_MAGIC, JOURNAL_MAGIC_V1, 1)).unwrap();
-        assert_eq!(recover(r.workspace_root()).unwrap().rolled_forward, 1);
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
-            "new a"
-        );
+        let failed = commit(&r, changes(&r), WriteOptions::default(), Some(2));
+        let Err(TxnError::Publishing { rollback, .. }) = failed else {
+            panic!("{failed:?}");
+        };
+        assert!(rollback.contains("no file was changed"), "{rollback}");
+        assert_eq!(std::fs::read(d.path().join("a.txt")).unwrap(), b"old a");
+        assert_eq!(std::fs::read(d.path().join("gone.txt")).unwrap(), b"bye");
+        assert_eq!(names(d.path()), ["a.txt", "gone.txt", "sub"]);
+        assert!(names(&d.path().join("sub")).is_empty());
     }
 
     #[test]
-    fn empty_journal_of_a_dead_process_is_removed() {
+    fn the_replaced_files_let_go_in_the_second_wave_leave_no_descriptor_open() {
         let (d, r) = ws();
-        std::fs::write(d.path().join(".toolroute-1-1-0.journal"), "").unwrap();
-        let done = recover(r.workspace_root()).unwrap();
-        assert_eq!(done.rolled_back, 1);
-        assert_eq!(leftovers(d.path()), 0);
-    }
-
-    #[test]
-    fn uncommitted_journal_rolls_back() {
-        let (d, r) = ws();
-        journal(d.path(), "put 6");
-        let done = recover(r.workspace_root()).unwrap();
-        assert_eq!(
-            done,
-            Recovery {
-                rolled_forward: 0,
-                rolled_back: 1
-            }
-        );
-        assert_eq!(
-            std::fs::read_to_string(d.path().join("a.txt")).unwrap(),
-            "old a"
-        );
-        assert!(d.path().join("gone.txt").exists() && !d.path().join("new").exists());
-        assert_eq!(leftovers(d.path()), 0);
+        // Descriptors of this process open on something in this workspace (other tests, on
+        // other threads, use other folders).
+        let here = d.path().canonicalize().unwrap();
+        let open = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.starts_with(&here))
+                .count()
+        };
+        let before = open();
+        for round in 0..10 {
+            let content: &'static [u8] = if round % 2 == 0 { b"even" } else { b"odd" };
+            let puts = ["a.txt", "sub/c.txt"].map(|shown| Change {
+                target: r.target(shown, true, true, 1 << 20).unwrap(),
+                op: Op::Put {
+                    parts: vec![content],
+                    no_clobber: false,
+                    meta: None,
+                },
+            });
+            commit(&r, puts.into(), WriteOptions::default(), None).unwrap();
+        }
+        assert_eq!(std::fs::read(d.path().join("sub/c.txt")).unwrap(), b"odd");
+        assert_eq!(open(), before);
     }
 }
