@@ -226,6 +226,151 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::Original;
+
+    /// A workspace holding `a.txt`, and its roots.
+    fn ws() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.txt"), "one\n").unwrap();
+        let r = Roots::new(d.path(), &[]).unwrap();
+        (d, r)
+    }
+
+    /// Check a rewrite of `shown` as a writer does: against the bytes it reads now.
+    fn check(s: &Session, r: &Roots, shown: &str) -> Result<(), FsError> {
+        let target = r.target(shown, true, true, 1 << 20).unwrap();
+        let bytes = match &target.original {
+            Some(Original::File(e)) => e.bytes.clone(),
+            _ => panic!("{shown} is not a file"),
+        };
+        s.check(&target, &bytes)
+    }
+
+    fn is_stale(result: Result<(), FsError>) -> bool {
+        matches!(result, Err(FsError::Stale { .. }))
+    }
+
+    /// Why a rewrite was refused as stale (panics if it was not).
+    fn stale_reason(result: Result<(), FsError>) -> String {
+        match result {
+            Err(FsError::Stale { reason, .. }) => reason,
+            other => panic!("not refused as stale: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_read_and_unchanged_may_be_rewritten() {
+        let (_d, r) = ws();
+        let s = Session::new(true);
+        s.note_read(&r, "a.txt", 1 << 20).unwrap();
+        assert!(check(&s, &r, "a.txt").is_ok());
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_refused() {
+        let (d, r) = ws();
+        let s = Session::new(false);
+        s.note_read(&r, "a.txt", 1 << 20).unwrap();
+        std::fs::write(d.path().join("a.txt"), "two\n").unwrap();
+        let reason = stale_reason(check(&s, &r, "a.txt"));
+        assert!(reason.contains("changed since you last read"), "{reason}");
+        // Read again, it may be rewritten.
+        s.note_read(&r, "a.txt", 1 << 20).unwrap();
+        assert!(check(&s, &r, "a.txt").is_ok());
+    }
+
+    #[test]
+    fn the_same_bytes_put_back_or_touched_refuse_nothing() {
+        // By content, not by time: a formatter writing the same bytes, or a touch.
+        let (d, r) = ws();
+        let s = Session::new(true);
+        s.note_read(&r, "a.txt", 1 << 20).unwrap();
+        std::fs::write(d.path().join("a.txt"), "two\n").unwrap();
+        std::fs::write(d.path().join("a.txt"), "one\n").unwrap();
+        let f = std::fs::File::options()
+            .append(true)
+            .open(d.path().join("a.txt"))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::now()).unwrap();
+        assert!(check(&s, &r, "a.txt").is_ok());
+    }
+
+    #[test]
+    fn what_the_session_wrote_counts_as_read() {
+        let (d, r) = ws();
+        let s = Session::new(true);
+        let path = d.path().canonicalize().unwrap().join("a.txt");
+        s.note(path.clone(), digest_parts(&[b"one\n"]));
+        assert!(check(&s, &r, "a.txt").is_ok());
+        // Removed by the session, it is forgotten: strict refuses it as never read.
+        s.forget(&path);
+        assert!(s.known(&path).is_none());
+        assert!(is_stale(check(&s, &r, "a.txt")));
+    }
+
+    #[test]
+    fn a_file_never_read_is_refused_only_in_strict_mode() {
+        let (_d, r) = ws();
+        let reason = stale_reason(check(&Session::new(true), &r, "a.txt"));
+        assert!(reason.contains("have not read it"), "{reason}");
+        assert!(check(&Session::new(false), &r, "a.txt").is_ok());
+    }
+
+    #[test]
+    fn a_large_file_remembered_by_its_stamps_is_refused_once_they_change() {
+        let (d, r) = ws();
+        let s = Session::new(true);
+        let path = d.path().canonicalize().unwrap().join("a.txt");
+        let st = rustix::fs::stat(&path).unwrap();
+        s.remember(path.clone(), Known::Stamp(Stamp::of(&st)));
+        assert!(s.known(&path).is_none(), "known by stamps, not by digest");
+        assert!(check(&s, &r, "a.txt").is_ok());
+        std::fs::write(&path, "one more\n").unwrap();
+        assert!(is_stale(check(&s, &r, "a.txt")));
+    }
+
+    #[test]
+    fn only_large_settled_files_are_remembered_by_stamps() {
+        let (d, r) = ws();
+        let s = Session::new(true);
+        let big = vec![b'x'; (HASH_UP_TO + 1) as usize];
+        std::fs::write(d.path().join("big.log"), &big).unwrap();
+        // Just written: not settled, so hashed whole.
+        s.note_read(&r, "big.log", 1 << 30).unwrap();
+        let path = d.path().canonicalize().unwrap().join("big.log");
+        assert_eq!(s.known(&path), Some(digest_parts(&[&big])));
+        // Over the reader's limit: nothing is recorded.
+        let s = Session::new(true);
+        s.note_read(&r, "big.log", 10).unwrap();
+        assert_eq!(s.len(), 0);
+    }
+
+    #[test]
+    fn stamps_settle_a_second_after_the_last_change() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let at = |ctime: i64| Stamp {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime: (ctime, 0),
+            ctime: (ctime, 0),
+        };
+        assert!(at(now - 10).settled());
+        assert!(!at(now).settled());
+        assert!(!at(now - 1).settled());
+    }
+
+    #[test]
+    fn one_writer_at_a_time() {
+        let s = Session::new(false);
+        let held = s.exclusive();
+        assert!(s.writing.try_lock().is_err());
+        drop(held);
+        assert!(s.writing.try_lock().is_ok());
+    }
 
     #[test]
     fn remembers_a_bounded_number_of_files() {
