@@ -374,3 +374,71 @@ def test_processes_sharing_a_store_and_one_killed_leave_it_whole(deployed: Path)
     first_of_b = next(c for c in kept if c.label == "b 0")
     ctx.checkpoints.rewind(first_of_b.id)  # one another process took: b-0.txt as b wrote it first
     assert (ws / "b-0.txt").read_text() == "b 0\n" * 500
+
+
+def _modes(store: Path) -> dict[str, int]:
+    """Every path of the store (the store itself included, links never followed) and its mode."""
+    found = {".": store.lstat().st_mode & 0o7777}
+    for path in store.rglob("*"):
+        found[str(path.relative_to(store))] = path.lstat().st_mode & 0o7777
+    return found
+
+
+def _private(modes: dict[str, int], store: Path) -> bool:
+    return all(mode == (0o700 if (store / name).is_dir() else 0o600) for name, mode in modes.items())
+
+
+def test_the_store_keeps_private_what_it_copies_even_through_a_planted_hard_link(
+    r: ToolRouter, space: tuple[Path, Path]
+) -> None:
+    ws, state = space
+    secret = ws.parent / "id_ed25519"  # a private file outside the workspace
+    secret.write_bytes(b"PRIVATE KEY 0600 " * 64)
+    secret.chmod(0o600)
+    (ws / "config.env").write_text("TOKEN=also-private\n")
+    (ws / "config.env").chmod(0o600)
+    sh(r, f"ln {secret} planted")  # a command plants a hard link to it
+    assert (ws / "planted").stat().st_ino == secret.stat().st_ino
+    r.checkpoint("with a planted link")
+    modes = _modes(state)
+    assert len(modes) > 4 and _private(modes, state), modes
+    packs = [p for p in state.rglob("*.pack")]
+    assert any(secret.read_bytes()[:64] in p.read_bytes() for p in packs), "the bytes were not copied"
+    # Another user cannot read them: the store stops it, not a folder above it.
+    if os.geteuid() != 0:
+        return  # (no other user to be without root)
+    # (`ls -d` needs only the folders above the store to be open; `cat` needs the pack itself.)
+    probe = 'ls -d "$1" >/dev/null || exit 3; shift; for p; do cat "$p" >/dev/null 2>&1 && echo "read $p"; done; true'
+    nobody = 65534
+    proc = subprocess.run(
+        ["/bin/sh", "-c", probe, "sh", str(state), *map(str, packs)],
+        user=nobody,
+        group=nobody,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.returncode == 3:
+        pytest.skip(f"the folders above {state} are closed to other users: nothing to prove ({proc.stderr})")
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+
+
+def test_a_store_made_before_is_made_private_when_opened(space: tuple[Path, Path]) -> None:
+    ws, state = space
+    (ws / "a.txt").write_text("one\n")
+    make_context(ws, state).checkpoints.take()
+    for path in [state, *state.rglob("*")]:  # as an earlier version left it: 0755 folders, 0644 files
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    outside = ws.parent / "not-the-store's"
+    outside.write_text("x")
+    outside.chmod(0o644)
+    (state / "packs" / "a-link").symlink_to(outside)
+    assert not _private(_modes(state), state)
+    (ws / "a.txt").write_text("two\n")
+    make_context(ws, state).checkpoints.take()  # the store is opened again
+    modes = _modes(state)
+    modes.pop("packs/a-link", None)  # a link is never followed (the store's sweep may remove it)
+    assert _private(modes, state), modes
+    assert outside.stat().st_mode & 0o777 == 0o644

@@ -15,6 +15,7 @@ use rustix::fs::{fstat, mkdirat, readlinkat, unlinkat, AtFlags, FlockOperation, 
 use toolroute_files::{commit, open_beneath, read_flags, Change, Meta, Op, Roots, WriteOptions};
 
 use crate::manifest::{Content, Entry, Manifest};
+use crate::private;
 use crate::scan::{displaced_ancestor, scan, Kind, ScanError, Stamp, Tree};
 use crate::store::{cut, digest, ChunkId, Store, Writer};
 
@@ -127,11 +128,12 @@ impl Checkpoints {
             dir: dir.to_path_buf(),
             source,
         };
-        fs::create_dir_all(dir.join("checkpoints")).map_err(store_err)?;
+        private::create_dir_all(&dir.join("checkpoints")).map_err(store_err)?;
         let dir = dir.canonicalize().map_err(store_err)?;
         if dir.starts_with(roots.workspace()) {
             return Err(CheckpointError::Inside(dir));
         }
+        private::tighten(&dir).map_err(store_err)?;
         let lock = lock_in(&dir).map_err(store_err)?;
         let store = Store::open(&dir).map_err(store_err)?;
         drop(lock);
@@ -289,7 +291,7 @@ impl Checkpoints {
         };
         let path = self.manifest_path(id);
         let temp = path.with_extension("tmp");
-        fs::write(&temp, m.encode())
+        private::write_new(&temp, &m.encode())
             .and_then(|_| fs::rename(&temp, &path))
             .map_err(|e| self.err(e))?;
         let m = Arc::new(m);
@@ -565,7 +567,7 @@ impl Checkpoints {
 /// An exclusive `flock` on the store's lock file, released when the descriptor closes (also
 /// when its process dies).
 fn lock_in(dir: &Path) -> io::Result<OwnedFd> {
-    let f = fs::OpenOptions::new()
+    let f = private::options()
         .create(true)
         .truncate(false)
         .write(true)

@@ -9,10 +9,12 @@
 //! (`checkpoints`) writes back what changed and removes what was created, through the file
 //! layer's transaction: all or nothing, also across a crash. What cannot be put back (a file
 //! over the limits, a folder replaced by a link, a symbolic link) is named, never skipped.
-//! `manifest` is a checkpoint's on-disk form.
+//! `manifest` is a checkpoint's on-disk form; `private` keeps the store readable by its owner
+//! only.
 
 mod checkpoints;
 mod manifest;
+mod private;
 mod scan;
 mod store;
 

@@ -79,7 +79,7 @@ impl Store {
     /// of a dead writer are removed.
     pub fn open(dir: &Path) -> io::Result<Self> {
         let dir = dir.join("packs");
-        fs::create_dir_all(&dir)?;
+        crate::private::create_dir_all(&dir)?;
         let store = Self {
             dir,
             index: Mutex::default(),
@@ -263,7 +263,7 @@ impl Writer<'_> {
         if self.file.is_none() {
             let path = self.store.pack_path(self.pack, "pack");
             self.file = Some(
-                fs::OpenOptions::new()
+                crate::private::options()
                     .write(true)
                     .create_new(true)
                     .open(path)?,
@@ -301,7 +301,7 @@ impl Writer<'_> {
         }
         let path = self.store.pack_path(self.pack, "idx");
         let temp = path.with_extension("idx-tmp");
-        fs::write(&temp, out).and_then(|_| fs::rename(&temp, &path))?;
+        crate::private::write_new(&temp, &out).and_then(|_| fs::rename(&temp, &path))?;
         let mut index = self.store.index();
         index.packs.insert(self.pack, self.offset);
         index.chunks.extend(self.added.drain());
