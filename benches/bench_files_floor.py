@@ -15,6 +15,7 @@ Target: toolroute within 1.15x of the floor (a ratio, floor time / toolroute tim
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from toolroute.context import BuiltInToolContext
 from toolroute.router import ToolRouter
 
 SOURCE = Path(__file__).with_name("floor_write.c")
-ROUNDS = 100
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "100"))
 
 
 class Floor:

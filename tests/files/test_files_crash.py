@@ -145,14 +145,22 @@ class Step:
     version: str  # what recovery leaves: "A" the patch undone, "B" done
 
 
+def _staging(k: int, name: str) -> Step:
+    """Killed while staging the k-th temp (the journal written before). Each temp is an
+    `O_TMPFILE` named by `linkat` once written; in the portable build (no `O_TMPFILE`) it is
+    created by its name, then written (the first `write` is the journal's)."""
+    if _core.PORTABLE:
+        return Step(name, "write", k + 1, k, "A")
+    return Step(name, "linkat", k, k - 1, "A")
+
+
 # The patch changes 21 files: 19 updates, the delete of A-19.txt (the 20th change) and the add of
-# B-19.txt (the 21st, renamed last). At `full`: the journal, the temps (each linked to its name),
-# one wave syncing the journal (fdatasync, on the committing thread) with the temps and their
-# folder (fsync, on threads of their own), the renames and the delete, the second wave (folders),
-# the journal's removal.
+# B-19.txt (the 21st, renamed last). At `full`: the journal, the temps, one wave syncing the
+# journal (fdatasync, on the committing thread) with the temps and their folder (fsync, on threads
+# of their own), the renames and the delete, the second wave (folders), the journal's removal.
 FULL_STEPS = [
-    Step("journal written, no temp named yet", "linkat", 1, 0, "A"),
-    Step("half the temps staged", "linkat", 10, 9, "A"),
+    _staging(1, "journal written, no temp staged yet"),
+    _staging(10, "half the temps staged"),
     Step("every temp staged, the first wave begins", "fdatasync", 1, 20, "B"),
     Step("during the first wave", "fsync", 1, 20, "B"),
     Step("between the waves, before any rename", RENAMES, 1, 20, "B"),
@@ -161,16 +169,18 @@ FULL_STEPS = [
     Step("between the waves, before the last rename", RENAMES, 20, 1, "B"),
     Step("after the second wave, before the journal goes", "unlinkat", 2, 0, "B"),
 ]
-# At `none` a replaced file is exchanged with its new version, then the old one (under the temp's
-# name) removed: 19 exchanges each followed by a removal, the delete (removal 20), the add.
+# At `none` (Linux) a replaced file is exchanged with its new version, then the old one (under the
+# temp's name) removed: 19 exchanges each followed by a removal, the delete (removal 20), the add.
 NONE_STEPS = [
-    Step("journal written, no temp named yet", "linkat", 1, 0, "A"),
-    Step("half the temps staged", "linkat", 10, 9, "A"),
+    _staging(1, "journal written, no temp staged yet"),
+    _staging(10, "half the temps staged"),
     Step("every temp staged, before the first exchange", RENAMES, 1, 20, "B"),
     Step("the first file exchanged, its old version not yet removed", "unlinkat", 1, 20, "B"),
     Step("among the exchanges", RENAMES, 10, 11, "B"),
     Step("everything published, before the journal goes", "unlinkat", 21, 0, "B"),
 ]
+if _core.PORTABLE:  # no exchange there: renames, as at `full`
+    NONE_STEPS = [*FULL_STEPS[:2], *FULL_STEPS[4:]]
 
 
 def _killed_at(step: Step, *argv: str) -> None:
