@@ -1,8 +1,8 @@
 """What CI asks of the suite.
 
 Under CI (`CI=true`, set by .ci/run) a test may not be skipped for want of a component CI is
-meant to have: the sandbox (bubblewrap, Landlock), PostgreSQL, HAProxy. Such a skip becomes a
-failure, so a machine missing one cannot pass green with those tests silently unrun. Elsewhere
+meant to have: the sandbox (bubblewrap, Landlock), PostgreSQL, HAProxy, strace. Such a skip becomes
+a failure, so a machine missing one cannot pass green with those tests silently unrun. Elsewhere
 (a laptop without PostgreSQL) the skip stays a skip, with its reason."""
 
 from __future__ import annotations
@@ -18,7 +18,17 @@ import pytest
 PORTABLE_STAGES = frozenset({"core", "files", "search", "bash"})
 
 # Words of the skip reasons that name such a component (the skip sites say what is missing).
-REQUIRED_IN_CI = ("bubblewrap", "landlock", "sandbox", "postgresql", "postgres", "haproxy", "runuser", "pasta")
+REQUIRED_IN_CI = (
+    "bubblewrap",
+    "landlock",
+    "sandbox",
+    "postgresql",
+    "postgres",
+    "haproxy",
+    "runuser",
+    "pasta",
+    "strace",
+)
 
 
 def under_ci() -> bool:
