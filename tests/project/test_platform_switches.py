@@ -24,6 +24,7 @@ SWITCHED: dict[str, frozenset[str]] = {
     "rust/files/src/lib.rs": frozenset({"files", "search"}),
     "rust/files/src/os.rs": frozenset({"files", "search"}),
     "rust/files/src/txn.rs": frozenset({"files"}),
+    "rust/files/src/recover.rs": frozenset({"files"}),
     "rust/search/src/index/mod.rs": frozenset({"search"}),
     "rust/search/src/index/daemon/mod.rs": frozenset({"search"}),
     "rust/search/src/index/mark.rs": frozenset({"search"}),

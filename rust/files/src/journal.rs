@@ -22,9 +22,8 @@ use std::sync::OnceLock;
 
 use rustix::fs::{openat, unlinkat, AtFlags, Mode, OFlags};
 
-use crate::beneath::{fd_path, Root};
+use crate::beneath::{fd_path, Parent, Root};
 use crate::hash::ContentDigest;
-use crate::txn::{Change, Op};
 
 /// How toolroute's temps and journals are named (then the owner's pid and start time).
 pub const TEMP_PREFIX: &str = ".toolroute-";
@@ -118,6 +117,15 @@ fn hex_path(path: &Path) -> String {
     toolroute_digest::hex(path.as_os_str().as_bytes())
 }
 
+/// One change as a journal records it before it is made: where, and, for a new file, whether it
+/// may replace one there and the digest of its content (`None`: the name is removed).
+pub(crate) struct Intent<'a> {
+    /// The destination's folder (its deepest existing one) and name.
+    pub dest: &'a Parent,
+    /// A new file: `no_clobber`, and the digest of its content.
+    pub new: Option<(bool, ContentDigest)>,
+}
+
 /// A journal being written (see the module's comment).
 pub(crate) struct Journal {
     file: std::fs::File,
@@ -125,34 +133,27 @@ pub(crate) struct Journal {
 }
 
 impl Journal {
-    /// Write the whole journal of `changes` (each `Put` with the digest of its content, in
-    /// `digests`), unsynced: it is synced with the temps.
-    pub(crate) fn write(
-        ws: &Root,
-        txid: &str,
-        changes: &[Change<'_>],
-        digests: &[Option<ContentDigest>],
-    ) -> io::Result<Self> {
+    /// Write the whole journal of a transaction's changes, in order (change `i`'s temp is
+    /// [`temp_name`]`(txid, i)`, in its destination's folder), unsynced: it is synced with the
+    /// temps.
+    pub(crate) fn write(ws: &Root, txid: &str, changes: &[Intent<'_>]) -> io::Result<Self> {
         let mut text = format!("{MAGIC}\n");
         for (i, c) in changes.iter().enumerate() {
-            let p = &c.target.parent;
+            let p = c.dest;
             let mut rest: Vec<&OsStr> = p.missing.iter().map(|m| m.as_os_str()).collect();
             rest.push(p.name.as_os_str());
             let dest = hex_path(&ws_relative(ws, p.dir.as_fd(), &rest)?);
-            match (&c.op, digests.get(i).copied().flatten()) {
-                (Op::Put { no_clobber, .. }, Some(digest)) => {
+            match c.new {
+                Some((no_clobber, digest)) => {
                     let tmp = ws_relative(ws, p.dir.as_fd(), &[temp_name(txid, i).as_os_str()])?;
                     text.push_str(&format!(
                         "put {} {dest} {} {}\n",
                         hex_path(&tmp),
-                        u8::from(*no_clobber),
+                        u8::from(no_clobber),
                         toolroute_digest::hex(&digest)
                     ));
                 }
-                (Op::Put { .. }, None) => {
-                    return Err(io::Error::other("a new file's digest is missing"));
-                }
-                (Op::Remove, _) => text.push_str(&format!("del {dest}\n")),
+                None => text.push_str(&format!("del {dest}\n")),
             }
         }
         text.push_str("end\n");

@@ -36,7 +36,7 @@ use crate::durable::{self, Sync};
 use crate::error::FsError;
 use crate::fs::{Meta, Original, Permit, Target};
 use crate::hash::{digest_parts, ContentDigest};
-use crate::journal::{next_txid, temp_name, Journal};
+use crate::journal::{next_txid, temp_name, Intent, Journal};
 use crate::session::Session;
 
 /// How hard a write works to survive a power loss (a process crash is always survived).
@@ -448,7 +448,7 @@ pub fn commit(
     // The whole journal first, unsynced: a process killed from here on leaves a journal that
     // names every temp it can have made.
     let journal = if many {
-        let j = Journal::write(ws, &txid, &changes, &digests)
+        let j = Journal::write(ws, &txid, &intents(&changes, &digests))
             .map_err(|e| FsError::io("write the journal for", &first, e))?;
         Some(j)
     } else {
@@ -560,6 +560,26 @@ fn hold_replaced(target: &Target) -> Option<OwnedFd> {
         Mode::empty(),
     )
     .ok()
+}
+
+/// The changes as the journal records them (`digests`: of each new content, when taken).
+fn intents<'a>(changes: &'a [Change<'_>], digests: &[Option<ContentDigest>]) -> Vec<Intent<'a>> {
+    changes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Intent {
+            dest: &c.target.parent,
+            new: match &c.op {
+                Op::Put {
+                    parts, no_clobber, ..
+                } => {
+                    let digest = digests.get(i).copied().flatten();
+                    Some((*no_clobber, digest.unwrap_or_else(|| digest_parts(parts))))
+                }
+                Op::Remove => None,
+            },
+        })
+        .collect()
 }
 
 /// The digest of a change's new content (`None` for a removal).
@@ -680,7 +700,7 @@ mod tests {
         let changes = changes(&r);
         let digests: Vec<_> = changes.iter().map(new_digest).collect();
         let txid = journal::next_txid();
-        let j = Journal::write(r.workspace_root(), &txid, &changes, &digests).unwrap();
+        let j = Journal::write(r.workspace_root(), &txid, &intents(&changes, &digests)).unwrap();
         let name = format!(".toolroute-{txid}.journal");
         let root = crate::durable::open_folder(r.workspace_root().fd()).unwrap();
         let read = journal::read(&root, OsStr::new(&name)).unwrap();
