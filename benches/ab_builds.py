@@ -50,6 +50,11 @@ PATCH = (
 )
 
 
+PATCH_20 = "*** Begin Patch\n" + "".join(
+    f"*** Update File: many/m{i:02}.py\n@@ def f20():\n-    return {{a}}\n+    return {{b}}\n" for i in range(20)
+) + "*** End Patch\n"
+
+
 def edit(a, b):
     old, new = f"return x + {a}  # line 30\n", f"return x + {b}  # line 30\n"
     return ("edit", json.dumps({"path": "big.py", "old_string": old, "new_string": new}))
@@ -61,6 +66,9 @@ TOGGLES = {
         ("apply_patch", json.dumps({"patch": PATCH.format(a=a, b=b)})) for a, b in ((20, 21), (21, 20))
     ],
     "edit_unique": [edit(30, 31), edit(31, 30)],
+    "apply_patch_20_files": [
+        ("apply_patch", json.dumps({"patch": PATCH_20.format(a=a, b=b)})) for a, b in ((20, 21), (21, 20))
+    ],
 }
 # A served call: an MCP session over the SDK's in-memory transport to `toolroute serve`'s server
 # (session start included, the same in both builds).
@@ -120,6 +128,7 @@ WORKLOADS = {
     "glob_tree": 60,
     "apply_patch_1_hunk": 200,
     "edit_unique": 200,
+    "apply_patch_20_files": 20,
     "served_read_file": 300,
 }
 
@@ -127,6 +136,9 @@ WORKLOADS = {
 def make_workspace(root: Path) -> None:
     (root / "big.py").write_text("".join(f"def f{i}(x):\n    return x + {i}  # line {i}\n" for i in range(1500)))
     (root / "small.txt").write_text("one\ntwo\nthree\n")
+    (root / "many").mkdir()
+    for i in range(20):
+        (root / "many" / f"m{i:02}.py").write_text("".join(f"def f{n}():\n    return {n}\n" for n in range(40)))
     for d in range(20):
         folder = root / "tree" / f"pkg{d}"
         folder.mkdir(parents=True)
