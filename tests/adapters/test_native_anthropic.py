@@ -300,3 +300,79 @@ def test_memory_never_leads_out_of_its_folder(tmp_path: Path) -> None:
         assert failed and "secret\n" not in answer, (command, answer)
     assert (tmp_path / "outside" / "secret.txt").read_text() == "secret\n"
     assert sorted(p.name for p in (tmp_path / "outside").iterdir()) == ["secret.txt"]
+
+
+def _memory_block(block_id: str, **arguments: Any) -> Any:
+    return types.SimpleNamespace(type="tool_use", id=block_id, name="memory", input=arguments)
+
+
+def test_memory_writes_wait_for_approval_like_the_other_native_tools(tmp_path: Path) -> None:
+    """needs_approval=True holds bash and the editor; it holds a memory write too (a view runs),
+    and the held write leaves no file until its id is approved."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ToolRouter(context=BuiltInToolContext(ws)) as router:
+        adapter = AnthropicTools(
+            router, functions=["bash"], native=["memory"], memory=tmp_path / "memory", needs_approval=True
+        )
+        write = _memory_block("toolu_w", command="create", path="/memories/notes.txt", file_text="hi\n")
+        view = _memory_block("toolu_v", command="view", path="/memories")
+        assert [p["id"] for p in adapter.pending_approvals([write, view])] == ["toolu_w"]
+        held, viewed = adapter.tool_results([write, view])
+        assert held["is_error"] is True and "approval" in str(held["content"])
+        assert not viewed.get("is_error"), viewed
+        assert not (tmp_path / "memory" / "notes.txt").exists()
+        (done,) = adapter.tool_results([write], approved={"toolu_w"})
+        assert not done.get("is_error"), done
+        assert (tmp_path / "memory" / "notes.txt").read_text() == "hi\n"
+
+
+@pytest.mark.parametrize(
+    ("rule", "held"),
+    [
+        (False, []),
+        (["memory"], ["toolu_w", "toolu_v", "toolu_d"]),
+        (["bash"], []),
+        (lambda name, args: name == "memory" and args.get("command") == "delete", ["toolu_d"]),
+    ],
+)
+def test_a_memory_rule_is_asked_with_the_name_memory(tmp_path: Path, rule: Any, held: list[str]) -> None:
+    with ToolRouter(context=BuiltInToolContext(tmp_path)) as router:
+        adapter = AnthropicTools(router, functions=["bash"], native=["memory"], memory="mem", needs_approval=rule)
+        blocks = [
+            _memory_block("toolu_w", command="create", path="/memories/a.txt", file_text="a"),
+            _memory_block("toolu_v", command="view", path="/memories"),
+            _memory_block("toolu_d", command="delete", path="/memories/a.txt"),
+        ]
+        assert [p["id"] for p in adapter.pending_approvals(blocks)] == held
+
+
+def test_a_relative_memory_folder_is_beneath_the_workspace_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, elsewhere = tmp_path / "ws", tmp_path / "cwd"
+    ws.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with ToolRouter(context=BuiltInToolContext(ws)) as router:
+        adapter = AnthropicTools(router, functions=["bash"], native=["memory"], memory="notes/memory")
+        (answer,) = adapter.tool_results(
+            [_memory_block("toolu_1", command="create", path="/memories/a.txt", file_text="kept\n")]
+        )
+        assert not answer.get("is_error"), answer
+    assert (ws / "notes" / "memory" / "a.txt").read_text() == "kept\n"
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_relative_memory_folder_that_leads_out_is_refused(tmp_path: Path) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "link").symlink_to(outside)
+    with ToolRouter(context=BuiltInToolContext(ws)) as router:
+        for folder in ("../outside", "link", "link/memory"):
+            with pytest.raises(ValueError, match="leads out of the workspace"):
+                AnthropicTools(router, functions=["bash"], native=["memory"], memory=folder)
+    assert list(outside.iterdir()) == []
+    with ToolRouter() as bare, pytest.raises(ValueError, match="no workspace"):
+        AnthropicTools(bare, functions=["bash"], native=["memory"], memory="memory")

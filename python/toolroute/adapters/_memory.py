@@ -9,7 +9,8 @@ renamed, fsynced), and served mode can give each user a folder of their own. It 
 `BetaAbstractMemoryTool`, so it also plugs into the SDK's own tool runner.
 
 Memory is the model's own notes, not a workspace file: its commands do not go through the
-allowlist's built-ins (no approval asks before Claude writes a memory, as with the reference).
+allowlist's built-ins, but `AnthropicTools` holds them under `needs_approval=` as it holds bash
+and the editor (`True`: every command that writes; a rule is asked with the name `memory`).
 """
 
 from __future__ import annotations

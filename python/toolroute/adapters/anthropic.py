@@ -19,7 +19,8 @@ Every `tool_use` gets exactly one `tool_result`; a name not served gets an `is_e
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
@@ -30,6 +31,7 @@ from toolroute.adapters._content import anthropic_content, outcome_parts, with_m
 from toolroute.adapters._native import ANTHROPIC_CALLERS, checked_callers
 from toolroute.adapters._optional import require
 from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
+from toolroute.errors import ToolError as RouterError
 from toolroute.formats import to_anthropic
 from toolroute.router import ToolRouter
 from toolroute.toolsearch import is_search_tool
@@ -116,7 +118,7 @@ class AnthropicTools(ExposedTools):
                 raise ValueError(f"the native {kind!r} tool is the {', '.join(missing)} built-in(s): expose them")
         if ("memory" in self.native) != (memory is not None):
             raise ValueError("the native memory tool needs memory= (the folder /memories names), and only it does")
-        self.memory = memory if isinstance(memory, MemoryTool) or memory is None else MemoryTool(memory)
+        self.memory = memory if isinstance(memory, MemoryTool) or memory is None else _memory_tool(router, memory)
         self.max_characters = max_characters
         # Programmatic tool calling: who may call these tools ("direct", the model, or a code
         # execution tool version the provider runs); None leaves the provider's default.
@@ -161,8 +163,9 @@ class AnthropicTools(ExposedTools):
         elif name == EDITOR_NAME and "text_editor" in self.native:
             native = TextEditor(door, self.max_characters).run(arguments)
         elif name == "memory" and self.memory is not None:
-            memory = self.memory
-            native = _memory(memory, arguments)
+            if block.id not in approved and self.memory_needs_approval(arguments):
+                return _result_block(block, CallOutcome(MEMORY_HELD, OutcomeKind.APPROVAL_NEEDED))
+            native = _memory(self.memory, arguments)
         if native is None:
             outcome: CallOutcome = yield Step(door.execute, door.aexecute, (name, arguments))
             if not outcome.is_error and is_search_tool(self.exposure.tools.get(name)):
@@ -202,10 +205,28 @@ class AnthropicTools(ExposedTools):
         native tool's call is asked about as the built-in it runs."""
         pending = []
         for block in _tool_uses(source):
-            backing = BACKING.get(_native_kind(block.name), ()) if block.name not in self else (block.name,)
-            if any(self.needs_approval(name, block.input) for name in backing):
+            if block.name == "memory" and self.memory is not None and block.name not in self:
+                held = self.memory_needs_approval(block.input)
+            else:
+                backing = BACKING.get(_native_kind(block.name), ()) if block.name not in self else (block.name,)
+                held = any(self.needs_approval(name, block.input) for name in backing)
+            if held:
                 pending.append({"id": block.id, "name": block.name, "input": block.input})
         return pending
+
+    def memory_needs_approval(self, arguments: Any) -> bool:
+        """Whether a native memory command waits for a person, by the same rule as the other
+        tools: `True` holds what writes (every command but `view`), a collection of names holds
+        every command when it names `memory`, a callable is asked with `("memory", input)`."""
+        rule = self.approval_rule
+        if rule is False:
+            return False
+        command = arguments.get("command") if isinstance(arguments, Mapping) else None
+        if rule is True:
+            return command != "view"
+        if callable(rule):
+            return bool(rule("memory", arguments if isinstance(arguments, Mapping) else {}))
+        return "memory" in rule
 
     def close(self) -> None:
         """End the conversation's shell (the router ends it too, when it closes)."""
@@ -228,6 +249,31 @@ def _references(block: Any, outcome: CallOutcome) -> ToolResultBlockParam:
 def _native_kind(name: str) -> str:
     """The native type a tool_use block's name stands for ("" for none)."""
     return {"bash": "bash", EDITOR_NAME: "text_editor", "memory": "memory"}.get(name, "")
+
+
+MEMORY_HELD = "memory needs a person's approval before it runs"
+
+
+def _memory_tool(router: ToolRouter, folder: str | os.PathLike[str]) -> MemoryTool:
+    """The memory tool of `memory=`: an absolute folder as given; a relative one beneath the
+    router's workspace (never the process's current folder), refused where it would lead out."""
+    path = Path(folder)
+    if path.is_absolute():
+        return MemoryTool(path)
+    try:
+        context = router.builtin_context("memory")
+    except RouterError:
+        raise ValueError(
+            f"memory={str(folder)!r} is relative and the router has no workspace to put it in: "
+            "give an absolute folder, or create the router with context=..."
+        ) from None
+    try:
+        tool = MemoryTool(context.resolve(str(path), write=True))
+        # Checked again once made: a symlink swapped in while the folder was created leads nowhere.
+        context.resolve(str(tool.context.workspace), write=True)
+    except RouterError as exc:
+        raise ValueError(f"memory={str(folder)!r} leads out of the workspace: {exc}") from None
+    return tool
 
 
 def _memory(memory: MemoryTool, arguments: Any) -> Body[str]:
