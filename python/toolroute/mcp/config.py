@@ -14,7 +14,8 @@ read-only tool may run in a parallel batch; otherwise they are forwarded but not
 the `initialize` handshake every server of the 2025 revisions answers, and the stateless
 2026-07-28 revision when the server's own rejection of the handshake names it; `legacy`, the
 handshake only; `2026-07-28`, the stateless revision only; `auto`, probe `server/discover` once,
-briefly, and remember the answer: see `connection.py`).
+briefly, and remember the answer: see `connection.py`); `maxTools` and `maxListingBytes` (a
+tool listing past either is refused and the server left out: 10,000 tools, 8 MiB by default).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ _KNOWN_KEYS = {
     "connectTimeout",
     "trustAnnotations",
     "protocol",
+    "maxTools",
+    "maxListingBytes",
 }
 
 
@@ -69,6 +72,8 @@ class ServerConfig:
     disabled: bool = False
     trust_annotations: bool = False
     protocol: Protocol = "negotiate"
+    max_tools: int | None = None  # None: connection.MAX_TOOLS
+    max_listing_bytes: int | None = None  # None: connection.MAX_LISTING_BYTES
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -111,6 +116,15 @@ def _seconds(service_id: str, raw: Mapping[str, Any], key: str) -> float | None:
     return float(value)
 
 
+def _count(service_id: str, raw: Mapping[str, Any], key: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ToolRegistrationError(f"MCP server {service_id!r}: {key!r} must be a positive integer")
+    return value
+
+
 def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     problem = service_id_problem(service_id)
     if problem is not None:
@@ -129,6 +143,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         raise ToolRegistrationError(
             f"MCP server {service_id!r}: 'protocol' must be one of {', '.join(PROTOCOLS)}, got {protocol!r}"
         )
+    max_tools, max_listing_bytes = _count(service_id, raw, "maxTools"), _count(service_id, raw, "maxListingBytes")
     timeout = _seconds(service_id, raw, "timeout")
     connect_timeout = _seconds(service_id, raw, "connectTimeout")
     args = raw.get("args", ())
@@ -150,6 +165,8 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
             disabled=bool(raw.get("disabled", False)),
             trust_annotations=trust,
             protocol=protocol,
+            max_tools=max_tools,
+            max_listing_bytes=max_listing_bytes,
         )
     url = raw["url"]
     if not isinstance(url, str) or urlparse(url).scheme not in ("http", "https"):
@@ -163,6 +180,8 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         disabled=bool(raw.get("disabled", False)),
         trust_annotations=trust,
         protocol=protocol,
+        max_tools=max_tools,
+        max_listing_bytes=max_listing_bytes,
     )
 
 

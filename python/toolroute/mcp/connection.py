@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
+import gc
 import json
 import logging
 import ssl
@@ -22,7 +24,7 @@ from typing import IO, Any, Literal
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters
 from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -34,6 +36,8 @@ from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.config import ServerConfig
 from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
+from toolroute.mcp.http_bounds import BoundedTransport
+from toolroute.mcp.stdio import Counter, bounded_stdio_client
 from toolroute.progress import ProgressSink
 from toolroute.textsafety import neutralize
 
@@ -49,6 +53,11 @@ RELISTEN_RESET = 30.0  # a stream open at least this long counts as working
 # After a call timed out, a server that does not answer a ping within this is taken for hung
 # as a whole (stopped, deadlocked) and restarted; one that answers was only slow at that call.
 PING_TIMEOUT = 5.0
+# What one listing may hold (per server, `maxTools` and `maxListingBytes` override): past either,
+# the listing is refused and the server left out, its memory given back at once.
+MAX_TOOLS = 10_000
+MAX_LISTING_BYTES = 8 * 1024 * 1024
+MALFORMED_LOG_EVERY = 10.0  # seconds: one log line at most this often per server for bad replies
 
 
 class Connection:
@@ -79,6 +88,9 @@ class Connection:
         self._checking: asyncio.Task[None] | None = None  # the ping after a timed-out call
         self._starting: asyncio.Task[None] | None = None  # the owner task while it shakes hands
         self.unresponsive = 0  # restarts because the server answered nothing, not even a ping
+        self.counter = Counter()  # bytes read from the server (stdio), for the listing's cap
+        self.malformed = 0  # replies refused as not UTF-8, not JSON, too deep or too large
+        self._malformed_logged = -MALFORMED_LOG_EVERY
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -186,13 +198,25 @@ class Connection:
         if cfg.transport == "stdio":
             assert cfg.command is not None
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
-            return stdio_client(params, errlog=stderr)  # type: ignore[arg-type]  # a real file: the child writes to it
+            assert stderr is not None
+            return bounded_stdio_client(
+                params,
+                stderr,
+                counter=self.counter,
+                max_listing_bytes=self._max_listing_bytes,
+                on_malformed=self._on_malformed,
+            )
         assert cfg.url is not None
         if cfg.transport == "sse":
             return sse_client(
                 cfg.url, headers=dict(cfg.headers), timeout=self.connect_timeout, httpx_client_factory=_http_client
             )
-        return _streamable_http(cfg.url, dict(cfg.headers), self.connect_timeout)
+        return _streamable_http(
+            cfg.url,
+            dict(cfg.headers),
+            self.connect_timeout,
+            BoundedTransport(_transport(), self.counter, self._max_listing_bytes),
+        )
 
     async def _listening(self, session: ClientSession, stop: asyncio.Event) -> None:
         """Until `stop`: hear the session's tool-list changes (the 2026-07-28 era sends them only
@@ -222,6 +246,14 @@ class Connection:
             # A stream that lasted is a fresh start; one that keeps ending at once is given up on.
             tries = 1 if time.monotonic() - opened >= RELISTEN_RESET else tries + 1
             await anyio.sleep(RELISTEN_DELAY)
+
+    def _on_malformed(self, why: str) -> None:
+        """A reply refused: counted, and logged at most once every MALFORMED_LOG_EVERY seconds."""
+        self.malformed += 1
+        now = time.monotonic()
+        if now - self._malformed_logged >= MALFORMED_LOG_EVERY:
+            self._malformed_logged = now
+            log.warning("MCP server %r sent %s (%d refused so far)", self.key, neutralize(why), self.malformed)
 
     def _tools_changed(self) -> None:
         if self._on_tools_changed is not None:
@@ -312,6 +344,7 @@ class Connection:
         method = getattr(session, f"list_{kind}")
         items: list[Any] = []
         cursor: str | None = None
+        start = self.counter.received
         try:
             for _ in range(MAX_LIST_PAGES):
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -319,14 +352,42 @@ class Connection:
                     page = await method(params=params)
                 items.extend(getattr(page, kind))
                 cursor = page.next_cursor
+                del page  # a refused listing's memory goes with `items`, nothing else holds it
+                self._within_caps(kind, len(items), self.counter.received - start)
                 if not cursor:
                     break
+        except ListingTooLarge as exc:
+            # The session goes too (the SDK keeps per-tool state of every listing it saw), and
+            # with it the server: it is left out, retried later like one that is down.
+            items.clear()
+            await self.reset()
+            give_back_memory()
+            log.warning("MCP server %r: %s", self.key, exc)
+            raise ToolExecutionError(f"MCP server {self.key!r}: {exc}") from None
         except Exception as exc:
             if is_connection_lost(exc) or is_session_lost(exc):
                 await self.reset()
             what = f"listing the {kind.replace('_', ' ')}"
             raise self._request_error(exc, what, None, self.connect_timeout) from None
         return items
+
+    def _within_caps(self, kind: Listable, count: int, received: int) -> None:
+        """Refuse a listing past the server's caps (bytes are counted on stdio only: over HTTP the
+        transport bounds each message instead)."""
+        if kind != "tools":
+            return
+        most = self.config.max_tools if self.config.max_tools is not None else MAX_TOOLS
+        if count > most:
+            raise ListingTooLarge(f"its tool listing has more than {most} tools (maxTools): refused")
+        if received > self._max_listing_bytes:
+            raise ListingTooLarge(
+                f"its tool listing is larger than {self._max_listing_bytes} bytes (maxListingBytes): refused"
+            )
+
+    @property
+    def _max_listing_bytes(self) -> int:
+        cap = self.config.max_listing_bytes
+        return cap if cap is not None else MAX_LISTING_BYTES
 
     def offers(self, kind: Listable) -> bool:
         """Whether the connected server declared the capability behind `kind`."""
@@ -430,6 +491,27 @@ class Connection:
         return err
 
 
+class ListingTooLarge(Exception):
+    """A listing past its caps."""
+
+
+def give_back_memory() -> None:
+    """Collect now and hand the freed pages back to the system (glibc's `malloc_trim`): a refused
+    listing of 100,000 tools otherwise kept its hundreds of MB with the process for minutes."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:  # pragma: no cover
+        return None
+
+
 Era = Literal["legacy", "2026-07-28"]
 Listable = Literal["tools", "prompts", "resources", "resource_templates"]
 MODERN: Era = "2026-07-28"
@@ -498,22 +580,30 @@ def _tls() -> ssl.SSLContext:
 
 
 def _http_client(
-    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: httpx2.Auth | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
 ) -> httpx2.AsyncClient:
     """An upstream HTTP client as the SDK makes one (`create_mcp_http_client`, with its default
     timeouts), on the shared context."""
     if timeout is None:
         timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
-    return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, verify=_tls())
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth, verify=_tls(), transport=transport)
+
+
+def _transport() -> httpx2.AsyncHTTPTransport:
+    """The transport `httpx2.AsyncClient` makes by default, on the shared TLS context."""
+    return httpx2.AsyncHTTPTransport(verify=_tls())
 
 
 @contextlib.asynccontextmanager
 async def _streamable_http(
-    url: str, headers: dict[str, str], connect_timeout: float
+    url: str, headers: dict[str, str], connect_timeout: float, transport: httpx2.AsyncBaseTransport
 ) -> AsyncIterator[TransportStreams]:
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
     async with (
-        _http_client(headers=headers, timeout=timeout) as http,
+        _http_client(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

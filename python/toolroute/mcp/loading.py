@@ -20,6 +20,7 @@ from toolroute.errors import ToolError, ToolRegistrationError
 from toolroute.mcp.connection import Connection
 from toolroute.mcp.projection import Declared, declared, tool_definition
 from toolroute.mcp.publishing import Listed, McpPublisher
+from toolroute.mcp.relist import Relister
 from toolroute.mcp.services import Service, ServiceRegistry
 from toolroute.naming import UserId
 from toolroute.types import ToolDefinition
@@ -95,6 +96,7 @@ class ToolLists:
         self._listeners: list[Callable[[UserId | None], None]] = []
         self.background: set[asyncio.Task[Any]] = set()
         self.closed = False
+        self.relister = Relister(self._reload_quietly, self.in_background)  # one in flight per server
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run `work` on the gateway's loop without waiting for it (kept until it ends)."""
@@ -210,7 +212,7 @@ class ToolLists:
             if service is None or self.closed:
                 return
             service.stale = True
-        self.in_background(self._reload_quietly(service))
+        self.relister.changed(service.key, service)
 
     async def _reload_quietly(self, service: Service) -> None:
         try:
