@@ -4,7 +4,7 @@ stateless: every POST answered on its own, as JSON or, for `storm`, as an SSE st
 
 It answers the `initialize` handshake, `tools/list` (`--tools N` tools in one page; default 3)
 and `tools/call` of:
-- `echo`: a healthy tool (`raw:TEXT`);
+- `say`: a healthy tool (`raw:TEXT`);
 - `badutf8`: a reply whose bytes are not valid UTF-8;
 - `notjson`: a reply line that is not JSON at all;
 - `deep`: a reply nested `--depth` levels deep (default 100,000);
@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}}
-BASE = ["echo", "badutf8", "notjson", "deep", "storm"]
+BASE = ["say", "badutf8", "notjson", "deep", "storm"]
 
 
 def parse_args() -> argparse.Namespace:
