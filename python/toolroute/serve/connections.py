@@ -17,7 +17,9 @@ tenant's call failed with EMFILE. Here, per server:
   waiting connections only, never one whose client is sending.
 
 Behind a load balancer, every connection comes from the balancer: give it its own limits too
-(HAProxy `timeout http-request`, `maxconn`), as docs/deploy.md shows.
+(HAProxy `timeout http-request`, `maxconn`), as docs/deploy.md shows, or have it send the PROXY
+protocol (`proxy_from`, `proxy_protocol.py`): then each connection counts under its client's
+address.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from toolroute.serve.admission import Admission, source_of
+from toolroute.serve.proxy_protocol import Network, ProxyHeaderError, looks_like_header, networks, parse, trusted
 
 HEAD_TIMEOUT = 10.0
 CONNECTION_KEY = "toolroute.connection"  # in a request's ASGI scope: the connection it came on
@@ -52,8 +55,10 @@ class ConnectionLimits:
     max_unauthenticated: int = MAX_UNAUTHENTICATED
     max_connections: int = MAX_CONNECTIONS
     max_unauthenticated_per_source: int = MAX_UNAUTHENTICATED_PER_SOURCE
+    proxy_from: tuple[str, ...] = ()  # the balancers whose PROXY header names the source
 
     def __post_init__(self) -> None:
+        networks(self.proxy_from)  # a bad address is refused at start
         if self.head_timeout <= 0:
             raise ValueError("the request head timeout must be a positive number of seconds")
         for name in ("max_unauthenticated", "max_connections", "max_unauthenticated_per_source"):
@@ -75,6 +80,7 @@ class ConnectionLimits:
             min(self.max_unauthenticated, most),
             most,
             min(self.max_unauthenticated_per_source, most),
+            self.proxy_from,
         )
 
     def admission(self, *, authenticated: bool, loop: asyncio.AbstractEventLoop | None = None) -> Admission:
@@ -96,7 +102,12 @@ def guarded_protocol(limits: ConnectionLimits, *, authenticated: bool) -> type[H
     return type(
         "GuardedH11Protocol",
         (_Guarded,),
-        {"limits": limits, "authenticated": authenticated, "admission": admission},
+        {
+            "limits": limits,
+            "authenticated": authenticated,
+            "admission": admission,
+            "balancers": networks(limits.proxy_from),
+        },
     )
 
 
@@ -104,22 +115,65 @@ class _Guarded(H11Protocol):
     limits: ConnectionLimits
     authenticated: bool
     admission: Admission  # the server's, shared by its connections
+    balancers: tuple[Network, ...]  # whose connections begin with a PROXY header
 
     source = ""
     partial = False  # has sent part of a head it is still waiting to complete (admission.py)
     proven = False  # has served a verified user (without auth: has completed a request head)
     _head_timer: asyncio.TimerHandle | None = None
     _parsed: Any = None  # the scope of the last request head parsed
+    _proxy_header: bytes | None = None  # what came of a balancer's PROXY header so far
+    _first = True  # no byte received yet
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.source = source_of(transport.get_extra_info("peername"))
-        if not self.admission.arrive(self):
-            transport.close()  # connection_lost follows, and tidies up
+        peer = transport.get_extra_info("peername")
+        self.source = source_of(peer)
+        if trusted(peer, self.balancers):
+            # Admitted once the header says whose connection it is; the head timeout bounds it.
+            self._proxy_header = b""
+            self._arm()
             return
+        self._admit()
+
+    def _admit(self) -> bool:
+        if not self.admission.arrive(self):
+            self.transport.close()  # connection_lost follows, and tidies up
+            return False
         self._arm()
+        return True
+
+    def _take_proxy_header(self, data: bytes) -> bytes | None:
+        """The bytes after a balancer's PROXY header once it is complete (the connection's
+        source and client set from it, and admitted); None while incomplete or refused."""
+        assert self._proxy_header is not None
+        data = self._proxy_header + data
+        try:
+            parsed = parse(data)
+        except ProxyHeaderError:
+            self.transport.close()
+            return None
+        if parsed is None:
+            self._proxy_header = data
+            return None
+        self._proxy_header = None
+        client, used = parsed
+        if client is not None:
+            self.client = client  # the ASGI scope's `client` too
+            self.source = source_of(client)
+        return data[used:] if self._admit() else None
 
     def data_received(self, data: bytes) -> None:
+        if self._first:
+            self._first = False
+            if self._proxy_header is None and self.balancers and looks_like_header(data):
+                self.transport.close()  # a PROXY header from someone not a balancer: refused
+                return
+        if self._proxy_header is not None:
+            rest = self._take_proxy_header(data)
+            if not rest:
+                return
+            data = rest
         if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # the first byte of a next request: its head has the same time
         super().data_received(data)

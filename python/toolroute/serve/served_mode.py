@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolroute._core import set_search_index_default
 from toolroute.errors import ToolArgumentError
@@ -117,6 +117,13 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         help="the same, per source address (an IPv6 /64) (default 32)",
     )
     g.add_argument(
+        "--proxy-protocol",
+        metavar="ADDRS",
+        help="connections from these balancers (addresses or networks, comma-separated) begin with "
+        "a PROXY protocol header (v1 or v2, HAProxy's send-proxy-v2), whose client address is the "
+        "connection's source; one from anyone else that begins with one is closed",
+    )
+    g.add_argument(
         "--max-connections",
         type=int,
         metavar="N",
@@ -175,7 +182,11 @@ def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
         "max_unauthenticated_per_source": "max_unauthenticated_per_source",
         "max_connections": "max_connections",
     }
-    changes = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag, None) is not None}
+    changes: dict[str, Any] = {
+        field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag, None) is not None
+    }
+    if getattr(args, "proxy_protocol", None):
+        changes["proxy_from"] = tuple(a.strip() for a in args.proxy_protocol.split(",") if a.strip())
     try:
         return ConnectionLimits(**changes)
     except ValueError as exc:
