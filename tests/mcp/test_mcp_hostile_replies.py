@@ -144,3 +144,32 @@ def test_caps_are_validated() -> None:
         McpGateway({"raw": {**script_stdio("raw_server.py"), "maxTools": 0}})
     with pytest.raises(Exception, match="maxListingBytes"):
         McpGateway({"raw": {**script_stdio("raw_server.py"), "maxListingBytes": "big"}})
+
+
+def test_lines_past_their_limit_are_skipped_whole_and_reported_once() -> None:
+    from toolroute.mcp.stdio import _Lines
+
+    listing = b'{"jsonrpc":"2.0","id":7,"result":{"tools":['
+    lines = _Lines(lambda head: 40 if b'"id":7' in head else 100, floor=40)
+    assert lines.feed(b'{"a":1}\n{"b":') == ([b'{"a":1}'], None)
+    assert lines.feed(b"2}\n") == ([b'{"b":2}'], None)
+    # A reply to request 7 (a listing, say) is cut at 40 bytes; what follows it is skipped.
+    got, over = lines.feed(listing + b"x" * 30)
+    assert got == [] and over is not None and over.startswith(listing)
+    assert lines.feed(b"y" * 1000) == ([], None)  # still the same line: reported once
+    assert lines.feed(b'y]}}\n{"c":3}\n') == ([b'{"c":3}'], None)
+    # Another line may be longer: its limit is 100.
+    assert lines.feed(b'{"id":8,"d":"' + b"z" * 60 + b'"}\n')[0] != []
+
+
+def test_malformed_lines_say_what_is_wrong_and_name_their_request() -> None:
+    from toolroute.mcp.stdio import malformed, named_id
+
+    assert malformed(b'{"jsonrpc":"2.0","id":1,"result":{}}')[1] is None
+    assert "not valid UTF-8" in str(malformed(b'{"jsonrpc":"2.0","id":1,"result":{"x":"\xff"}}')[1])
+    assert "nested deeper" in str(malformed(b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * 5000 + b"]" * 5000 + b"}")[1])
+    assert "not JSON" in str(malformed(b"hello")[1])
+    assert "not a JSON-RPC message" in str(malformed(b'{"hello": 1}')[1])
+    assert named_id(b'{"jsonrpc":"2.0","id":12,"result":{"x":"\xff"}}') == 12
+    assert named_id(b'{"jsonrpc":"2.0","id" : "abc","result":[[[[') == "abc"
+    assert named_id(b"garbage") is None

@@ -1,7 +1,8 @@
 """What an upstream HTTP server's replies may weigh.
 
-The SDK reads a JSON reply whole (`response.aread()`), however large. Here the client's transport
-counts each reply's bytes as they arrive: a reply to `tools/list` past the listing cap, or any
+The SDK reads a JSON reply whole (`response.aread()`), however large (an SSE stream's events it
+bounds itself, at 1 MiB each). Here the client's transport counts each JSON reply's bytes as
+they arrive: a reply to `tools/list` past the listing cap, or any
 reply past `MAX_MESSAGE_BYTES`, ends with a stream error, which the SDK turns into a parse error
 for that request at once (the rest is not read). The bytes read are counted for the connection.
 """
@@ -54,6 +55,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return response  # an SSE stream: the SDK bounds each of its events (1 MiB)
         listing = _method(request) == "tools/list"
         limit = self._max_listing_bytes if listing else MAX_MESSAGE_BYTES
         what = "a tool listing (maxListingBytes)" if listing else "a reply"

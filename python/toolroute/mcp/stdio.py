@@ -7,8 +7,9 @@ copied whole at every chunk. This transport is the SDK's, its process handling r
 with a reader of its own: lines of at most `max_bytes`, decoded strictly, and a malformed one
 answers at once, with what was wrong, the request it names (its `id`, read loosely) or, when it
 names none still waiting, every request still waiting. The session lives on: the next line is
-read as usual. A reply to `tools/list` longer than `max_listing_bytes` is refused before it is
-parsed. Bytes read are counted (`received`), so a listing of many pages can be capped in bytes.
+read as usual. A reply to `tools/list` longer than `max_listing_bytes` is refused as soon as it
+is that long, unparsed and the rest unread. Bytes read are counted (`received`), so a listing of
+many pages can be capped in bytes too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 log = logging.getLogger("toolroute.mcp")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one message from a server (a page of tools, a result)
+HEAD = 4096  # bytes of a line read for its `id`
 MAX_PENDING = 100_000  # requests remembered as waiting for an answer
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
@@ -61,7 +63,7 @@ def malformed(line: bytes) -> tuple[types.JSONRPCMessage | None, str | None]:
 
 def named_id(line: bytes) -> int | str | None:
     """The `id` a malformed line names, read loosely (the first `"id": ...` in it)."""
-    found = _ID.search(line[:4096])
+    found = _ID.search(line[:HEAD])
     if found is None:
         return None
     raw = found.group(1)
@@ -71,18 +73,20 @@ def named_id(line: bytes) -> int | str | None:
 
 
 class _Lines:
-    """Splits chunks into lines of at most `limit` bytes; past it, the rest of that line is
-    skipped (`overflow` says so once)."""
+    """Splits chunks into lines of at most `limit(head)` bytes (`head`: the line's first 4 KiB, so
+    the limit may depend on the request it answers); past it, the rest of that line is skipped,
+    and its head reported once."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: Callable[[bytes], int], floor: int) -> None:
         self.limit = limit
+        self.floor = floor  # no line this long or shorter is over its limit
         self._buf = bytearray()
         self._skipping = False
 
-    def feed(self, chunk: bytes) -> tuple[list[bytes], bool]:
-        """Complete lines in `chunk`, and whether a line just went over the limit."""
+    def feed(self, chunk: bytes) -> tuple[list[bytes], bytes | None]:
+        """Complete lines in `chunk`, and the head of a line that just went over its limit."""
         lines: list[bytes] = []
-        overflow = False
+        overflow: bytes | None = None
         start = 0
         while True:
             end = chunk.find(b"\n", start)
@@ -92,17 +96,19 @@ class _Lines:
                 self._skipping = False
             else:
                 self._buf += chunk[start:end]
-                if len(self._buf) > self.limit:
-                    overflow = True
+                head = bytes(self._buf[:HEAD])
+                if len(self._buf) > self.floor and len(self._buf) > self.limit(head):
+                    overflow = head
                 else:
                     lines.append(bytes(self._buf))
             self._buf.clear()
             start = end + 1
         if not self._skipping:
             self._buf += chunk[start:]
-            if len(self._buf) > self.limit:
+            head = bytes(self._buf[:HEAD])
+            if len(self._buf) > self.floor and len(self._buf) > self.limit(head):
                 self._buf = bytearray()  # given back now, not when the line ends
-                self._skipping, overflow = True, True
+                self._skipping, overflow = True, head
         return lines, overflow
 
 
@@ -147,11 +153,6 @@ async def bounded_stdio_client(
     async def deliver(line: bytes) -> None:
         if not line.strip():
             return
-        if max_listing_bytes is not None and len(line) > max_listing_bytes:
-            rid = named_id(line)
-            if rid is not None and pending.get(rid) == "tools/list":  # refused unparsed
-                await fail(rid, f"a tool listing larger than {max_listing_bytes} bytes (maxListingBytes)")
-                return
         message, why = malformed(line)
         if message is None:
             await refuse(line, why or "a malformed reply")
@@ -162,7 +163,16 @@ async def bounded_stdio_client(
 
     async def stdout_reader() -> None:
         assert process.stdout, "Opened process is missing stdout"
-        lines = _Lines(max_bytes)
+
+        def limit(head: bytes) -> int:
+            """A reply to `tools/list` is cut at the listing's cap, before it is all read."""
+            if max_listing_bytes is not None:
+                rid = named_id(head)
+                if rid is not None and pending.get(rid) == "tools/list":
+                    return min(max_bytes, max_listing_bytes)
+            return max_bytes
+
+        lines = _Lines(limit, min(max_bytes, max_listing_bytes or max_bytes))
         try:
             async with read_stream_writer:
                 try:
@@ -172,8 +182,13 @@ async def bounded_stdio_client(
                         try:
                             for line in complete:
                                 await deliver(line)
-                            if overflow:
-                                await refuse(None, f"a reply larger than {max_bytes} bytes")
+                            if overflow is not None:
+                                cap = limit(overflow)
+                                if cap < max_bytes:
+                                    why = f"a tool listing larger than {cap} bytes (maxListingBytes)"
+                                else:
+                                    why = f"a reply larger than {cap} bytes"
+                                await refuse(overflow, why)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                 finally:
