@@ -129,9 +129,14 @@ class HttpServer:
 
 @contextmanager
 def http_server(
-    name: str = "web", *, sse: bool = False, extra: tuple[str, ...] = (), flags: tuple[str, ...] = ()
+    name: str = "web",
+    *,
+    sse: bool = False,
+    extra: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
+    script: str | None = None,
 ) -> Iterator[HttpServer]:
-    server = HttpServer(name, sse=sse, extra=extra, flags=flags).start()
+    server = HttpServer(name, sse=sse, extra=extra, flags=flags, script=script).start()
     try:
         yield server
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -75,3 +75,23 @@ class PathDeniedError(ToolArgumentError):
 
 class ToolTimeoutError(ToolExecutionError):
     """The tool did not finish within its time limit."""
+
+
+class UpstreamRequestError(ToolExecutionError):
+    """An upstream MCP server answered a call with a JSON-RPC error that a served client gets as
+    it is, code and data (-32042: the user must open a URL first); `trace` holds it, the message
+    says it in words."""
+
+    def __init__(self, message: str, *, tool: str | None = None, error: Mapping[str, Any]) -> None:
+        super().__init__(message, tool=tool)
+        self.trace = {"mcp_error": dict(error)}
+
+
+class UpstreamInputRequired(ToolExecutionError):
+    """A 2026-07-28 upstream needs its user's input before the call can go on, and the call's
+    client answers by retrying (a 2026-07-28 served client): `trace` holds the upstream's
+    `input_required` result, which the served door hands to the client."""
+
+    def __init__(self, message: str, *, tool: str | None = None, result: Mapping[str, Any]) -> None:
+        super().__init__(message, tool=tool)
+        self.trace = {"input_required": dict(result)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from toolroute.asking import Asker
 from toolroute.errors import ToolExecutionError, ToolNotFoundError
 from toolroute.mcp.loading import ToolLists
 from toolroute.mcp.publishing import McpPublisher, McpTarget
@@ -35,7 +36,9 @@ class Calls:
         self.call_timeout = call_timeout
         self.max_result_chars = max_result_chars
 
-    async def call(self, target: Any, arguments: dict[str, Any], sink: ProgressSink | None = None) -> ToolOutput:
+    async def call(
+        self, target: Any, arguments: dict[str, Any], sink: ProgressSink | None = None, asker: Asker | None = None
+    ) -> ToolOutput:
         if not isinstance(target, McpTarget):
             raise ToolExecutionError(f"not an MCP gateway target: {target!r}")
         with self._lock:
@@ -44,7 +47,7 @@ class Calls:
             raise ToolNotFoundError(target.exposed_name, [], f"MCP service {target.service_key!r} is gone")
         timeout = service.config.timeout or self.call_timeout
         result = await service.connection.call_tool(
-            target.tool, arguments, timeout, exposed=target.exposed_name, progress=sink
+            target.tool, arguments, timeout, exposed=target.exposed_name, progress=sink, asker=asker
         )
         if service.connection.connects != service.listed_on and not service.stale:
             self._lists.tools_changed(service.connection)  # a restarted server may offer other tools now
@@ -64,7 +67,7 @@ class Calls:
         with self._lock:
             return sorted(t.exposed_name for t in self._publisher.live.values() if t.user_id is None)
 
-    async def call_global(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call_global(self, name: str, arguments: dict[str, Any], asker: Asker | None = None) -> ToolOutput:
         target = self.target(name)
         if target is None and await self._lists.refresh(None):
             target = self.target(name)
@@ -72,13 +75,15 @@ class Calls:
             names = self.global_tool_names()
             suggestions = [n for n in names if name in n or n.endswith(f"_{name}")][:3]
             raise ToolNotFoundError(name, suggestions, "no global MCP tool of that name")
-        return await self.call(target, arguments)
+        return await self.call(target, arguments, asker=asker)
 
     def _user_target(self, user_id: UserId, tool: str) -> McpTarget | None:
         with self._lock:
             return self._publisher.by_key(user_id, tool)
 
-    async def call_user(self, user_id: UserId, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call_user(
+        self, user_id: UserId, tool: str, arguments: dict[str, Any], asker: Asker | None = None
+    ) -> ToolOutput:
         target = self._user_target(user_id, tool)
         if target is None and await self._lists.refresh(user_id, shared=False):
             target = self._user_target(user_id, tool)
@@ -88,4 +93,4 @@ class Calls:
             if offering:  # several: the name the model was given says which
                 raise ToolNotFoundError(tool, offering, f"several of user {user_id!r}'s MCP servers offer {tool!r}")
             raise ToolNotFoundError(tool, [], f"user {user_id!r} has no MCP tool of that name")
-        return await self.call(target, arguments)
+        return await self.call(target, arguments, asker=asker)

@@ -26,13 +26,16 @@ import httpx2
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client._transport import TransportStreams
+from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged, listen
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 
+from toolroute.asking import Answer, Asker, Question
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
+from toolroute.mcp.asked import Asked, CallInProgress, input_deferred, input_needed, url_required
 from toolroute.mcp.config import ServerConfig
 from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
@@ -91,6 +94,7 @@ class Connection:
         self.counter = Counter()  # bytes read from the server (stdio), for the listing's cap
         self.malformed = 0  # replies refused as not UTF-8, not JSON, too deep or too large
         self._malformed_logged = -MALFORMED_LOG_EVERY
+        self.asked = Asked(self)  # the calls in progress, to whose clients the server's questions go
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -137,7 +141,15 @@ class Connection:
         try:
             async with (
                 self._transport(stderr) as (read, write),
-                ClientSession(read, write, message_handler=self._on_message) as session,
+                ClientSession(
+                    read,
+                    write,
+                    message_handler=self._on_message,
+                    # Declared, so an upstream asks: each question goes to the client of the call
+                    # that caused it, or is refused as a client without the callback refuses it.
+                    elicitation_callback=self._on_elicitation,
+                    sampling_callback=self._on_sampling,
+                ) as session,
             ):
                 with anyio.fail_after(self.connect_timeout):
                     self.era = await self._negotiate(session)
@@ -264,6 +276,12 @@ class Connection:
             self._tools_changed()
         elif isinstance(message, Exception):
             log.debug("MCP server %r: transport error %s", self.key, describe(message))
+
+    async def _on_elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        return await self.asked.put(types.ElicitRequest(params=params))
+
+    async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        return await self.asked.put(types.CreateMessageRequest(params=params))
 
     async def _stop_owner(self) -> None:
         owner, stop = self._owner, self._stop
@@ -418,20 +436,23 @@ class Connection:
         *,
         exposed: str | None = None,
         progress: ProgressSink | None = None,
+        asker: Asker | None = None,
     ) -> types.CallToolResult:
         """One `tools/call`. A forgotten HTTP session is re-initialised and retried once (the
-        server never ran the request); a crash is reported and the server restarted next time."""
+        server never ran the request); a crash is reported and the server restarted next time.
+        What the server asks during the call goes to `asker` (none: refused)."""
         for attempt in (1, 2):
             session = await self.session()
             try:
                 # One deadline over the whole request (the SDK's own read timeout starts only after
                 # the write, and its anyio cancel scope costs more); cancelling the call makes the
                 # SDK send notifications/cancelled and keeps the session usable.
-                with hard_deadline(timeout):
-                    result = await session.call_tool(
-                        name, arguments, progress_callback=None if progress is None else progress.areport
-                    )
+                with hard_deadline(timeout), self.asked.call(asker) as call:
+                    result = await self._call(session, call, name, arguments, progress)
             except Exception as exc:
+                inner = leaf(exc)
+                if isinstance(inner, MCPError) and inner.error.code == types.URL_ELICITATION_REQUIRED:
+                    raise url_required(self.key, exposed, inner.error) from None
                 if is_session_lost(exc) and attempt == 1:
                     log.info("MCP server %r forgot the session; re-initialising", self.key)
                     await self.reset()
@@ -456,6 +477,69 @@ class Connection:
                 )
             return result
         raise AssertionError("unreachable")
+
+    async def _call(
+        self,
+        session: ClientSession,
+        call: CallInProgress,
+        name: str,
+        arguments: dict[str, Any],
+        progress: ProgressSink | None,
+    ) -> Any:
+        """The call, and in the 2026-07-28 era its rounds: a server that needs input returns
+        `input_required`; its questions go to the call's client and the call is sent again with
+        the answers (at most MAX_INPUT_ROUNDS times)."""
+        report = None if progress is None else progress.areport
+        deferred = None if call.asker is None else call.asker.deferred
+        result = await session.call_tool(
+            name,
+            arguments,
+            progress_callback=report,
+            input_responses=None if deferred is None else deferred.responses,
+            request_state=None if deferred is None else deferred.state,
+            allow_input_required=True,
+        )
+        for _ in range(MAX_INPUT_ROUNDS):
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            if deferred is not None:  # its client answers by retrying: the questions go back to it
+                raise input_deferred(self.key, name, result)
+            responses: dict[str, Any] | None = None
+            if result.input_requests:
+                responses = await self._answers(call, name, result.input_requests)
+            else:
+                await anyio.sleep(STATE_ONLY_WAIT)  # the server is working; it said to come back
+            result = await session.call_tool(
+                name,
+                arguments,
+                progress_callback=report,
+                input_responses=responses,
+                request_state=result.request_state,
+                allow_input_required=True,
+            )
+        if isinstance(result, types.InputRequiredResult):
+            raise ToolExecutionError(
+                f"MCP server {self.key!r} still needed input for {name!r} after {MAX_INPUT_ROUNDS} rounds of answers"
+            )
+        return result
+
+    async def _answers(self, call: CallInProgress, name: str, requests: dict[str, Any]) -> dict[str, Any]:
+        """The client's answer to each of the server's input requests, in parallel."""
+        answers: dict[str, Answer] = {}
+
+        async def one(key: str, question: Question) -> None:
+            answers[key] = await call.put(question)
+
+        async with anyio.create_task_group() as tasks:
+            for key, request in requests.items():
+                if isinstance(request, (types.ElicitRequest, types.CreateMessageRequest)):
+                    tasks.start_soon(one, key, request)
+                else:  # roots: the gateway has none of its own to give, nor a client's to pass on
+                    answers[key] = types.ErrorData(code=types.INVALID_REQUEST, message="List roots not supported")
+        for key, answer in answers.items():
+            if isinstance(answer, types.ErrorData):
+                raise input_needed(self.key, name, requests[key], answer)
+        return dict(answers)
 
     def _check_alive(self, session: ClientSession) -> None:
         """After a call timed out: a server that answers a ping is only slow at that call (its
@@ -515,6 +599,10 @@ def _malloc_trim() -> Callable[[int], int] | None:
 Era = Literal["legacy", "2026-07-28"]
 Listable = Literal["tools", "prompts", "resources", "resource_templates"]
 MODERN: Era = "2026-07-28"
+# A 2026-07-28 call that needs input is sent again with the answers at most this many times (the
+# SDK's own driver allows as many); a server that says only "come back" is asked again after this.
+MAX_INPUT_ROUNDS = 10
+STATE_ONLY_WAIT = 0.05
 # How long `auto` waits for `server/discover` before taking a silent server for a legacy one
 # (hand-written servers often drop methods they do not know instead of answering an error).
 PROBE_TIMEOUT = 3.0

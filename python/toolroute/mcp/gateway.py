@@ -23,6 +23,9 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import mcp_types as types
+
+from toolroute.asking import Ask, Asker, Question, current_asker, unsupported
 from toolroute.errors import ToolExecutionError, ToolNotFoundError, ToolRegistrationError
 from toolroute.mcp.calls import Calls
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
@@ -71,10 +74,17 @@ class McpGateway:
         eager: bool = False,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         leave_out_failed: bool = False,
+        on_elicitation: Ask | None = None,
+        on_sampling: Ask | None = None,
     ) -> None:
         """With `leave_out_failed`, a server that cannot be reached when `connect` (or `eager`)
         lists every server is left out, logged, and retried in the background until it answers
-        (its tools absent until then); without it, `connect` raises its error."""
+        (its tools absent until then); without it, `connect` raises its error.
+
+        `on_elicitation` and `on_sampling` answer what a server asks during a call (an
+        `ElicitRequest`, a `CreateMessageRequest`; an `ErrorData` refuses), on the loop of an
+        async caller (`acall`), else on the gateway's; without them the server is refused. A
+        served client's own questions go to that client instead (docs/mcp.md)."""
         if call_timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
         if max_result_chars <= 0:
@@ -82,6 +92,8 @@ class McpGateway:
         self.connect_timeout = connect_timeout
         self.eager = eager
         self.leave_out_failed = leave_out_failed
+        self._on_elicitation = on_elicitation
+        self._on_sampling = on_sampling
         self._lock = threading.RLock()
         self._loop = LoopThread()
         self._closed = False
@@ -289,27 +301,42 @@ class McpGateway:
 
     # The caller's progress sink is read here, before the hop to the gateway loop (a context
     # variable does not cross it): the upstream call asks for progress only if someone did.
+    # So is the caller's asker: whoever answers the server's questions during the call.
     def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return self._loop.run(self._calls.call(target, dict(arguments), current_progress()))
+        return self._loop.run(self._calls.call(target, dict(arguments), current_progress(), self._asker(None)))
 
     async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return await self._loop.arun(self._calls.call(target, dict(arguments), current_progress()))
+        asker = self._asker(asyncio.get_running_loop())
+        return await self._loop.arun(self._calls.call(target, dict(arguments), current_progress(), asker))
+
+    def _asker(self, loop: asyncio.AbstractEventLoop | None) -> Asker | None:
+        """The served client of this call if there is one, else the host's callbacks."""
+        asker = current_asker()
+        if asker is not None or (self._on_elicitation is None and self._on_sampling is None):
+            return asker
+        return Asker(self._ask_host, owner=self, loop=loop)
+
+    async def _ask_host(self, question: Question) -> Any:
+        answer = self._on_elicitation if isinstance(question, types.ElicitRequest) else self._on_sampling
+        return unsupported(question) if answer is None else await answer(question)
 
     # ---- direct calls (AI4J's gateway.callTool / callUserTool) --------------------------
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
         """Call a global tool by its exposed name; never reaches a user's server."""
-        return self._loop.run(self._calls.call_global(name, dict(arguments or {})))
+        return self._loop.run(self._calls.call_global(name, dict(arguments or {}), self._asker(None)))
 
     async def acall_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
-        return await self._loop.arun(self._calls.call_global(name, dict(arguments or {})))
+        asker = self._asker(asyncio.get_running_loop())
+        return await self._loop.arun(self._calls.call_global(name, dict(arguments or {}), asker))
 
     def call_user_tool(self, user_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
         """Call one of `user_id`'s tools (by tool name or `user_{userId}_tool_{tool}`); never global."""
-        return self._loop.run(self._calls.call_user(UserId.of(user_id), tool, dict(arguments or {})))
+        return self._loop.run(self._calls.call_user(UserId.of(user_id), tool, dict(arguments or {}), self._asker(None)))
 
     async def acall_user_tool(self, user_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
-        return await self._loop.arun(self._calls.call_user(UserId.of(user_id), tool, dict(arguments or {})))
+        asker = self._asker(asyncio.get_running_loop())
+        return await self._loop.arun(self._calls.call_user(UserId.of(user_id), tool, dict(arguments or {}), asker))
 
     # ---- introspection -----------------------------------------------------------------
 

@@ -26,7 +26,7 @@ class AuditRecord:
     level: str | None  # the routing level: builtin, user_mcp, local_mcp, function, global_mcp
     server: str | None  # the upstream MCP server, for MCP levels
     duration_ms: float
-    outcome: str  # "ok", "error", "refused" or "cancelled"
+    outcome: str  # "ok", "error", "refused", "cancelled" or "input_required" (issue 60)
     result_chars: int
     argument_names: tuple[str, ...]
     caller: str | None = None  # the code tool whose program made this call, if one did

@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.mcp.offer import UpstreamOffer
+from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.list_changes import ListWatchers, connection_of, subscribe
 from toolroute.serve.upstreams import upstreams_of
 from toolroute.toolsearch import is_search_tool
@@ -109,6 +110,8 @@ class ServedTools(ExposedTools):
         """One call; `connection` (the client's) gains the tools a search found in its listing,
         and is told so."""
         outcome = await self.aexecute(name, dict(arguments or {}))
+        if outcome.is_error:
+            _raise_passed_error(outcome.trace)
         if not outcome.is_error and self.note_found(connection, name, outcome.trace):
             with contextlib.suppress(Exception):  # a connection that closed meanwhile
                 await connection.send_tool_list_changed()
@@ -249,6 +252,17 @@ class FixedDoor:
     async def ready_instructions(self) -> None:
         """Fetch the upstream servers' instructions off the serving loop, before serving."""
         await self.served.read_instructions()
+
+
+def _raise_passed_error(trace: Any) -> None:
+    """An upstream's JSON-RPC error that the client gets as it is (-32042, a URL the user must
+    open: its code and data, not a text for the model; errors.UpstreamRequestError)."""
+    passed = trace.get("input_required") if isinstance(trace, dict) else None
+    if isinstance(passed, dict):
+        raise PassInputRequired(passed)  # a 2026-07-28 client's questions (serve/asking.py)
+    error = trace.get("mcp_error") if isinstance(trace, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int):
+        raise MCPError(code=error["code"], message=str(error.get("message", "")), data=error.get("data"))
 
 
 def _was_cut(trace: Any) -> bool:

@@ -24,8 +24,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from toolroute import __version__
+from toolroute.asking import asking
 from toolroute.cancellation import process_ending
 from toolroute.progress import ProgressSink, reporting
+from toolroute.serve.asking import PassInputRequired, input_required, served_asker
 from toolroute.serve.doors import FixedDoor, ServedRequests, ServedTools, ServerContext
 from toolroute.serve.shutdown import Shutdown
 
@@ -63,15 +65,20 @@ def build_server(
     async def on_list_tools(ctx: ServerContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=await requests.list_tools(ctx))
 
-    async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
         sink = progress_sink(ctx)
-        if sink is None:
-            return await requests.call_tool(ctx, params.name, params.arguments)
+        # What an upstream server asks during the call goes to this client (serve/asking.py).
         try:
-            with reporting(sink):
-                return await requests.call_tool(ctx, params.name, params.arguments)
-        finally:
-            await sink.aclose()
+            with asking(served_asker(ctx, params)):
+                if sink is None:
+                    return await requests.call_tool(ctx, params.name, params.arguments)
+                try:
+                    with reporting(sink):
+                        return await requests.call_tool(ctx, params.name, params.arguments)
+                finally:
+                    await sink.aclose()
+        except PassInputRequired as passed:
+            return input_required(ctx, params.name, passed)
 
     # What the upstream servers offer besides tools passes through the caller's allowlist.
     async def on_list_prompts(

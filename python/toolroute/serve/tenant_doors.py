@@ -21,6 +21,7 @@ from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.naming import UserId
+from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.doors import ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
@@ -142,6 +143,9 @@ class TenantDoors:
             with self.tenancy.serving(user):
                 result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx))
             return result
+        except PassInputRequired:
+            outcome = "input_required"  # the upstream's questions went back to the client
+            raise
         except Exception:
             outcome = "error"
             raise

@@ -1,0 +1,80 @@
+"""An MCP server (the SDK's `MCPServer`) that asks its client things during calls, in either
+protocol era: the SDK asks with a request of its own in the handshake era and with an
+`input_required` result in the 2026-07-28 era (the same resolvers serve both).
+
+Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Tools:
+- `ask_name(tag)`: a form elicitation whose message carries `tag`; says what came back;
+- `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
+- `summarize(text)`: asks the client's model (sampling) and returns its text.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated
+
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from pydantic import BaseModel
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_for_name(tag: str) -> Elicit[Name]:
+    return Elicit(f"What is your name? (asked for {tag})", Name)
+
+
+def ask_for_summary(text: str) -> Sample:
+    return Sample(
+        [types.SamplingMessage(role="user", content=types.TextContent(text=f"Summarize: {text}"))], max_tokens=50
+    )
+
+
+def build() -> MCPServer:
+    server = MCPServer("asking")
+
+    @server.tool()
+    def ask_name(tag: str, answer: Annotated[ElicitationResult[Name], Resolve(ask_for_name)]) -> str:
+        """Ask the user's name (a form), tagged."""
+        if answer.action == "accept":
+            return f"hello {answer.data.name} ({tag})"
+        return f"{answer.action} ({tag})"
+
+    @server.tool()
+    def open_url(tag: str) -> str:
+        """Needs the user to open a URL first."""
+        raise UrlElicitationRequiredError(
+            [
+                types.ElicitRequestURLParams(
+                    message=f"Authorize {tag}", url=f"https://auth.example/{tag}", elicitation_id=f"auth-{tag}"
+                )
+            ]
+        )
+
+    @server.tool()
+    def summarize(text: str, summary: Annotated[types.CreateMessageResult, Resolve(ask_for_summary)]) -> str:
+        """Ask the client's model for a summary."""
+        content = summary.content
+        return f"summary: {content.text if isinstance(content, types.TextContent) else content}"
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int)
+    args = parser.parse_args()
+    server = build()
+    if args.http:
+        server.run("streamable-http", host="127.0.0.1", port=args.http, streamable_http_path="/mcp")
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
