@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,9 @@ import mcp_types as types
 Question = types.ElicitRequest | types.CreateMessageRequest
 Answer = types.ElicitResult | types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
 Ask = Callable[[Question], Awaitable[Answer]]
+Log = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+_log = logging.getLogger("toolroute.asking")
 
 
 def unsupported(question: Question) -> types.ErrorData:
@@ -52,7 +56,7 @@ class Asker:
     owner may share a question's route when the wire cannot say which call asked; two owners
     never do. `deferred`: the client is asked by returning the upstream's questions to it."""
 
-    __slots__ = ("_ask", "_loop", "deferred", "owner")
+    __slots__ = ("_ask", "_log", "_loop", "deferred", "owner")
 
     def __init__(
         self,
@@ -61,11 +65,29 @@ class Asker:
         owner: object,
         loop: asyncio.AbstractEventLoop | None = None,
         deferred: Deferred | None = None,
+        log: Log | None = None,
     ) -> None:
         self._ask = ask
         self.owner = owner
         self._loop = loop
         self.deferred = deferred
+        self._log = log
+
+    def tell(self, message: types.LoggingMessageNotificationParams) -> None:
+        """Hand a server's log message of the call on to the client, without waiting: a slow
+        client must not hold the upstream connection's reader (which other calls share)."""
+        if self._log is None:
+            return
+        loop = self._loop or asyncio.get_running_loop()
+        with contextlib.suppress(RuntimeError):  # the client's loop is gone: nobody listens now
+            asyncio.run_coroutine_threadsafe(self._told(message), loop)
+
+    async def _told(self, message: types.LoggingMessageNotificationParams) -> None:
+        assert self._log is not None
+        try:
+            await self._log(message)
+        except Exception as exc:  # a client that went away: the call itself goes on
+            _log.debug("log message not delivered: %s", exc)
 
     async def ask(self, question: Question) -> Answer:
         """The client's answer (an `ErrorData` when it refused or cannot answer), from any loop."""

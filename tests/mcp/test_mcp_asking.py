@@ -39,10 +39,19 @@ def test_the_hosts_callbacks_answer_the_servers_questions(era: str) -> None:
         questions.append(question)
         return types.CreateMessageResult(role="assistant", content=types.TextContent(text="brief"), model="m")
 
-    with McpGateway(config(era), on_elicitation=elicit, on_sampling=sample) as gateway:
+    logs: list[Any] = []
+
+    async def log(message: types.LoggingMessageNotificationParams) -> None:
+        logs.append((message.level, message.data))
+
+    with McpGateway(config(era), on_elicitation=elicit, on_sampling=sample, on_log=log) as gateway:
         router = ToolRouter(gateway=gateway)
         assert router.execute("ask_name", {"tag": "lib"}).text == "hello Ada (lib)"
         assert router.execute("summarize", {"text": "words"}).text == "summary: brief"
+        assert router.execute("chatty", {"tag": "lib"}).text == "said it (lib)"
+    # A handshake-era server logs during the call; a 2026-07-28 one only when asked (it is not).
+    expected = [("info", "first note for lib"), ("warning", {"note": "second", "tag": "lib"})]
+    assert logs == (expected if era == "legacy" else [])
     assert isinstance(questions[0], types.ElicitRequest)
     assert questions[0].params.message == "What is your name? (asked for lib)"
     assert isinstance(questions[1], types.CreateMessageRequest)

@@ -5,7 +5,8 @@ protocol era: the SDK asks with a request of its own in the handshake era and wi
 Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Tools:
 - `ask_name(tag)`: a form elicitation whose message carries `tag`; says what came back;
 - `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
-- `summarize(text)`: asks the client's model (sampling) and returns its text.
+- `summarize(text)`: asks the client's model (sampling) and returns its text;
+- `chatty(tag)`: logs two messages (`notifications/message`) during the call.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Annotated
 import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import BaseModel
@@ -61,6 +63,13 @@ def build() -> MCPServer:
         """Ask the client's model for a summary."""
         content = summary.content
         return f"summary: {content.text if isinstance(content, types.TextContent) else content}"
+
+    @server.tool()
+    async def chatty(tag: str, ctx: Context) -> str:
+        """Log two messages during the call, then answer."""
+        await ctx.log("info", f"first note for {tag}")
+        await ctx.log("warning", {"note": "second", "tag": tag})
+        return f"said it ({tag})"
 
     return server
 

@@ -119,6 +119,33 @@ def test_questions_pass_through_as_they_would_directly(
     assert ours == theirs
 
 
+async def chatty(target: Any) -> tuple[list[Any], str]:
+    logs: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append((params.level, params.data))
+
+    async with Client(target, mode="legacy", logging_callback=on_log) as client:
+        (name,) = [t.name for t in (await client.list_tools()).tools if t.name.endswith("chatty")]
+        result = await client.call_tool(name, {"tag": "t6"})
+        return logs, result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_calls_log_messages_reach_its_client(tmp_path: Path, transport: str) -> None:
+    """A handshake-era upstream's `notifications/message` during a call reach the client of the
+    call, before its result (a 2026-07-28 upstream sends none unasked, directly or not)."""
+    args = serve_args(tmp_path, "legacy")
+    theirs = anyio.run(chatty, direct())
+    assert theirs == ([("info", "first note for t6"), ("warning", {"note": "second", "tag": "t6"})], "said it (t6)")
+    if transport == "stdio":
+        ours = anyio.run(chatty, served_stdio(args))
+    else:
+        with http_server(args) as url:
+            ours = anyio.run(chatty, url)
+    assert ours == theirs
+
+
 # ---- two clients on one shared upstream ---------------------------------------------------
 
 

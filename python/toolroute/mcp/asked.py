@@ -111,6 +111,13 @@ class Asked:
             )
         return await call.put(question)
 
+    def tell(self, message: types.LoggingMessageNotificationParams) -> None:
+        """A log message the server sent (the handshake era's `notifications/message`): to the
+        client of the call it belongs to, routed as questions are; else dropped."""
+        call = self.route()
+        if call is not None and call.asker is not None and not call.ended:
+            call.asker.tell(message)
+
 
 def url_required(server: str, tool: str | None, error: types.ErrorData) -> UpstreamRequestError:
     """A -32042 error: the user must open a URL before the call can go on. A served client gets it

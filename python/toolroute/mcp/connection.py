@@ -149,6 +149,7 @@ class Connection:
                     # that caused it, or is refused as a client without the callback refuses it.
                     elicitation_callback=self._on_elicitation,
                     sampling_callback=self._on_sampling,
+                    logging_callback=self._on_log,
                 ) as session,
             ):
                 with anyio.fail_after(self.connect_timeout):
@@ -282,6 +283,9 @@ class Connection:
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         return await self.asked.put(types.CreateMessageRequest(params=params))
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.asked.tell(params)
 
     async def _stop_owner(self) -> None:
         owner, stop = self._owner, self._stop

@@ -25,7 +25,7 @@ from typing import Any
 
 import mcp_types as types
 
-from toolroute.asking import Ask, Asker, Question, current_asker, unsupported
+from toolroute.asking import Ask, Asker, Log, Question, current_asker, unsupported
 from toolroute.errors import ToolExecutionError, ToolNotFoundError, ToolRegistrationError
 from toolroute.mcp.calls import Calls
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
@@ -76,6 +76,7 @@ class McpGateway:
         leave_out_failed: bool = False,
         on_elicitation: Ask | None = None,
         on_sampling: Ask | None = None,
+        on_log: Log | None = None,
     ) -> None:
         """With `leave_out_failed`, a server that cannot be reached when `connect` (or `eager`)
         lists every server is left out, logged, and retried in the background until it answers
@@ -83,8 +84,9 @@ class McpGateway:
 
         `on_elicitation` and `on_sampling` answer what a server asks during a call (an
         `ElicitRequest`, a `CreateMessageRequest`; an `ErrorData` refuses), on the loop of an
-        async caller (`acall`), else on the gateway's; without them the server is refused. A
-        served client's own questions go to that client instead (docs/mcp.md)."""
+        async caller (`acall`), else on the gateway's; without them the server is refused.
+        `on_log` hears a server's log messages during a call. A served client's own questions
+        and messages go to that client instead (docs/mcp.md)."""
         if call_timeout <= 0 or connect_timeout <= 0:
             raise ValueError("timeouts must be positive")
         if max_result_chars <= 0:
@@ -94,6 +96,7 @@ class McpGateway:
         self.leave_out_failed = leave_out_failed
         self._on_elicitation = on_elicitation
         self._on_sampling = on_sampling
+        self._on_log = on_log
         self._lock = threading.RLock()
         self._loop = LoopThread()
         self._closed = False
@@ -312,9 +315,9 @@ class McpGateway:
     def _asker(self, loop: asyncio.AbstractEventLoop | None) -> Asker | None:
         """The served client of this call if there is one, else the host's callbacks."""
         asker = current_asker()
-        if asker is not None or (self._on_elicitation is None and self._on_sampling is None):
+        if asker is not None or (self._on_elicitation is None and self._on_sampling is None and self._on_log is None):
             return asker
-        return Asker(self._ask_host, owner=self, loop=loop)
+        return Asker(self._ask_host, owner=self, loop=loop, log=self._on_log)
 
     async def _ask_host(self, question: Question) -> Any:
         answer = self._on_elicitation if isinstance(question, types.ElicitRequest) else self._on_sampling

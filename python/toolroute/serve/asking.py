@@ -31,7 +31,7 @@ log = logging.getLogger("toolroute.serve")
 
 
 def served_asker(ctx: Any, params: Any = None) -> Asker | None:
-    """The asker of served request `ctx`, or None when its client cannot be asked at all. A
+    """The asker of served request `ctx` (None outside a request). A
     2026-07-28 client is asked by returning the questions to it (`Deferred`); its retry's
     `request_state` must be one this server sealed for this user and tool (else refused)."""
     session = getattr(ctx, "session", None)
@@ -39,15 +39,14 @@ def served_asker(ctx: Any, params: Any = None) -> Asker | None:
         return None
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return _deferring(ctx, session, params)
-    if not getattr(session, "can_send_request", False):
-        return None
-    capabilities: types.ClientCapabilities | None = session.client_capabilities
-    if capabilities is None or (capabilities.elicitation is None and capabilities.sampling is None):
-        return None
+    # Asked only what it declared, and only where its answer has somewhere to land; its log
+    # messages need neither (they ride the request's own channel).
+    capabilities = session.client_capabilities or types.ClientCapabilities()
+    can_ask = bool(getattr(session, "can_send_request", False))
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
 
     async def ask(question: Question) -> Answer:
-        if not _declared(capabilities, question):
+        if not can_ask or not _declared(capabilities, question):
             return unsupported(question)
         log.info("passing %s from an upstream server to the client of request %s", kind_of(question), ctx.request_id)
         result_type: Any = types.ElicitResult
@@ -60,9 +59,14 @@ def served_asker(ctx: Any, params: Any = None) -> Asker | None:
             return exc.error
         return answer
 
+    async def tell(message: types.LoggingMessageNotificationParams) -> None:
+        await session.send_log_message(
+            level=message.level, data=message.data, logger=message.logger, related_request_id=ctx.request_id
+        )
+
     # The client connection behind the request (it outlives the request's own session object).
     owner = getattr(session, "_connection", session)
-    return Asker(ask, owner=owner, loop=asyncio.get_running_loop())
+    return Asker(ask, owner=owner, loop=asyncio.get_running_loop(), log=tell)
 
 
 def _declared(capabilities: types.ClientCapabilities, question: Question) -> bool:
