@@ -13,14 +13,15 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from typing_extensions import Self
+from typing_extensions import Self, Unpack
 
 from toolroute._twins import Body, Step, run_async, run_sync
+from toolroute.assembly import assemble
 from toolroute.cancellation import current_cancel_token
 from toolroute.codemode import INNER_CALLS, InnerReply, is_code_tool, not_callable
 from toolroute.errors import (
@@ -31,11 +32,26 @@ from toolroute.errors import (
     ToolPreconditionError,
 )
 from toolroute.exposure import Exposure
+from toolroute.request import ApprovalRule, RequestOptions, ToolRequest
 from toolroute.router import ToolRouter, parse_arguments
 from toolroute.toolsearch import is_search_tool
 from toolroute.types import ToolDefinition
 
 Arguments = str | Mapping[str, Any] | None
+
+__all__ = [
+    "ApprovalRule",  # defined with the request (`toolroute.request`), imported from here too
+    "CallOutcome",
+    "ExposedTools",
+    "Findings",
+    "OutcomeKind",
+    "ToolMeta",
+    "ToolRequest",
+    "exposed_tools",
+    "inner_reply",
+    "kind_of",
+    "model_text",
+]
 
 
 class OutcomeKind(str, Enum):
@@ -112,40 +128,39 @@ class ToolMeta:
     needs_approval: bool  # every call needs a person's approval (a rule may still ask per call)
 
 
-# Which calls need a person's approval: none (False), every call of a tool that is not read-only
-# (True), the tools named, or a rule over (name, arguments).
-ApprovalRule = bool | Collection[str] | Callable[[str, Mapping[str, Any]], bool]
-
-
 class ExposedTools:
-    """A fixed allowlist over a router: `get_all_tools(functions, mcp_servers, user_id)`, plus
-    `user_servers`, the ids of that user's own servers. `needs_approval` says which calls wait
-    for a person (each framework adapter asks in that framework's way)."""
+    """A fixed allowlist over a router: the exposure of one `ToolRequest` (what
+    `get_all_tools(functions, mcp_servers, user_id)` lists, plus `user_servers`, the ids of that
+    user's own servers), and the request's `needs_approval`, which says which calls wait for a
+    person (each framework adapter asks in that framework's way).
+
+    `ExposedTools.of(router, request)` is the door every adapter is built through; the
+    constructor also takes the convenience form of `ToolRequest.of` (functions, mcp_servers,
+    user_id positionally, the other options by keyword)."""
 
     def __init__(
         self,
         router: ToolRouter,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        user_servers: Sequence[str] = (),
-        needs_approval: ApprovalRule = False,
-        deferred: bool | Collection[str] = (),
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
+        **options: Unpack[RequestOptions],
     ) -> None:
         self.router = router
-        self.user_id = user_id
-        self.request = (tuple(functions), tuple(mcp_servers), tuple(user_servers))  # to expose it again
-        self.deferred = deferred if isinstance(deferred, bool) else tuple(deferred)
-        self.exposure: Exposure = router.expose(
-            list(functions), list(mcp_servers), user_id, user_servers=list(user_servers), deferred=self.deferred
-        )
+        self.request = request = ToolRequest.of(request, *positional, **options)  # to expose it again
+        self.user_id = request.user_id
+        self.deferred = request.deferred
+        self.exposure: Exposure = assemble(router, request)
         self.tool_definitions: list[ToolDefinition] = self.exposure.definitions
         self.definitions: dict[str, dict[str, Any]] = {
             t["function"]["name"]: t["function"] for t in self.tool_definitions
         }
-        self.approval_rule = needs_approval
+        self.approval_rule = request.needs_approval
         self._approved = False
+
+    @classmethod
+    def of(cls, router: ToolRouter, request: ToolRequest) -> Self:
+        """The allowlist of `request` over `router` (an adapter class: its defaults otherwise)."""
+        return cls(router, request)
 
     def approving(self) -> Self:
         """This allowlist, its held calls approved: the door an adapter runs a call a person
@@ -308,3 +323,18 @@ def _mapping(arguments: Arguments) -> Mapping[str, Any]:
 def model_text(outcome: CallOutcome) -> str:
     """For formats without an error flag: mark errors in the text itself."""
     return f"Error: {outcome.text}" if outcome.is_error else outcome.text
+
+
+def exposed_tools(
+    source: ToolRouter | ExposedTools,
+    request: ToolRequest | Sequence[str] = (),
+    *positional: Sequence[str] | str | None,
+    **options: Unpack[RequestOptions],
+) -> ExposedTools:
+    """What a framework adapter wraps: `source` itself when it is an allowlist already, else
+    the allowlist of the request (a `ToolRequest`, or `ToolRequest.of`'s convenience form)."""
+    if isinstance(source, ExposedTools):
+        if request or positional or options:
+            raise TypeError("an ExposedTools carries its request: pass it alone")
+        return source
+    return ExposedTools.of(source, ToolRequest.of(request, *positional, **options))

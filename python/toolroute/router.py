@@ -19,9 +19,10 @@ import pydantic_core
 
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
 from toolroute._twins import Body, Step, run_async, run_sync
+from toolroute.assembly import CATALOGUES, assemble
 from toolroute.builtins import BuiltinTool, builtin_tools
 from toolroute.checkpoints import Checkpoint, Rewind
-from toolroute.codemode import CodeMode, code_tool
+from toolroute.codemode import CodeMode
 from toolroute.context import BuiltInToolContext, current_builtin_tool_context
 from toolroute.errors import (
     ToolArgumentError,
@@ -32,11 +33,10 @@ from toolroute.errors import (
 )
 from toolroute.exposure import Exposure
 from toolroute.host_tools import ENTRY_POINT_GROUP, HostTools
-from toolroute.naming import UserId, parse_user_service_key
+from toolroute.naming import UserId
+from toolroute.request import ToolRequest
 from toolroute.resulttext import result_text
 from toolroute.routes import GatewayRoutes, ToolGateway
-from toolroute.toolsearch import DEFAULT_NAME as SEARCH_TOOL
-from toolroute.toolsearch import CatalogueCache, search_tool
 from toolroute.types import (
     UNBOUND,
     Tool,
@@ -51,6 +51,7 @@ from toolroute.types import (
 R = TypeVar("R")
 
 __all__ = [
+    "CATALOGUES",
     "ENTRY_POINT_GROUP",
     "ToolKind",
     "ToolRouter",
@@ -153,9 +154,6 @@ def _as_tool_error(name: str, exc: BaseException) -> BaseException:
     if type(exc).__module__ == "pyo3_runtime":
         return ToolExecutionError(f"tool {name!r} hit an internal error in toolroute's core: {exc}", tool=name)
     return exc
-
-
-CATALOGUES = "toolsearch.catalogues"  # the router's cache of search indexes (`ToolRouter.resource`)
 
 
 class ToolRouter:
@@ -330,84 +328,14 @@ class ToolRouter:
         user_servers: Sequence[str] = (),
         deferred: bool | Collection[str] = (),
     ) -> Exposure:
-        """What `get_all_tools` lists, as exposed name -> the very tool it was listed for.
-        Calls through the exposure (`run` / `arun`, or the adapters) reach exactly those tools.
-
-        `user_servers` names `user_id`'s own servers by their plain ids (what AI4J's
-        `user_{userId}_service_{id}` form in `mcp_server_ids` also names). `deferred` names
-        tools, local services or MCP servers (True: every tool but the built-ins) whose
-        definitions are left out and found by a search tool listed in their place
-        (docs/tool_search.md); they stay callable, the allowlist is unchanged."""
-        user_id = UserId.optional(user_id)
-        self.ensure_initialized()
-        names = dict.fromkeys(function_list or ())
-        code = self.code_mode if self.code_mode is not None and self.code_mode.name in names else None
-        tools: list[Tool] = [self.local_tool(name) for name in names if code is None or name != code.name]
-        local, remote, per_user = [], [], []
-        for sid in mcp_server_ids or ():
-            user_form = parse_user_service_key(sid, user_id)
-            if user_form is not None:
-                per_user.append(user_form)
-            elif parse_user_service_key(sid) is not None:
-                raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {user_id!r}")
-            elif sid in self._host.services:
-                local.append(sid)
-            else:
-                remote.append(sid)
-        namespaces = {name: sid for sid in local for name in self._host.services[sid]}
-        tools += self._local_service_tools(local)
-        upstreams: list[tuple[str, str | None]] = [(sid, user_id or None) for sid in remote]
-        if remote:
-            gateway = self._require_gateway(remote[0])
-            tools += gateway.user_tools(remote, user_id) if user_id else gateway.global_tools(remote)
-        for uid, sid in per_user:
-            tools += self._require_gateway(sid).user_tools([sid], uid)
-            upstreams.append((sid, uid))
-        if user_servers:
-            if user_id is None:
-                raise ToolArgumentError("user_servers needs the user_id they belong to")
-            # A user's own servers come and go with the user: one that cannot be reached is
-            # left out (logged by the gateway), never the user's whole exposure with it.
-            gateway = self._require_gateway(user_servers[0])
-            tools += gateway.user_tools(list(user_servers), user_id, available_only=True)
-            upstreams += [(sid, user_id) for sid in user_servers]
-        unique: dict[str, Tool] = {}
-        for tool in tools:
-            unique.setdefault(tool.name, tool)
-            service = getattr(tool, "service_id", None)
-            if isinstance(service, str):
-                namespaces.setdefault(tool.name, service)
-        named = {*local, *remote, *(sid for _, sid in per_user), *user_servers}
-        hidden = self._deferred(unique, namespaces, deferred, code, named)
-        if hidden:  # like a built-in, the search tool wins its name
-            catalogue = self.resource(CATALOGUES, CatalogueCache).get([unique[n] for n in hidden], namespaces)
-            unique.pop(SEARCH_TOOL, None)
-            unique[SEARCH_TOOL] = search_tool(catalogue)
-        if code is not None:  # like a built-in, it wins its name; its program calls the others
-            unique.pop(code.name, None)
-            unique[code.name] = code_tool(code, unique.values(), self, listed=lambda name: name not in hidden)
-        return Exposure.of(unique.values(), user_id, upstreams, hidden, namespaces)
-
-    @staticmethod
-    def _deferred(
-        tools: Mapping[str, Tool],
-        namespaces: Mapping[str, str],
-        deferred: bool | Collection[str],
-        code: Any,
-        servers: Collection[str],
-    ) -> list[str]:
-        """The names `deferred` leaves out of the listing, in listing order. A server the request
-        names may be deferred while it has no tools (none yet, or out of reach for now)."""
-        if deferred is True:
-            return [n for n, t in tools.items() if t.kind != ToolKind.BUILTIN and (code is None or n != code.name)]
-        if not deferred:
-            return []
-        wanted = set(deferred)
-        hidden = [n for n in tools if n in wanted or namespaces.get(n) in wanted]
-        unknown = wanted - set(hidden) - {namespaces.get(n) for n in hidden} - set(servers)
-        if unknown:
-            raise ToolArgumentError(f"deferred names no tool or server of this request: {', '.join(sorted(unknown))}")
-        return hidden
+        """What `get_all_tools` lists, as exposed name -> the very tool it was listed for: the
+        exposure of `ToolRequest(function_list, mcp_server_ids, user_id, ...)` (its fields say what
+        each option names; `toolroute.assembly` assembles it). Calls through the exposure (`run` /
+        `arun`, or the adapters) reach exactly those tools."""
+        request = ToolRequest(
+            function_list or (), mcp_server_ids or (), user_id, user_servers=user_servers, deferred=deferred
+        )
+        return assemble(self, request)
 
     def get_all_tools(
         self,

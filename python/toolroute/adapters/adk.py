@@ -1,9 +1,9 @@
 """Google ADK adapter: an allowlist of router tools as an ADK toolset.
 
-    toolset = RouterToolset(router, ["read_file", "edit", "bash"], needs_approval=True)
+    toolset = ADKTools(router, ["read_file", "edit", "bash"], needs_approval=True)
     agent = LlmAgent(name="coder", model=..., tools=[toolset])
 
-`RouterToolset` is a `BaseToolset` (so `tool_filter` and `tool_name_prefix` apply as to any);
+`ADKTools` is a `BaseToolset` (so `tool_filter` and `tool_name_prefix` apply as to any);
 each tool is a `BaseTool` declared with the router's JSON schema. As ADK's own tools do, a tool
 never raises into the runner: a result is a dict (the structured result where the tool has one,
 the tool's JSON object, else `{"result": text}`), a failure is `{"error": text, "kind": ...}`
@@ -18,13 +18,16 @@ toolset's tools from the next model call on, for the rest of the session.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from typing_extensions import Unpack
 
 from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools
+from toolroute.allowlist import CallOutcome, ExposedTools, exposed_tools
 from toolroute.blocks import Text
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 
 require("google.adk", "adk", package="google-adk")
@@ -106,27 +109,20 @@ def result(outcome: CallOutcome) -> dict[str, Any]:
     return fields if fields is not None else {"result": outcome.text}
 
 
-class RouterToolset(BaseToolset):
+class ADKTools(BaseToolset):
     """The tools of one allowlist (`ExposedTools`) as an ADK toolset."""
 
     def __init__(
         self,
         router: ToolRouter | ExposedTools,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         tool_filter: ToolPredicate | list[str] | None = None,
         tool_name_prefix: str | None = None,
-        deferred: bool | Collection[str] = (),
+        **options: Unpack[RequestOptions],
     ) -> None:
         super().__init__(tool_filter=tool_filter, tool_name_prefix=tool_name_prefix)
-        self.tools = (
-            router
-            if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
-        )
+        self.tools = exposed_tools(router, request, *positional, **options)
         self._all = [RouterTool(self.tools, name) for name in self.tools.names]
         self._deferred: dict[str, RouterTool] = {}  # made on first find
         if self.tools.exposure.deferred:
@@ -153,4 +149,7 @@ class RouterToolset(BaseToolset):
         return tool
 
 
-__all__ = ["RouterTool", "RouterToolset", "result"]
+# The name before adapters were named alike (`XxxTools`, docs/usage.md); kept for a release.
+RouterToolset = ADKTools
+
+__all__ = ["ADKTools", "RouterTool", "RouterToolset", "result"]

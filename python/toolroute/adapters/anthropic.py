@@ -24,15 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio.to_thread
+from typing_extensions import Unpack
 
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._anthropic_native import BashSession, NativeError, TextEditor
 from toolroute.adapters._content import anthropic_content, outcome_parts, with_media
 from toolroute.adapters._native import ANTHROPIC_CALLERS, checked_callers
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.errors import ToolError as RouterError
 from toolroute.formats import to_anthropic
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 from toolroute.toolsearch import is_search_tool
 
@@ -82,28 +84,16 @@ class AnthropicTools(ExposedTools):
     def __init__(
         self,
         router: ToolRouter,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        user_servers: Sequence[str] = (),
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         native: Iterable[NativeType] = (),
         memory: str | os.PathLike[str] | MemoryTool | None = None,
         max_characters: int | None = None,
         allowed_callers: Sequence[str] | None = None,
-        deferred: bool | Collection[str] = (),
         tool_search: Literal["client", "bm25", "regex"] = "client",
+        **options: Unpack[RequestOptions],
     ) -> None:
-        super().__init__(
-            router,
-            functions,
-            mcp_servers,
-            user_id,
-            user_servers=user_servers,
-            needs_approval=needs_approval,
-            deferred=deferred,
-        )
+        super().__init__(router, request, *positional, **options)
         if tool_search not in SEARCH_TOOLS and tool_search != "client":
             raise ValueError(f"tool_search must be client, bm25 or regex, not {tool_search!r}")
         # Deferred tools go to Claude marked `defer_loading`; a search finds them: toolroute's

@@ -1,6 +1,6 @@
 """LlamaIndex adapter: an allowlist of router tools as LlamaIndex `FunctionTool`s.
 
-    tools = RouterToolSpec(router, ["read_file", "edit", "bash"], needs_approval=True).to_tool_list()
+    tools = LlamaIndexTools(router, ["read_file", "edit", "bash"], needs_approval=True).to_tool_list()
     agent = FunctionAgent(tools=tools, llm=llm)
 
 Each tool declares the router's JSON schema as it is and answers with a `ToolOutput` whose
@@ -15,22 +15,24 @@ rejected, and nothing runs before the answer (the workflow replays the step when
 With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
 listed; give the agent `tool_retriever=spec.found_tools()` too, and what a search finds joins
 the agent's tools from its next step on (LlamaIndex asks its tool retriever at every step and
-for every call). The found tools are kept per `RouterToolSpec`: give each conversation its own.
+for every call). The found tools are kept per `LlamaIndexTools`: give each conversation its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import Unpack
 
 from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, Findings
+from toolroute.allowlist import CallOutcome, ExposedTools, Findings, exposed_tools
 from toolroute.blocks import Part, Text
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 
 require("llama_index.core", "llama-index", package="llama-index-core")
@@ -207,7 +209,7 @@ class FoundTools(ObjectRetriever[FunctionTool]):
     """A tool retriever that gives the deferred tools the spec's searches found so far (whatever
     the query: the search tool did the searching)."""
 
-    def __init__(self, spec: RouterToolSpec) -> None:
+    def __init__(self, spec: LlamaIndexTools) -> None:
         self.spec = spec  # ObjectRetriever's own parts (a node retriever) are not used
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[FunctionTool]:
@@ -217,25 +219,18 @@ class FoundTools(ObjectRetriever[FunctionTool]):
         return self.spec.found()
 
 
-class RouterToolSpec:
+class LlamaIndexTools:
     """The tools of one allowlist (`ExposedTools`), as LlamaIndex tool specs give them."""
 
     def __init__(
         self,
         router: ToolRouter | ExposedTools,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         approval_timeout: float | None = APPROVAL_TIMEOUT,
-        deferred: bool | Collection[str] = (),
+        **options: Unpack[RequestOptions],
     ) -> None:
-        self.tools = (
-            router
-            if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
-        )
+        self.tools = exposed_tools(router, request, *positional, **options)
         self.approval_timeout = approval_timeout
         self.findings = self.tools.findings()
         self._found: dict[str, FunctionTool] = {}  # tools made for what searches found
@@ -256,4 +251,15 @@ class RouterToolSpec:
         return FoundTools(self)
 
 
-__all__ = ["ApprovalRequest", "ApprovalResponse", "FoundTools", "RouterFunctionTool", "RouterToolSpec", "output"]
+# The name before adapters were named alike (`XxxTools`, docs/usage.md); kept for a release.
+RouterToolSpec = LlamaIndexTools
+
+__all__ = [
+    "ApprovalRequest",
+    "ApprovalResponse",
+    "FoundTools",
+    "LlamaIndexTools",
+    "RouterFunctionTool",
+    "RouterToolSpec",
+    "output",
+]

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from typing_extensions import Unpack
+
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.adapters._content import (
     chat_media_message,
@@ -42,8 +44,9 @@ from toolroute.adapters._native import (
     run_command,
 )
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind, model_text
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind, model_text
 from toolroute.formats import namespace_name, to_responses
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 from toolroute.toolsearch import is_search_tool
 
@@ -128,27 +131,15 @@ class OpenAITools(ExposedTools):
     def __init__(
         self,
         router: ToolRouter,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        user_servers: Sequence[str] = (),
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         native: Iterable[NativeType] = (),
         allowed_callers: Sequence[str] | None = None,
-        deferred: bool | Collection[str] = (),
         tool_search: Literal["server", "client", "items"] = "server",
         namespaces: bool = False,
+        **options: Unpack[RequestOptions],
     ) -> None:
-        super().__init__(
-            router,
-            functions,
-            mcp_servers,
-            user_id,
-            user_servers=user_servers,
-            needs_approval=needs_approval,
-            deferred=deferred,
-        )
+        super().__init__(router, request, *positional, **options)
         if tool_search not in ("server", "client", "items"):
             raise ValueError(f"tool_search must be server, client or items, not {tool_search!r}")
         # Responses: deferred functions go marked `defer_loading` beside the hosted `tool_search`

@@ -1,9 +1,9 @@
 """pydantic-ai adapter: an allowlist of router tools as a pydantic-ai toolset.
 
-    toolset = RouterToolset(router, ["read_file", "edit", "bash"], needs_approval=True)
+    toolset = PydanticAITools(router, ["read_file", "edit", "bash"], needs_approval=True)
     agent = Agent(model, toolsets=[toolset])
 
-`RouterToolset` is an `AbstractToolset`, so it composes with pydantic-ai's own wrappers
+`PydanticAITools` is an `AbstractToolset`, so it composes with pydantic-ai's own wrappers
 (`filtered`, `prefixed`, `renamed`, `approval_required`, `defer_loading`). Each outcome reaches
 the model the way pydantic-ai tells them apart:
 
@@ -27,15 +27,17 @@ from the conversation's own search results, so it holds across runs of one messa
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import SchemaValidator, core_schema
+from typing_extensions import Unpack
 
 from toolroute.adapters._content import outcome_parts, with_media
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, CallOutcome, ExposedTools, OutcomeKind
+from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind, exposed_tools
 from toolroute.blocks import Part, Text
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 
 require("pydantic_ai", "pydantic-ai", package="pydantic-ai-slim")
@@ -52,26 +54,19 @@ ANY_OBJECT = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), c
 MAX_RETRIES = 2  # argument retries per tool, as pydantic-ai's default tools get
 
 
-class RouterToolset(AbstractToolset[Any]):
+class PydanticAITools(AbstractToolset[Any]):
     """The tools of one allowlist (`ExposedTools`) as a pydantic-ai toolset."""
 
     def __init__(
         self,
         router: ToolRouter | ExposedTools,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         max_retries: int = MAX_RETRIES,
         id: str | None = "toolroute",
-        deferred: bool | Collection[str] = (),
+        **options: Unpack[RequestOptions],
     ) -> None:
-        self.tools = (
-            router
-            if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
-        )
+        self.tools = exposed_tools(router, request, *positional, **options)
         self.max_retries = max_retries
         self._id = id
         self._listed = {name: self._definition(name) for name in self.tools.names}
@@ -171,4 +166,7 @@ def _value(part: Part) -> str | BinaryContent:
     return BinaryContent.narrow_type(BinaryContent(data=part.raw(), media_type=part.mime_type))
 
 
-__all__ = ["RouterToolset", "answer"]
+# The name before adapters were named alike (`XxxTools`, docs/usage.md); kept for a release.
+RouterToolset = PydanticAITools
+
+__all__ = ["PydanticAITools", "RouterToolset", "answer"]

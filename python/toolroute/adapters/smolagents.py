@@ -1,6 +1,6 @@
 """smolagents adapter: an allowlist of router tools as smolagents `Tool`s.
 
-    tools = RouterTools(router, ["read_file", "edit", "bash"], mcp_servers=["docs"])
+    tools = SmolagentsTools(router, ["read_file", "edit", "bash"], mcp_servers=["docs"])
     agent = ToolCallingAgent(tools=tools.smolagents_tools(), model=model)
 
 smolagents wants each tool name to be a Python identifier (a `CodeAgent` calls tools as
@@ -25,7 +25,7 @@ cannot hold, are said in the observation.
 With `deferred=` (docs/tool_search.md) the deferred tools are left out and `search_tools` is
 listed; pass `step_callbacks=[tools.load_found]` to the agent and what a search finds joins the
 agent's tools after that step (a `CodeAgent`'s program can call them too). The found tools are
-kept per `RouterTools`: give each agent its own.
+kept per `SmolagentsTools`: give each agent its own.
 """
 
 from __future__ import annotations
@@ -34,13 +34,16 @@ import io
 import keyword
 import re
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from typing_extensions import Unpack
 
 from toolroute.adapters._content import error_marked, outcome_parts, with_media
 from toolroute.adapters._optional import require
-from toolroute.allowlist import ApprovalRule, ExposedTools, Findings, model_text
+from toolroute.allowlist import ExposedTools, Findings, exposed_tools, model_text
 from toolroute.blocks import Media, Part, Text, not_carried
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 
 require("smolagents", "smolagents", package="smolagents")
@@ -174,7 +177,7 @@ class RouterTool(Tool):
 
     def _observation(self, items: list[Part]) -> str:
         """The text the model reads, each media marked at its place; the images go to the step's
-        observation images (`RouterTools.show_media`), smolagents' one way to show a model one."""
+        observation images (`SmolagentsTools.show_media`), smolagents' one way to show a model one."""
         text: list[str] = []
         for part in items:
             if isinstance(part, Text):
@@ -222,25 +225,18 @@ class ShownMedia:
             return taken
 
 
-class RouterTools:
+class SmolagentsTools:
     """The tools of one allowlist (`ExposedTools`) as smolagents tools."""
 
     def __init__(
         self,
         router: ToolRouter | ExposedTools,
-        functions: Sequence[str] = (),
-        mcp_servers: Sequence[str] = (),
-        user_id: str | None = None,
-        *,
-        needs_approval: ApprovalRule = False,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
         approve: Approver | None = None,
-        deferred: bool | Collection[str] = (),
+        **options: Unpack[RequestOptions],
     ) -> None:
-        self.tools = (
-            router
-            if isinstance(router, ExposedTools)
-            else ExposedTools(router, functions, mcp_servers, user_id, needs_approval=needs_approval, deferred=deferred)
-        )
+        self.tools = exposed_tools(router, request, *positional, **options)
         self.approve = approve
         # Identifiers for listed and deferred tools alike, so a found tool's never changes.
         self.names = identifiers(self.tools.exposure.names)
@@ -277,4 +273,7 @@ class RouterTools:
             executor.send_tools({**agent.tools, **agent.managed_agents})
 
 
-__all__ = ["RouterTool", "RouterTools", "ShownMedia", "identifiers", "inputs"]
+# The name before adapters were named alike (`XxxTools`, docs/usage.md); kept for a release.
+RouterTools = SmolagentsTools
+
+__all__ = ["RouterTool", "RouterTools", "ShownMedia", "SmolagentsTools", "identifiers", "inputs"]

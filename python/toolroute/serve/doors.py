@@ -83,10 +83,7 @@ class ServedTools(ExposedTools):
 
     def renewed(self) -> ServedTools:
         """The same request exposed again, now (after the tools behind it changed)."""
-        functions, mcp_servers, user_servers = self.request
-        return type(self)(
-            self.router, functions, mcp_servers, self.user_id, user_servers=user_servers, deferred=self.deferred
-        )
+        return type(self).of(self.router, self.request)
 
     def mcp_tools(self) -> list[types.Tool]:
         """The `tools/list` answer, built once: this allowlist is fixed (a change upstream makes a

@@ -21,10 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Unpack
+
 from toolroute.builtins.bash import owner_of
 from toolroute.context import BuiltInToolContext
 from toolroute.errors import ToolArgumentError, ToolError, ToolRegistrationError
 from toolroute.naming import UserId
+from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
 from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
@@ -70,9 +73,8 @@ class Tenancy:
     def __init__(
         self,
         router: ToolRouter,
-        functions: Sequence[str],
-        mcp_servers: Sequence[str],
-        *,
+        request: ToolRequest | Sequence[str],
+        *positional: Sequence[str] | str | None,
         store: UserStore | None = None,
         workspace_template: str | None = None,
         base_context: BuiltInToolContext | None = None,
@@ -80,8 +82,8 @@ class Tenancy:
         tenant_uids: range | None = None,
         uid_secret: bytes | None = None,
         confine: Confine | None = None,
-        deferred: bool | Sequence[str] = (),
         upstreams: Upstreams | None = None,
+        **options: Unpack[RequestOptions],
     ) -> None:
         self.workspaces = (
             None if workspace_template is None else Workspaces(workspace_template, tenant_uids, uid_secret)
@@ -89,9 +91,10 @@ class Tenancy:
         self.router = router
         # The gateway as served mode's own interface (users' servers, changes, offers).
         self.upstreams = upstreams if upstreams is not None else upstreams_of(router)
-        self.functions = list(functions)
-        self.mcp_servers = list(mcp_servers)
-        self.deferred = deferred  # left out of every user's listing, behind search_tools
+        # What every user is shown (each user's id and own servers join it per door).
+        self.request = ToolRequest.of(request, *positional, **options)
+        if self.request.user_id is not None or self.request.user_servers:
+            raise ToolArgumentError("served mode's request is every user's: the user comes with each call")
         self.store = store
         self.workspace_template = workspace_template
         self.base_context = base_context
@@ -196,9 +199,8 @@ class Tenancy:
         # one tenant's silent server stopped every request of the whole server, and its shutdown.
         with self._building(user_id):
             own = self._register_servers(user_id, servers, launch) if user_id is not None else []
-            served = ServedTools(
-                self.router, self.functions, self.mcp_servers, user_id, user_servers=own, deferred=self.deferred
-            )
+            request = dataclasses.replace(self.request, user_id=user_id, user_servers=own)
+            served = ServedTools.of(self.router, request)
         with self._lock:
             self._doors[user_id] = _Door(served, fingerprint, read_at, generation, stored)
             _bound(self._doors)

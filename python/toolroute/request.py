@@ -1,0 +1,111 @@
+"""What one agent asks the router for: a `ToolRequest`, built once and checked once.
+
+Every door to the router's tools (`ExposedTools` and the framework adapters over it, served
+mode, `ToolRouter.expose`) takes its options from this one value, so a new option is one field
+here. `ToolRequest.of` is the convenience form the adapters keep (AI4J's positional
+`functions, mcp_servers, user_id`, the rest by keyword): it builds the same value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from typing_extensions import TypedDict, Unpack
+
+from toolroute.errors import ToolArgumentError
+from toolroute.naming import UserId, parse_user_service_key
+
+# Which calls need a person's approval: none (False), every call of a tool that is not read-only
+# (True), the tools named, or a rule over (name, arguments).
+ApprovalRule = bool | Collection[str] | Callable[[str, Mapping[str, Any]], bool]
+
+
+class RequestOptions(TypedDict, total=False):
+    """The options of a `ToolRequest` as keywords (the convenience form); the same names and
+    meanings as its fields (`tests/project/test_request_options.py` holds the two together)."""
+
+    functions: Sequence[str]
+    mcp_servers: Sequence[str]
+    user_id: str | None
+    user_servers: Sequence[str]
+    deferred: bool | Collection[str]
+    needs_approval: ApprovalRule
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """The tools one agent is shown, and how their calls are held.
+
+    `functions` names local tools (built-ins, function tools, or code mode's tool);
+    `mcp_servers` names local MCP services, upstream servers, or (AI4J's form)
+    `user_{userId}_service_{id}`; `user_servers` names `user_id`'s own servers by plain id;
+    `deferred` names tools or servers (True: every tool but the built-ins) whose definitions
+    wait behind a search tool (docs/tool_search.md); `needs_approval` says which calls wait for
+    a person. Sequences are kept as tuples; `user_id` is checked (`UserId`)."""
+
+    functions: Sequence[str] = ()
+    mcp_servers: Sequence[str] = ()
+    user_id: str | None = None
+    user_servers: Sequence[str] = ()
+    deferred: bool | Collection[str] = ()
+    needs_approval: ApprovalRule = False
+
+    def __post_init__(self) -> None:
+        # Frozen: the checked, normalised values are set once, here.
+        put = object.__setattr__
+        put(self, "functions", _names("functions", self.functions))
+        put(self, "mcp_servers", _names("mcp_servers", self.mcp_servers))
+        put(self, "user_servers", _names("user_servers", self.user_servers))
+        put(self, "user_id", UserId.optional(self.user_id))
+        if not isinstance(self.deferred, bool):
+            put(self, "deferred", _names("deferred", self.deferred))
+        rule = self.needs_approval
+        if not isinstance(rule, bool) and not callable(rule):
+            put(self, "needs_approval", frozenset(_names("needs_approval", rule)))
+        if self.user_servers and self.user_id is None:
+            raise ToolArgumentError("user_servers needs the user_id they belong to")
+        for sid in self.mcp_servers:
+            if parse_user_service_key(sid, self.user_id) is None and parse_user_service_key(sid) is not None:
+                raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {self.user_id!r}")
+
+    @classmethod
+    def of(
+        cls,
+        request: ToolRequest | Sequence[str] = (),
+        *positional: Sequence[str] | str | None,
+        **options: Unpack[RequestOptions],
+    ) -> ToolRequest:
+        """A request as given to an adapter: a `ToolRequest` itself, or the convenience form
+        (functions, then optionally mcp_servers and user_id positionally; the rest by keyword)."""
+        if isinstance(request, ToolRequest):
+            if positional or options:
+                raise TypeError("a ToolRequest carries every option: pass it alone, or the options alone")
+            return request
+        if len(positional) > 2:
+            raise TypeError(f"at most functions, mcp_servers, user_id are positional; {len(positional) + 1} were given")
+        for name, value in zip(("mcp_servers", "user_id"), positional, strict=False):
+            if name in options:
+                raise TypeError(f"{name} given both positionally and by keyword")
+            options[name] = value  # type: ignore[literal-required]
+        if "functions" in options:
+            if request:
+                raise TypeError("functions given both positionally and by keyword")
+        else:
+            options["functions"] = request
+        return cls(**options)
+
+
+def _names(option: str, value: object) -> tuple[str, ...]:
+    """`value` as a tuple of names, or a TypeError that says what was wrong with it. A bare
+    string is refused: iterated, it would name each of its characters."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{option} takes a list of names, not the single string {value!r}")
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{option} takes a list of names, not {type(value).__name__}")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{option} takes names (strings), not {type(name).__name__}: {name!r}")
+    return names
