@@ -12,12 +12,10 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from toolroute._core import Checkpoints as _CoreCheckpoints
-
-if TYPE_CHECKING:
-    from toolroute.context import BuiltInToolContext
+from toolroute._core import Confinement
 
 
 @dataclass(frozen=True)
@@ -95,12 +93,21 @@ def default_state_dir(workspace: Path, user_id: str | None) -> Path:
     return state / "toolroute" / "checkpoints" / key
 
 
-class WorkspaceCheckpoints:
-    """The checkpoints of one context's workspace; the store is opened on first use."""
+class Confined(Protocol):
+    """What the checkpoints of a workspace need of its owner (a `BuiltInToolContext`, which holds
+    them: this module knows nothing of contexts, so the two make no circle)."""
 
-    def __init__(self, context: BuiltInToolContext, state_dir: Path | None, limits: CheckpointLimits) -> None:
+    @property
+    def confinement(self) -> Confinement: ...
+
+
+class WorkspaceCheckpoints:
+    """The checkpoints of one context's workspace (`BuiltInToolContext.checkpoints`), kept in
+    `state_dir`; the store is opened on first use, confined as the context is."""
+
+    def __init__(self, context: Confined, state_dir: Path, limits: CheckpointLimits) -> None:
         self._context = context
-        self.state_dir = state_dir or default_state_dir(context.workspace, context.user_id)
+        self.state_dir = state_dir
         self.limits = limits
         self._core: _CoreCheckpoints | None = None
         self._opening = threading.Lock()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from toolroute._core import Confinement, FileSession
-from toolroute.checkpoints import CheckpointLimits, WorkspaceCheckpoints
+from toolroute.checkpoints import CheckpointLimits, WorkspaceCheckpoints, default_state_dir
 from toolroute.diagnostics import Diagnostics
 
 # How bash confines commands (docs/bash.md): "off"; "auto", the best available here or none;
@@ -216,7 +216,8 @@ class BuiltInToolContext:
     @cached_property
     def checkpoints(self) -> WorkspaceCheckpoints:
         """The workspace's checkpoints (the store opens on first use)."""
-        return WorkspaceCheckpoints(self, self.checkpoint_dir, self.checkpoint_limits)
+        state_dir = self.checkpoint_dir or default_state_dir(self.workspace, self.user_id)
+        return WorkspaceCheckpoints(self, state_dir, self.checkpoint_limits)
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """Confine a user-supplied path; raises PathDeniedError when it escapes the roots."""
