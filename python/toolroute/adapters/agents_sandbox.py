@@ -40,6 +40,7 @@ from toolroute.adapters._optional import require
 from toolroute.allowlist import CallOutcome, ExposedTools
 from toolroute.context import BuiltInToolContext, ToolLimits, builtin_tool_context
 from toolroute.errors import PathExistsError, PathNotFoundError, ToolError
+from toolroute.request import ToolRequest
 from toolroute.router import ToolRouter
 
 agents = require("agents", "agents", package="openai-agents")
@@ -550,7 +551,7 @@ class ToolrouteSandboxClient(BaseSandboxClient[ToolrouteSandboxClientOptions | N
     ) -> None:
         self._owned_router = router is None
         self.router = router if router is not None else ToolRouter()
-        self.tools = ExposedTools(self.router, BUILT_INS, user_id=user_id)
+        self.tools = ExposedTools.of(self.router, ToolRequest(BUILT_INS, user_id=user_id))
         missing = [name for name in BUILT_INS if name not in self.tools]
         if missing:
             raise ValueError(f"the router does not expose {', '.join(missing)}: a sandbox session runs them")
