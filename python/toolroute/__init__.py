@@ -37,6 +37,7 @@ from toolroute.exposure import Exposure
 from toolroute.formats import to_anthropic, to_responses
 from toolroute.naming import generate_api_function_name
 from toolroute.registration import function_tool, mcp_service, mcp_tool
+from toolroute.request import ToolRequest
 from toolroute.router import ToolRouter
 from toolroute.types import Tool, ToolKind, ToolOutput, ToolTraits
 
@@ -61,6 +62,7 @@ __all__ = [
     "ToolOutput",
     "ToolPreconditionError",
     "ToolRegistrationError",
+    "ToolRequest",
     "ToolRouter",
     "ToolTimeoutError",
     "ToolTraits",
