@@ -101,9 +101,32 @@ def served(router, name, n):
     return time.perf_counter() - started, answer
 
 
+# What one request is shown, assembled (the same convenience form in both builds): the eight
+# built-ins, as `get_all_tools` lists them and as an adapter's allowlist with an approval rule.
+BUILTINS = ["bash", "read_file", "write_file", "apply_patch", "glob", "grep", "edit", "update_agents_md"]
+
+
+def exposed(router, name, n):
+    from toolroute.allowlist import ExposedTools
+
+    if name == "get_all_tools_builtins":
+        make = lambda: [t["function"]["name"] for t in router.get_all_tools(BUILTINS)]  # noqa: E731
+    else:
+        make = lambda: ExposedTools(router, BUILTINS, needs_approval=["bash"]).names  # noqa: E731
+    answer = make()
+    started = time.perf_counter()
+    for _ in range(n):
+        make()
+    return time.perf_counter() - started, answer
+
+
 for line in sys.stdin:
     name, n, side = line.split()
     router = routers[int(side)]
+    if name in ("get_all_tools_builtins", "exposed_tools_builtins"):
+        elapsed, answer = exposed(router, name, int(n))
+        print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
+        continue
     if name in SERVED:
         elapsed, answer = served(router, name, int(n))
         print(json.dumps({"seconds": elapsed, "answer": answer}), flush=True)
@@ -130,6 +153,8 @@ WORKLOADS = {
     "edit_unique": 200,
     "apply_patch_20_files": 20,
     "served_read_file": 300,
+    "get_all_tools_builtins": 300,
+    "exposed_tools_builtins": 300,
 }
 
 
