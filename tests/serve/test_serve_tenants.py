@@ -72,10 +72,10 @@ def test_a_change_to_the_users_servers_made_elsewhere_is_seen_by_the_next_reques
             elsewhere.add_server("alice", "notes", {"url": "http://127.0.0.1:9/mcp"})  # never reached
         changed = tenancy.door("alice")
         assert changed is not door and store.reads == 2
-        assert changed.request[2] == ("notes",)  # her server is handed to the gateway
+        assert changed.request.user_servers == ("notes",)  # her server is handed to the gateway
         with UserStore(store.url) as elsewhere:
             elsewhere.remove_server("alice", "notes")
-        assert tenancy.door("alice").request[2] == ()
+        assert tenancy.door("alice").request.user_servers == ()
         assert not router.gateway.has_service("notes", "alice")  # type: ignore[union-attr]
     finally:
         router.close()
