@@ -53,22 +53,29 @@ class ToolRequest:
     needs_approval: ApprovalRule = False
 
     def __post_init__(self) -> None:
-        # Frozen: the checked, normalised values are set once, here.
+        # Frozen: the checked, normalised values are set once, here (only those that change:
+        # a request is made per agent, per served user's door, so this stays a few microseconds).
         put = object.__setattr__
-        put(self, "functions", _names("functions", self.functions))
-        put(self, "mcp_servers", _names("mcp_servers", self.mcp_servers))
-        put(self, "user_servers", _names("user_servers", self.user_servers))
-        put(self, "user_id", UserId.optional(self.user_id))
-        if not isinstance(self.deferred, bool):
-            put(self, "deferred", _names("deferred", self.deferred))
+        if self.functions != ():
+            put(self, "functions", _names("functions", self.functions))
+        if self.mcp_servers != ():
+            put(self, "mcp_servers", _names("mcp_servers", self.mcp_servers))
+        if self.user_servers != ():
+            put(self, "user_servers", _names("user_servers", self.user_servers))
+        user_id = self.user_id
+        if user_id is not None and type(user_id) is not UserId:
+            put(self, "user_id", user_id := UserId(user_id))
+        deferred = self.deferred
+        if deferred != () and type(deferred) is not bool:
+            put(self, "deferred", _names("deferred", deferred))
         rule = self.needs_approval
-        if not isinstance(rule, bool) and not callable(rule):
-            put(self, "needs_approval", frozenset(_names("needs_approval", rule)))
-        if self.user_servers and self.user_id is None:
+        if type(rule) is not bool and not callable(rule):
+            put(self, "needs_approval", _names("needs_approval", rule))
+        if self.user_servers and user_id is None:
             raise ToolArgumentError("user_servers needs the user_id they belong to")
         for sid in self.mcp_servers:
-            if parse_user_service_key(sid, self.user_id) is None and parse_user_service_key(sid) is not None:
-                raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {self.user_id!r}")
+            if parse_user_service_key(sid, user_id) is None and parse_user_service_key(sid) is not None:
+                raise ToolArgumentError(f"MCP service {sid!r} belongs to another user than {user_id!r}")
 
     @classmethod
     def of(
@@ -85,27 +92,32 @@ class ToolRequest:
             return request
         if len(positional) > 2:
             raise TypeError(f"at most functions, mcp_servers, user_id are positional; {len(positional) + 1} were given")
+        if "functions" not in options:
+            # The convenience form's order is the fields' own: Python refuses an option given
+            # both positionally and by keyword.
+            return cls(request, *positional, **options)  # type: ignore[arg-type, misc]
+        if request:
+            raise TypeError("functions given both positionally and by keyword")
         for name, value in zip(("mcp_servers", "user_id"), positional, strict=False):
             if name in options:
                 raise TypeError(f"{name} given both positionally and by keyword")
             options[name] = value  # type: ignore[literal-required]
-        if "functions" in options:
-            if request:
-                raise TypeError("functions given both positionally and by keyword")
-        else:
-            options["functions"] = request
         return cls(**options)
 
 
 def _names(option: str, value: object) -> tuple[str, ...]:
     """`value` as a tuple of names, or a TypeError that says what was wrong with it. A bare
     string is refused: iterated, it would name each of its characters."""
-    if isinstance(value, (str, bytes)):
+    kind = type(value)
+    if kind is tuple or kind is list:  # the common forms, without the ABC checks below
+        names: tuple[Any, ...] = value if kind is tuple else tuple(value)  # type: ignore[assignment, arg-type]
+    elif isinstance(value, (str, bytes)):
         raise TypeError(f"{option} takes a list of names, not the single string {value!r}")
-    if not isinstance(value, Iterable):
-        raise TypeError(f"{option} takes a list of names, not {type(value).__name__}")
-    names = tuple(value)
+    elif isinstance(value, Iterable):
+        names = tuple(value)
+    else:
+        raise TypeError(f"{option} takes a list of names, not {kind.__name__}")
     for name in names:
-        if not isinstance(name, str):
+        if type(name) is not str and not isinstance(name, str):
             raise TypeError(f"{option} takes names (strings), not {type(name).__name__}: {name!r}")
     return names

@@ -126,8 +126,14 @@ def test_the_convenience_form_builds_the_same_request() -> None:
     assert ToolRequest.of(request) is request
     with pytest.raises(TypeError, match="pass it alone"):
         ToolRequest.of(request, deferred=True)
-    with pytest.raises(TypeError, match="both positionally and by keyword"):
+    with pytest.raises(TypeError, match="multiple values for argument 'mcp_servers'"):
         ToolRequest.of(["echo"], ["notes"], mcp_servers=["notes"])
+    with pytest.raises(TypeError, match="mcp_servers given both positionally and by keyword"):
+        ToolRequest.of((), ["notes"], functions=["echo"], mcp_servers=["notes"])
+    with pytest.raises(TypeError, match="functions given both positionally and by keyword"):
+        ToolRequest.of(["echo"], functions=["echo"])
+    assert ToolRequest.of((), ["notes"], "u1", functions=["echo"], deferred=True,
+                          needs_approval=["echo"]) == request  # fmt: skip
     with pytest.raises(TypeError, match="at most functions, mcp_servers, user_id"):
         ToolRequest.of(["echo"], [], "u1", [])  # type: ignore[arg-type]
 
