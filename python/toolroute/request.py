@@ -34,7 +34,7 @@ class RequestOptions(TypedDict, total=False):
     needs_approval: ApprovalRule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolRequest:
     """The tools one agent is shown, and how their calls are held.
 
@@ -52,26 +52,32 @@ class ToolRequest:
     deferred: bool | Collection[str] = ()
     needs_approval: ApprovalRule = False
 
-    def __post_init__(self) -> None:
-        # Frozen: the checked, normalised values are set once, here (only those that change:
-        # a request is made per agent, per served user's door, so this stays a few microseconds).
+    def __init__(
+        self,
+        functions: Sequence[str] = (),
+        mcp_servers: Sequence[str] = (),
+        user_id: str | None = None,
+        user_servers: Sequence[str] = (),
+        deferred: bool | Collection[str] = (),
+        needs_approval: ApprovalRule = False,
+    ) -> None:
+        # The fields' own order and defaults (dataclasses.replace and `of` rely on it); written
+        # out so each checked value is set once (frozen), the common forms without a detour: a
+        # request is made per agent and per served user's door, so this stays about a microsecond.
         put = object.__setattr__
-        if self.functions != ():
-            put(self, "functions", _names("functions", self.functions))
-        if self.mcp_servers != ():
-            put(self, "mcp_servers", _names("mcp_servers", self.mcp_servers))
-        if self.user_servers != ():
-            put(self, "user_servers", _names("user_servers", self.user_servers))
-        user_id = self.user_id
+        put(self, "functions", () if functions == () else _names("functions", functions))
+        put(self, "mcp_servers", () if mcp_servers == () else _names("mcp_servers", mcp_servers))
+        put(self, "user_servers", () if user_servers == () else _names("user_servers", user_servers))
         if user_id is not None and type(user_id) is not UserId:
-            put(self, "user_id", user_id := UserId(user_id))
-        deferred = self.deferred
+            user_id = UserId(user_id)
+        put(self, "user_id", user_id)
         if deferred != () and type(deferred) is not bool:
-            put(self, "deferred", _names("deferred", deferred))
-        rule = self.needs_approval
-        if type(rule) is not bool and not callable(rule):
-            put(self, "needs_approval", _names("needs_approval", rule))
-        if self.user_servers and user_id is None:
+            deferred = _names("deferred", deferred)
+        put(self, "deferred", deferred)
+        if type(needs_approval) is not bool and not callable(needs_approval):
+            needs_approval = _names("needs_approval", needs_approval)
+        put(self, "needs_approval", needs_approval)
+        if user_servers and user_id is None:
             raise ToolArgumentError("user_servers needs the user_id they belong to")
         for sid in self.mcp_servers:
             if parse_user_service_key(sid, user_id) is None and parse_user_service_key(sid) is not None:
