@@ -26,6 +26,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolroute.asking import Answer, Asker, Deferred, Question, kind_of, unsupported
+from toolroute.serve.auth import request_user
 
 log = logging.getLogger("toolroute.serve")
 
@@ -99,8 +100,6 @@ class PassInputRequired(Exception):
 def _who(ctx: Any) -> str:
     """Whose call it is: the verified user (served mode with auth); without auth the server has
     one user (a 2026-07-28 client has no connection that lasts from one request to its retry)."""
-    from toolroute.serve.tenant_doors import request_user
-
     user = request_user(ctx)
     return "" if user is None else f"user:{user}"
 

@@ -28,7 +28,7 @@ from mcp.server.auth.provider import AccessToken
 
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.errors import ToolArgumentError
-from toolroute.naming import validate_user_id
+from toolroute.naming import UserId, validate_user_id
 from toolroute.serve.store import UserStore
 
 log = logging.getLogger("toolroute.serve")
@@ -203,3 +203,12 @@ class Verifiers:
     @property
     def configured(self) -> bool:
         return self.jwt is not None or self.api_keys is not None
+
+
+def request_user(ctx: Any) -> UserId | None:
+    """The user id the bearer token of this HTTP request was verified for (None without auth):
+    where a served request's user id enters, so where it becomes a `UserId`."""
+    request = getattr(ctx, "request", None)
+    user = None if request is None else request.scope.get("user")
+    token = getattr(user, "access_token", None)
+    return None if token is None else UserId.of(token.subject)

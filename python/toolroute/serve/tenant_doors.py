@@ -22,6 +22,7 @@ from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.naming import UserId
 from toolroute.serve.asking import PassInputRequired
+from toolroute.serve.auth import request_user
 from toolroute.serve.doors import ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
@@ -32,15 +33,6 @@ if TYPE_CHECKING:
     from toolroute.types import Tool
 
 AFFINITY_HEADER = "x-toolroute-user"
-
-
-def request_user(ctx: ServerContext) -> UserId | None:
-    """The user id the bearer token of this HTTP request was verified for (None without auth):
-    where a served request's user id enters, so where it becomes a `UserId`."""
-    request = getattr(ctx, "request", None)
-    user = None if request is None else request.scope.get("user")
-    token = getattr(user, "access_token", None)
-    return None if token is None else UserId.of(token.subject)
 
 
 def affinity_claim(ctx: ServerContext) -> str | None:
