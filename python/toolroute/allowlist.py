@@ -25,7 +25,9 @@ from toolroute.assembly import assemble
 from toolroute.cancellation import current_cancel_token
 from toolroute.codemode import INNER_CALLS, InnerReply, is_code_tool, not_callable
 from toolroute.errors import (
+    ApprovalRequiredError,
     PathDeniedError,
+    PolicyDeniedError,
     ToolArgumentError,
     ToolError,
     ToolNotFoundError,
@@ -33,6 +35,7 @@ from toolroute.errors import (
 )
 from toolroute.exposure import Exposure
 from toolroute.request import ApprovalRule, RequestOptions, ToolRequest
+from toolroute.policy.tools import APPROVED, PolicedTool
 from toolroute.router import ToolRouter, parse_arguments
 from toolroute.toolsearch import is_search_tool
 from toolroute.types import ToolDefinition
@@ -108,8 +111,10 @@ def kind_of(exc: BaseException) -> OutcomeKind:
     the tool failing (the model acts on the result), not arguments to retry."""
     if isinstance(exc, ToolNotFoundError):
         return OutcomeKind.NOT_FOUND
-    if isinstance(exc, PathDeniedError):
+    if isinstance(exc, (PathDeniedError, PolicyDeniedError)):
         return OutcomeKind.REFUSED
+    if isinstance(exc, ApprovalRequiredError):
+        return OutcomeKind.APPROVAL_NEEDED
     if isinstance(exc, ToolPreconditionError):
         return OutcomeKind.FAILED
     if isinstance(exc, ToolArgumentError):
@@ -203,7 +208,10 @@ class ExposedTools:
     def needs_approval(self, name: str, arguments: Arguments = None) -> bool:
         """Whether this call must wait for a person's approval before it runs."""
         rule = self.approval_rule
-        if rule is False or name not in self.exposure:
+        tool = self.exposure.get(name)
+        if isinstance(tool, PolicedTool) and tool.needs_approval(_mapping(arguments)):
+            return True  # the operator's policy holds this call
+        if rule is False or tool is None:
             return False  # nothing needs approval; or refused anyway, with nothing to approve
         if callable(rule):
             return bool(rule(name, _mapping(arguments)))
@@ -245,13 +253,16 @@ class ExposedTools:
         tool = self.exposure.get(name)
         if tool is None:
             return self.refusal(name)
-        held = not (approved or self._approved) and self.approval_rule is not False
-        if held and self.needs_approval(name, arguments):
+        approved = approved or self._approved
+        askable = self.approval_rule is not False or isinstance(tool, PolicedTool)
+        if not approved and askable and self.needs_approval(name, arguments):
             return CallOutcome(f"{name} needs a person's approval before it runs", OutcomeKind.APPROVAL_NEEDED)
         # A code tool's program calls back through this door, unless its host (served mode,
         # with its audit) already said how; approval is this door's own, never the outer call's.
         hooked = is_code_tool(tool) and INNER_CALLS.get() is None
         reset = INNER_CALLS.set(self.inner_call) if hooked else None
+        # A person approved this call: a policy's `approve` lets it run (this call only).
+        consent = APPROVED.set(approved) if isinstance(tool, PolicedTool) else None
         try:
             output = yield Step(self.router.run, self.router.arun, (tool, arguments))
         except ToolError as exc:
@@ -260,6 +271,8 @@ class ExposedTools:
         finally:
             if reset is not None:
                 INNER_CALLS.reset(reset)
+            if consent is not None:
+                APPROVED.reset(consent)
         return CallOutcome(output.text, trace=output.trace, content=output.content)
 
     def inner_call(self, name: str, arguments: Mapping[str, Any], callable_: bool) -> InnerReply:

@@ -19,6 +19,7 @@ from toolroute.errors import ToolArgumentError
 from toolroute.exposure import Exposure
 from toolroute.host_tools import HostTools
 from toolroute.naming import parse_user_service_key
+from toolroute.policy import Policy, current_subject
 from toolroute.request import ToolRequest
 from toolroute.routes import ToolGateway
 from toolroute.toolsearch import DEFAULT_NAME as SEARCH_TOOL
@@ -34,6 +35,7 @@ class ExposureSource(RunsTools, Protocol):
     """What an exposure is assembled from: the router (its host tools, gateway and caches)."""
 
     code_mode: CodeMode | None
+    policy: Policy | None
     _host: HostTools
 
     def ensure_initialized(self) -> None: ...
@@ -89,6 +91,9 @@ def assemble(router: ExposureSource, request: ToolRequest) -> Exposure:
         service = getattr(tool, "service_id", None)
         if isinstance(service, str):
             namespaces.setdefault(tool.name, service)
+    policy = router.policy
+    if policy is not None:
+        unique, namespaces = _policed(policy, unique, namespaces, user_id)
     named = {*local, *remote, *(sid for _, sid in per_user), *user_servers}
     hidden = _deferred(unique, namespaces, request.deferred, code, named)
     if hidden:  # like a built-in, the search tool wins its name
@@ -98,7 +103,32 @@ def assemble(router: ExposureSource, request: ToolRequest) -> Exposure:
     if code is not None:  # like a built-in, it wins its name; its program calls the others
         unique.pop(code.name, None)
         unique[code.name] = code_tool(code, unique.values(), router, listed=lambda name: name not in hidden)
+    if policy is not None and (hidden or code is not None):
+        # The request's own tools are the policy's too (a rule may deny code mode), though
+        # never wrapped: their programs' and searches' calls are policed tool by tool.
+        subject = current_subject(user_id)
+        for name in [n for n in (SEARCH_TOOL if hidden else None, code and code.name) if n]:
+            if not policy.view(unique[name], subject).visible:
+                del unique[name]
     return Exposure.of(unique.values(), user_id, upstreams, hidden, namespaces)
+
+
+def _policed(
+    policy: Policy, tools: Mapping[str, Tool], namespaces: Mapping[str, str], user_id: str | None
+) -> tuple[dict[str, Tool], dict[str, str]]:
+    """The exposure's tools as the policy shows them to this caller: hidden ones left out,
+    the others wrapped (each call checked, overrides shown) under their exposed names."""
+    subject = current_subject(user_id)
+    kept: dict[str, Tool] = {}
+    spaces: dict[str, str] = {}
+    for name, tool in tools.items():
+        policed = policy.police(tool, subject)
+        if policed is None:
+            continue
+        kept.setdefault(policed.name, policed)
+        if name in namespaces:
+            spaces[policed.name] = namespaces[name]
+    return kept, spaces
 
 
 def _deferred(

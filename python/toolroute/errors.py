@@ -95,3 +95,19 @@ class UpstreamInputRequired(ToolExecutionError):
     def __init__(self, message: str, *, tool: str | None = None, result: Mapping[str, Any]) -> None:
         super().__init__(message, tool=tool)
         self.trace = {"input_required": dict(result)}
+class PolicyDeniedError(ToolError):
+    """An operator's policy refused the call (the message is the rule's reason, word for word)."""
+
+    def __init__(self, message: str, *, tool: str | None = None, rule: str | None = None) -> None:
+        self.tool = tool
+        self.rule = rule
+        super().__init__(message)
+
+
+class ApprovalRequiredError(ToolError):
+    """An operator's policy holds the call until a person approves it; nothing ran."""
+
+    def __init__(self, message: str, *, tool: str | None = None, rule: str | None = None) -> None:
+        self.tool = tool
+        self.rule = rule
+        super().__init__(message)

@@ -34,6 +34,7 @@ from toolroute.errors import (
 from toolroute.exposure import Exposure
 from toolroute.host_tools import ENTRY_POINT_GROUP, HostTools
 from toolroute.naming import UserId
+from toolroute.policy import Policy, current_subject
 from toolroute.request import ToolRequest
 from toolroute.resulttext import result_text
 from toolroute.routes import GatewayRoutes, ToolGateway
@@ -168,6 +169,7 @@ class ToolRouter:
         context: BuiltInToolContext | None = None,
         builtins: Mapping[str, BuiltinTool[Any]] | None = None,
         code_mode: CodeMode | None = CodeMode(),  # noqa: B008  # frozen, shared safely
+        policy: Policy | None = None,
     ) -> None:
         self._table = RouteTable()
         self._lock = threading.RLock()
@@ -185,6 +187,9 @@ class ToolRouter:
         self._closed = False
         self._close_callbacks: list[Callable[[], Any]] = []
         self._resources = ToolResources()
+        # An operator's policy (docs/usage.md, "Policy"): which tools each caller sees and which
+        # calls run. Replaced whole on a reload; an exposure keeps the one it was made with.
+        self.policy = policy
         # The eight coding tools by default; a host may pass its own table (or an empty one).
         for name, tool in (builtin_tools() if builtins is None else builtins).items():
             self._table.insert(ToolKind.BUILTIN, name, tool)
@@ -412,13 +417,35 @@ class ToolRouter:
         """The tool `name` routes to for `user_id`, loading (lazily connected) tool lists first:
         that user's own, then, on a miss, the ones the name may be in."""
         uid = UserId.optional(user_id)
-        tool, hit = self._routed(name, uid)
-        return tool if tool is not None else run_sync(self._resolving(name, uid, hit))
+        policy = self.policy
+        routed = name if policy is None else self._policy_name(policy, name, uid)
+        tool, hit = self._routed(routed, uid)
+        if tool is None:
+            tool = run_sync(self._resolving(routed, uid, hit))
+        return tool if policy is None else self._police_one(policy, tool, name, uid)
 
     async def aresolve(self, name: str, user_id: str | None = None) -> Tool:
         uid = UserId.optional(user_id)
-        tool, hit = self._routed(name, uid)
-        return tool if tool is not None else await run_async(self._resolving(name, uid, hit))
+        policy = self.policy
+        routed = name if policy is None else self._policy_name(policy, name, uid)
+        tool, hit = self._routed(routed, uid)
+        if tool is None:
+            tool = await run_async(self._resolving(routed, uid, hit))
+        return tool if policy is None else self._police_one(policy, tool, name, uid)
+
+    def _policy_name(self, policy: Policy, name: str, user_id: UserId | None) -> str:
+        """The name a called one routes as (a renamed tool's old name); a name a rename
+        replaced is not found, as it is not listed."""
+        routed = policy.original_name(name)
+        if routed is None:
+            raise ToolNotFoundError(name, [], "")  # no suggestion: that would name the old one
+        return routed
+
+    def _police_one(self, policy: Policy, tool: Tool, name: str, user_id: UserId | None) -> Tool:
+        policed = policy.police(tool, current_subject(user_id))
+        if policed is None:  # hidden from this caller: as unknown as a name never registered
+            raise ToolNotFoundError(name, [], "")
+        return policed
 
     def _routed(self, name: str, user_id: UserId | None) -> tuple[Tool | None, tuple[ToolKind, Any] | None]:
         """The table's answer, and the tool when that answer stands alone (no gateway to ask, or
