@@ -428,13 +428,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     from toolroute.serve.shutdown import Shutdown
 
+    policy = None
+    if getattr(args, "policy", None):
+        from toolroute.serve.policy_watch import PolicyWatch
+
+        try:
+            policy = PolicyWatch(args.policy)  # a broken file refuses to start, naming line and column
+        except ToolArgumentError as exc:
+            raise CliError(str(exc)) from None
     shutdown = Shutdown()
     with build_router(options) as router:
         # The MCP server stack loads only here.
         from toolroute.serve.doors import ServedTools
         from toolroute.serve.server import bind_socket, http_url, serve_http, serve_stdio
 
-        served = ServedTools(router, functions, server_ids, args.user_id, deferred=deferred_option(args.defer))
+        if policy is not None and args.transport == "stdio":
+            # One caller, known at start: the policy's view of it is made now (the file is read
+            # once; served HTTP reads it again when it changes).
+            from toolroute.policy import Subject, policy_subject
+
+            router.policy = policy.policy
+            with policy_subject(Subject(args.user_id, {}, "stdio")):
+                served = ServedTools(router, functions, server_ids, args.user_id, deferred=deferred_option(args.defer))
+        else:
+            served = ServedTools(router, functions, server_ids, args.user_id, deferred=deferred_option(args.defer))
         if not served.names:
             raise CliError("the allowlist is empty: nothing to serve")
 
@@ -474,6 +491,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server_ids,
             http_url(sock, args.path),
             base_context=options.context(),
+            policy=policy,
         )
         try:
             with _until_interrupted():

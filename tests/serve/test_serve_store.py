@@ -121,6 +121,23 @@ def test_removing_a_user_removes_their_keys_and_servers(store: UserStore) -> Non
     assert store.keys() == []
 
 
+def test_a_users_attributes_round_trip_and_go_with_the_user(store: UserStore) -> None:
+    store.add_user("ann")
+    store.add_user("ben")
+    assert store.attributes("ann") == {}
+    store.set_attributes("ann", {"roles": ["admin"], "team": "ops"})
+    store.set_attributes("ann", {"roles": ["dev"]})  # replaced whole, not merged
+    assert store.attributes("ann") == {"roles": ["dev"]}
+    assert store.attributes("ben") == {}  # one user's attributes are never another's
+    with pytest.raises(ToolArgumentError, match="no user"):
+        store.set_attributes("nobody", {"roles": ["admin"]})
+    with pytest.raises(ToolArgumentError, match="JSON object"):
+        store.set_attributes("ann", ["admin"])  # type: ignore[arg-type]
+    store.remove_user("ann")
+    store.add_user("ann")  # a new user of the same id starts with none
+    assert store.attributes("ann") == {}
+
+
 def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'users.db'}"
     with UserStore(url) as first:

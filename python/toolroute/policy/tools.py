@@ -107,7 +107,14 @@ class PolicedTool:
         return args
 
     def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
-        return self.view.decide(arguments).effect == "approve"
+        """Whether the policy holds this call for a person (a door asks before running it)."""
+        verdict = self.view.decide(arguments)
+        if verdict.effect != "approve":
+            return False
+        noted = DECISIONS.get()
+        if noted is not None:
+            noted.append(verdict)
+        return True
 
     def call(self, arguments: Mapping[str, Any], host: ToolHost) -> Any:
         return self.inner.call(self.check(arguments), host)

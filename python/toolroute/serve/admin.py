@@ -56,6 +56,18 @@ def _users_remove(args: argparse.Namespace, store: UserStore) -> None:
     print(f"removed user {args.user}")
 
 
+def _users_attributes(args: argparse.Namespace, store: UserStore) -> None:
+    if args.set is not None:
+        try:
+            value = json.loads(sys.stdin.read() if args.set == "-" else args.set)
+        except ValueError as exc:
+            from toolroute.serve.store import StoreError
+
+            raise StoreError(f"the attributes are not JSON: {exc}") from None
+        store.set_attributes(args.user, value)
+    print(json.dumps(store.attributes(args.user), sort_keys=True))
+
+
 def _keys_add(args: argparse.Namespace, store: UserStore) -> None:
     print(store.add_key(args.user))
 
@@ -138,6 +150,8 @@ def add_users_command(sub: Any) -> None:
     add.add_argument("--key", action="store_true", help="also make an API key and print it (once)")
     _command(cmds, "list", "list users", _on_store(_users_list))
     _command(cmds, "remove", "remove a user with their keys and servers", _on_store(_users_remove), "user")
+    attrs = _command(cmds, "attributes", "show or set a user's attributes", _on_store(_users_attributes), "user")
+    attrs.add_argument("--set", metavar="JSON", help="replace them with this JSON object ('-' reads stdin)")
     rotate = "encrypt every stored secret again under the key file's first key (rotation)"
     _command(cmds, "rotate-key", rotate, _on_store(_rotate_key))
 

@@ -30,6 +30,9 @@ class AuditRecord:
     result_chars: int
     argument_names: tuple[str, ...]
     caller: str | None = None  # the code tool whose program made this call, if one did
+    # The operator's policy's decisions on this call: each rule id ("default" for the policy's
+    # default); None when no policy decided (none in force, or the call never reached a tool).
+    policy: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class AuditLog:
         level: str | None = None,
         server: str | None = None,
         caller: str | None = None,
+        policy: tuple[str, ...] | None = None,
     ) -> AuditRecord:
         entry = AuditRecord(
             time=time.time(),
@@ -80,6 +84,7 @@ class AuditLog:
             result_chars=result_chars,
             argument_names=tuple(sorted(arguments or {})),
             caller=caller,
+            policy=policy,
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry

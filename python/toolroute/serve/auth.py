@@ -162,7 +162,8 @@ class JwtVerifier:
             scopes=_scopes(claims),
             expires_at=int(claims["exp"]),
             subject=user,
-            claims={k: v for k, v in claims.items() if k in ("iss", "aud", "sub", "azp")},
+            # All of them: an operator's policy reads them as `user.claims` (docs/usage.md, "Policy").
+            claims=claims,
         )
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -177,12 +178,14 @@ class ApiKeyVerifier:
 
     store: UserStore
     scopes: Sequence[str] = ()
+    attributes: bool = False  # read the user's registry attributes (a policy's `user.claims`)
 
     def access_token(self, token: str) -> AccessToken | None:
         user = self.store.user_for_key(token)
         if user is None:
             return None
-        return AccessToken(token=token, client_id=user, scopes=list(self.scopes), subject=user)
+        claims = self.store.attributes(user) if self.attributes else None
+        return AccessToken(token=token, client_id=user, scopes=list(self.scopes), subject=user, claims=claims)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         return await run_off_loop(functools.partial(self.access_token, token), LOOKUPS)

@@ -31,6 +31,8 @@ ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothi
 class ServedTools(ExposedTools):
     """The fixed allowlist one server exposes, and the only door to the router."""
 
+    policy_subject: Any = None  # who the policy saw when this door was exposed (served mode sets it)
+
     def refusal(self, name: str) -> CallOutcome:
         return CallOutcome(f"tool {name!r} is not served by this server", OutcomeKind.NOT_FOUND)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from toolroute.router import ToolRouter
     from toolroute.serve.connections import ConnectionLimits
     from toolroute.serve.idle import IdleRelease
+    from toolroute.serve.policy_watch import PolicyWatch
     from toolroute.serve.recycle import Recycle
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.store import UserStore
@@ -73,6 +74,12 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         help="Fernet key(s) encrypting upstream secrets in the registry ($TOOLROUTE_STORE_KEY_FILE)",
     )
     g.add_argument("--audit-log", metavar="FILE", help="append one JSON line per call to FILE")
+    g.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="an operator's policy (YAML or JSON): who sees and calls which tools, tool overrides; "
+        "read again when the file changes (docs/usage.md, 'Policy')",
+    )
     g.add_argument("--max-concurrent-calls", type=int, metavar="N", help="per user (default 8)")
     g.add_argument("--calls-per-minute", type=int, metavar="N", help="per user (default 600)")
     g.add_argument("--max-argument-bytes", type=int, metavar="N", help="one call's arguments (default 1 MiB)")
@@ -204,6 +211,7 @@ def build_served_mode(
     mcp_servers: list[str],
     bound_url: str,
     base_context: BuiltInToolContext | None = None,
+    policy: PolicyWatch | None = None,
 ) -> ServedMode:
     from toolroute._workers import WORKERS
     from toolroute.builtins._process import ProcessTable
@@ -235,7 +243,7 @@ def build_served_mode(
     scopes = [s.strip() for s in (args.auth_scopes or "").split(",") if s.strip()]
     if args.api_keys:
         assert store is not None
-        verifiers.api_keys = ApiKeyVerifier(store, scopes=scopes)
+        verifiers.api_keys = ApiKeyVerifier(store, scopes=scopes, attributes=policy is not None)
     auth = None
     if verifiers.configured:
         auth = HttpAuth(
@@ -311,7 +319,10 @@ def build_served_mode(
         audit=AuditLog(args.audit_log) if args.audit_log else None,
         authenticated=auth is not None,
         fixed_user=args.user_id,
+        policy=policy,
     )
+    if policy is not None:
+        router.policy = policy.policy
     stop_network_audit = None
     if doors.audit is not None:
         from toolroute.builtins._process.egress import EGRESS

@@ -61,6 +61,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # What one deployment keeps of its own (the secret tenant uids are derived with).
     ("CREATE TABLE IF NOT EXISTS toolroute_settings ( name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
+    # A user's attributes (a JSON object): what a policy's `user.claims` are for an API-key user.
+    (
+        "CREATE TABLE IF NOT EXISTS toolroute_user_attributes ("
+        " user_id TEXT PRIMARY KEY REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
+        " attributes TEXT NOT NULL)",
+    ),
 )
 UID_SECRET = "uid_secret"
 
@@ -269,6 +275,7 @@ class UserStore:
             # Explicit deletes: SQLite connections made elsewhere may not enforce foreign keys.
             cur.execute(self._sql("DELETE FROM toolroute_api_keys WHERE user_id = ?"), (user_id,))
             cur.execute(self._sql("DELETE FROM toolroute_user_servers WHERE user_id = ?"), (user_id,))
+            cur.execute(self._sql("DELETE FROM toolroute_user_attributes WHERE user_id = ?"), (user_id,))
             cur.execute(self._sql("DELETE FROM toolroute_users WHERE user_id = ?"), (user_id,))
             if cur.rowcount == 0:
                 raise StoreError(f"no user {user_id!r}")
@@ -280,6 +287,25 @@ class UserStore:
         cur.execute(self._sql("SELECT 1 FROM toolroute_users WHERE user_id = ?"), (user_id,))
         if not cur.fetchall():
             raise StoreError(f"no user {user_id!r}")
+
+    def set_attributes(self, user_id: str, attributes: Mapping[str, Any]) -> None:
+        """Replace `user_id`'s attributes (a JSON object; an operator's policy reads them as
+        `user.claims` of the user's API-key requests)."""
+        if not isinstance(attributes, Mapping):
+            raise StoreError("a user's attributes are a JSON object")
+        text = json.dumps(dict(attributes), sort_keys=True)
+        with self._transaction() as cur:
+            self._require_user(cur, user_id)
+            cur.execute(self._sql("DELETE FROM toolroute_user_attributes WHERE user_id = ?"), (user_id,))
+            cur.execute(
+                self._sql("INSERT INTO toolroute_user_attributes (user_id, attributes) VALUES (?, ?)"),
+                (user_id, text),
+            )
+
+    def attributes(self, user_id: str) -> dict[str, Any]:
+        rows = self._query("SELECT attributes FROM toolroute_user_attributes WHERE user_id = ?", (user_id,))
+        value = json.loads(rows[0][0]) if rows else {}
+        return value if isinstance(value, dict) else {}
 
     # ---- API keys ------------------------------------------------------------------------
 

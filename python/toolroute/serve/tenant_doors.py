@@ -23,16 +23,39 @@ from toolroute.errors import ToolError
 from toolroute.naming import UserId
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_user
+from toolroute.policy.tools import DECISIONS
 from toolroute.serve.doors import ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
 
 if TYPE_CHECKING:
+    from toolroute.policy import Subject
+    from toolroute.policy.rules import Verdict
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.limits import LimitBook
+    from toolroute.serve.policy_watch import PolicyWatch
     from toolroute.types import Tool
 
 AFFINITY_HEADER = "x-toolroute-user"
+VOLATILE_CLAIMS = frozenset({"exp", "iat", "nbf", "jti"})
+
+
+def request_claims(ctx: ServerContext) -> dict[str, Any]:
+    """What the policy's `user.claims` are for this request: the verified JWT's claims, or the
+    registry's attributes of an API key's user (both put on the token by `serve/auth.py`)."""
+    request = getattr(ctx, "request", None)
+    user = None if request is None else request.scope.get("user")
+    token = getattr(user, "access_token", None)
+    claims = getattr(token, "claims", None)
+    if not isinstance(claims, Mapping):
+        return {}
+    # A token's times and id change with every token of the same user and grants: left out, so
+    # a user's view is made again when what it grants changes, not each time a token is renewed.
+    return {k: v for k, v in claims.items() if k not in VOLATILE_CLAIMS}
+
+
+def _rule_ids(decisions: list[Verdict]) -> tuple[str, ...] | None:
+    return tuple(v.rule or "default" for v in decisions) or None
 
 
 def affinity_claim(ctx: ServerContext) -> str | None:
@@ -60,8 +83,10 @@ class TenantDoors:
         audit: AuditLog | None = None,
         authenticated: bool = True,
         fixed_user: str | None = None,
+        policy: PolicyWatch | None = None,
     ) -> None:
         self.tenancy = tenancy
+        self.policy = policy
         self.limits = limits
         self.audit = audit
         self.authenticated = authenticated
@@ -93,6 +118,22 @@ class TenantDoors:
         self.tenancy.forget_doors(user_id)
         self.watchers.changed(EVERYONE if user_id is None else user_id)
 
+    def _policy_now(self) -> None:
+        """The policy file changed on disk: the new policy applies from this request on (every
+        door is exposed anew, and listening clients are told their lists changed)."""
+        if self.policy is not None and self.policy.check():
+            self.tenancy.router.policy = self.policy.policy
+            self.tenancy.forget_doors(None)
+            self.watchers.changed(EVERYONE)
+
+    def _subject(self, ctx: ServerContext, user: UserId | None) -> Subject | None:
+        if self.policy is None:
+            return None
+        from toolroute.policy import Subject
+
+        claims = request_claims(ctx) if self.authenticated else {}
+        return Subject(user, claims, "http" if getattr(ctx, "request", None) is not None else "stdio")
+
     def _user(self, ctx: ServerContext) -> UserId | None:
         if not self.authenticated:
             return self.fixed_user
@@ -112,7 +153,7 @@ class TenantDoors:
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         with self.tenancy.serving(user):
-            door = await self._door(user)
+            door = await self._door(user, self._subject(ctx, user))
             self.watchers.seen(user, ctx)
             return door.mcp_tools_for(connection_of(ctx))
 
@@ -125,6 +166,7 @@ class TenantDoors:
         user: str | None = None
         result: types.CallToolResult | None = None
         outcome, tool = "cancelled", None
+        decisions: list[Verdict] = []  # the policy's, on this call
         try:
             try:
                 user = self._user(ctx)
@@ -133,7 +175,15 @@ class TenantDoors:
                 result, outcome = _error(str(exc)), "refused"
                 return result
             with self.tenancy.serving(user):
-                result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx))
+                subject = self._subject(ctx, user)
+                noted = DECISIONS.set(decisions) if subject is not None else None
+                try:
+                    result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx), subject)
+                finally:
+                    if noted is not None:
+                        DECISIONS.reset(noted)
+                if outcome == "error" and decisions and decisions[-1].effect != "allow":
+                    outcome = "refused"  # the policy's no (or its wait for a person), not the tool's failure
             return result
         except PassInputRequired:
             outcome = "input_required"  # the upstream's questions went back to the client
@@ -143,7 +193,7 @@ class TenantDoors:
             raise
         finally:
             if self.audit is not None:
-                self._audit(user, name, arguments, started, outcome, result, tool)
+                self._audit(user, name, arguments, started, outcome, result, tool, _rule_ids(decisions))
 
     def _audit(
         self,
@@ -154,6 +204,7 @@ class TenantDoors:
         outcome: str,
         result: types.CallToolResult | None,
         tool: Tool | None,
+        policy: tuple[str, ...] | None = None,
     ) -> None:
         assert self.audit is not None
         content = () if result is None else result.content
@@ -166,13 +217,19 @@ class TenantDoors:
             arguments=arguments,
             level=None if tool is None else routing_level(tool),
             server=None if tool is None else getattr(tool, "service_id", None),
+            policy=policy,
         )
 
     async def _call(
-        self, user: UserId | None, name: str, arguments: Mapping[str, Any] | None, connection: Any = None
+        self,
+        user: UserId | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        connection: Any = None,
+        subject: Subject | None = None,
     ) -> tuple[types.CallToolResult, str, Tool | None]:
         """The result, the audit outcome, and the tool that ran (None when refused)."""
-        door = await self._door(user)
+        door = await self._door(user, subject)
         tool = door.exposure.get(name)  # the very tool this user was shown under `name`
         if tool is None:
             return door.call_refusal(name), "refused", None
@@ -211,8 +268,14 @@ class TenantDoors:
                     limits.count(user)
             except ToolError as exc:
                 outcome = CallOutcome(str(exc), OutcomeKind.REFUSED)
+                decisions: list[Verdict] = []
             else:
-                outcome = door.inner_outcome(name, arguments, callable_)
+                decisions = []
+                noted = DECISIONS.set(decisions)
+                try:
+                    outcome = door.inner_outcome(name, arguments, callable_)
+                finally:
+                    DECISIONS.reset(noted)
             if audit is None:
                 return inner_reply(outcome)
             tool = door.exposure.get(name)
@@ -226,17 +289,36 @@ class TenantDoors:
                 level=None if tool is None else routing_level(tool),
                 server=None if tool is None else getattr(tool, "service_id", None),
                 caller=caller,
+                policy=_rule_ids(decisions),
             )
             return inner_reply(outcome)
 
         return call
 
-    async def _door(self, user: UserId | None) -> ServedTools:
+    async def _door(self, user: UserId | None, subject: Subject | None = None) -> ServedTools:
         # A fresh cached door is served on the loop; reading the registry goes to a thread.
+        self._policy_now()
         door = self.tenancy.fresh_door(user)
+        if door is not None and subject is not None and door.policy_subject != subject:
+            # The user's claims changed (another token): the policy's view of them may too.
+            self.tenancy.forget_doors(user)
+            door = None
         if door is None:
-            door = await run_off_loop(functools.partial(self.tenancy.door, user), LOOKUPS)
+            door = await run_off_loop(functools.partial(self._build_door, user, subject), LOOKUPS)
             await door.read_instructions()  # a new door: read for later handshakes
+        return door
+
+    def _build_door(self, user: UserId | None, subject: Subject | None) -> ServedTools:
+        if subject is None:
+            return self.tenancy.door(user)
+        from toolroute.policy import policy_subject
+
+        with policy_subject(subject):  # the exposure is made as the policy sees this caller
+            door = self.tenancy.door(user)
+            if door.policy_subject is not None and door.policy_subject != subject:
+                self.tenancy.forget_doors(user)  # made for other claims (the registry's cache)
+                door = self.tenancy.door(user)
+        door.policy_subject = subject
         return door
 
     @contextlib.asynccontextmanager
@@ -249,7 +331,7 @@ class TenantDoors:
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         with self.tenancy.serving(user):
-            door = await self._door(user)
+            door = await self._door(user, self._subject(ctx, user))
             yield door if self.audit is None else _AuditedOffer(door, self.audit, user)  # type: ignore[misc]
 
     async def ready_instructions(self) -> None:

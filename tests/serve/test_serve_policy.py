@@ -1,0 +1,221 @@
+"""An operator's policy through a real `toolroute serve --policy FILE` (issue 59): JWT users and
+API-key users (their registry attributes as claims) see different tools; an argument rule
+refuses one path and not another; approve holds a call; overrides reach the client and the
+upstream server; rule ids in the audit; the file reloaded when it changes, a broken one kept
+out (and refused at startup, naming line and column).
+
+The clients are the `mcp` SDK's own, on 127.0.0.1; the upstream is a real stdio MCP server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jwt
+import pytest
+from _mcp_helpers import script_stdio
+from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, run_cli, served_http
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from toolroute.serve.store import UserStore
+
+ISSUER = "https://issuer.test"
+AUDIENCE = "toolroute-test"
+KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+POLICY = """\
+default: allow
+rules:
+  - id: bash-admins-only
+    when: tool.name == "bash" && !("admin" in user.claims.roles)
+    effect: deny
+    reason: bash is for admins
+  - id: no-secrets
+    when: tool.name in ["read_file", "write_file"] && args.path.startsWith("secrets/")
+    effect: deny
+    reason: "Secrets stay put: ask the security team."
+  - id: prod-needs-a-person
+    when: tool.server == "args" && args.service == "prod"
+    effect: approve
+tools:
+  deploy:
+    name: ship
+    description: Ship a service to its region.
+    fixed: {dry_run: false}
+    hidden: [token]
+"""
+
+
+def token(sub: str, **claims: Any) -> str:
+    body = {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 600, **claims}
+    return jwt.encode(body, KEY, algorithm="RS256", headers={"kid": "k1"})
+
+
+@dataclass
+class Served:
+    server: ServedProcess
+    folder: Path
+    policy: Path
+    audit: Path
+    dora_key: str  # an API key whose user's registry attributes make her an admin
+    erin_key: str  # an API key whose user has no attributes
+
+
+@pytest.fixture(scope="module")
+def folder() -> Iterator[Path]:
+    tmp = outside_tmp()
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _serve_args(tmp: Path, store_url: str) -> list[str]:
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(KEY.public_key()))
+    (tmp / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
+    (tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"args": script_stdio("args_server.py")}}))
+    return [
+        *("--modules", TOOLS_MODULE, "--functions", "bash,read_file,write_file,echo", "--sandbox", "on"),
+        *("--mcp-config", str(tmp / "mcp.json"), "--mcp-servers", "args"),
+        *("--auth-jwks", str(tmp / "jwks.json"), "--auth-issuer", ISSUER, "--auth-audience", AUDIENCE),
+        *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
+        *("--audit-log", str(tmp / "audit.jsonl"), "--policy", str(tmp / "policy.yaml")),
+    ]
+
+
+@pytest.fixture(scope="module")
+def served(folder: Path) -> Iterator[Served]:
+    store_url = f"sqlite:///{folder / 'users.db'}"
+    with UserStore(store_url) as store:
+        for user in ("alice", "bob", "dora", "erin"):
+            store.add_user(user)
+        dora, erin = store.add_key("dora"), store.add_key("erin")
+    # The operator's door to a user's attributes (what an API-key user's `user.claims` are).
+    set_roles = run_cli("users", "--store", store_url, "attributes", "dora", "--set", '{"roles": ["admin"]}')
+    assert set_roles.returncode == 0 and json.loads(set_roles.stdout) == {"roles": ["admin"]}
+    assert run_cli("users", "--store", store_url, "attributes", "erin").stdout.strip() == "{}"
+    (folder / "policy.yaml").write_text(POLICY)
+    with served_http(_serve_args(folder, store_url)) as server:
+        yield Served(server, folder, folder / "policy.yaml", folder / "audit.jsonl", dora, erin)
+
+
+async def _session(url: str, bearer: str, work: Any) -> Any:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        return await work(client)
+
+
+def listing(served: Served, bearer: str) -> dict[str, Any]:
+    async def work(client: Client) -> dict[str, Any]:
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    result: dict[str, Any] = anyio.run(_session, served.server.url, bearer, work)
+    return result
+
+
+def call(served: Served, bearer: str, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    async def work(client: Client) -> tuple[bool, str]:
+        result = await client.call_tool(name, arguments)
+        return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+    answer: tuple[bool, str] = anyio.run(_session, served.server.url, bearer, work)
+    return answer
+
+
+def audit_lines(served: Served) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in served.audit.read_text().splitlines()]
+
+
+def test_admins_see_bash_and_others_do_not_by_jwt_claims_or_registry_attributes(served: Served) -> None:
+    assert "bash" in listing(served, token("alice", roles=["admin"]))
+    assert "bash" not in listing(served, token("bob", roles=["dev"]))
+    assert "bash" not in listing(served, token("bob"))  # no roles claim: the deny rule holds
+    assert "bash" in listing(served, served.dora_key)
+    erin = listing(served, served.erin_key)
+    assert "bash" not in erin and "read_file" in erin
+    # Calling it anyway: refused as a tool this server does not serve, and nothing ran.
+    failed, text = call(served, token("bob", roles=["dev"]), "bash", {"command": "echo ran > proof"})
+    assert failed and "not served" in text
+    assert not (served.folder / "ws" / "bob" / "proof").exists()
+
+
+def test_the_same_user_with_new_claims_gets_the_new_view(served: Served) -> None:
+    assert "bash" not in listing(served, token("alice", roles=["dev"]))
+    assert "bash" in listing(served, token("alice", roles=["admin"]))
+    assert "bash" not in listing(served, token("alice", roles=["dev"]))
+
+
+def test_an_argument_rule_refuses_one_path_and_not_another(served: Served) -> None:
+    bob = token("bob", roles=["dev"])
+    failed, text = call(served, bob, "write_file", {"path": "secrets/key.txt", "content": "hunter2"})
+    assert failed and text == "Secrets stay put: ask the security team."
+    assert not (served.folder / "ws" / "bob" / "secrets").exists()
+    assert call(served, bob, "write_file", {"path": "notes.txt", "content": "public"})[0] is False
+    failed, text = call(served, bob, "read_file", {"path": "notes.txt"})
+    assert not failed and "public" in text
+    lines = [r for r in audit_lines(served) if r["user"] == "bob" and r["tool"] == "write_file"]
+    assert lines[-2]["policy"] == ["no-secrets"] and lines[-2]["outcome"] == "refused"
+    assert lines[-1]["policy"] == ["default"] and lines[-1]["outcome"] == "ok"
+
+
+def test_overrides_reach_the_client_and_the_upstream(served: Served) -> None:
+    bob = token("bob", roles=["dev"])
+    tools = listing(served, bob)
+    assert "deploy" not in tools
+    ship = tools["ship"]
+    assert ship.description == "Ship a service to its region."
+    assert set(ship.input_schema["properties"]) == {"service", "region"}
+    # The client tries to set the fixed argument and to slip the hidden one through.
+    failed, text = call(served, bob, "ship", {"service": "web", "dry_run": True, "token": "stolen"})
+    assert not failed, text
+    assert json.loads(text) == {"service": "web", "region": "eu", "token": "<unset>", "dry_run": False}
+    failed, text = call(served, bob, "deploy", {"service": "web"})
+    assert failed and "not served" in text
+
+
+def test_approve_holds_the_call_and_says_why(served: Served) -> None:
+    failed, text = call(served, token("bob", roles=["dev"]), "ship", {"service": "prod"})
+    assert failed and "needs a person's approval" in text
+    assert "dry_run" not in text  # the upstream never answered
+    line = [r for r in audit_lines(served) if r["tool"] == "ship"][-1]
+    assert line["policy"] == ["prod-needs-a-person"] and line["outcome"] == "refused"
+
+
+def test_a_changed_file_applies_to_the_next_request_and_a_broken_one_is_kept_out(served: Served) -> None:
+    bob = token("bob", roles=["dev"])
+    assert "echo" in listing(served, bob)
+    extra = '  - id: no-echo\n    when: tool.name == "echo"\n    effect: deny\n'
+    served.policy.write_text(POLICY.replace("rules:\n", "rules:\n" + extra))
+    assert "echo" not in listing(served, bob)
+    failed, text = call(served, bob, "echo", {"text": "hi"})
+    assert failed and "not served" in text
+    # A broken file: the policy in force stays, and the server says why.
+    served.policy.write_text(POLICY.replace("rules:\n", "rules:\n" + extra).replace('"echo"', '"echo" &&'))
+    names = listing(served, bob)
+    assert "echo" not in names and "bash" not in names and "ship" in names
+    served.server.wait_for("policy file changed but is not used")
+    assert "policy.yaml:" in served.server.drain()
+    # Mended: the file as it first was applies again.
+    served.policy.write_text(POLICY)
+    assert "echo" in listing(served, bob)
+
+
+def test_a_broken_file_refuses_to_start_naming_line_and_column(folder: Path) -> None:
+    broken = folder / "broken.yaml"
+    broken.write_text('default: allow\nrules:\n  - id: a\n    when: "tool.name =="\n    effect: deny\n')
+    result = run_cli("serve", "--transport", "http", "--port", "0", "--functions", "read_file", "--policy", str(broken))
+    assert result.returncode != 0
+    assert f"{broken}:4:11" in result.stderr and "not valid CEL" in result.stderr
+    broken.write_text("default: sometimes\n")
+    result = run_cli("serve", "--transport", "http", "--port", "0", "--functions", "read_file", "--policy", str(broken))
+    assert result.returncode != 0 and f"{broken}:1:10" in result.stderr
