@@ -226,3 +226,26 @@ def test_load_reads_yaml_and_json_files(deployed: Path) -> None:
     assert Policy.load(deployed / "p.yaml").rules[0].spec.id == "bash-admins-only"
     with pytest.raises(PolicyFileError, match="cannot read"):
         Policy.load(deployed / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        'tool.name == "write_file" && args.path.startsWith("secrets/")',
+        'tool.name == "write_file" && args["path"].startsWith("secrets/")',  # any key: all of args
+        'tool.name == "write_file" && args.exists(k, k == "path" && args[k].startsWith("secrets/"))',
+    ],
+)
+def test_a_rule_sees_the_arguments_it_reads_however_it_reads_them(workspace: Path, when: str) -> None:
+    policy = Policy.from_dict({"rules": [{"id": "w", "when": when, "effect": "deny", "reason": "no"}]})
+    with ToolRouter(policy=policy, context=BuiltInToolContext(workspace)) as router:
+        tools = ExposedTools(router, ["write_file"])
+        big = "x" * 2_000_000  # a write's content is never what a path rule needs
+        assert tools.execute("write_file", {"path": "secrets/a.txt", "content": big}).text == "no"
+        assert tools.execute("write_file", {"path": "open/a.txt", "content": big}).kind is OutcomeKind.OK
+        # A value CEL cannot hold makes every rule that reads it err: a deny rule then holds.
+        assert tools.execute("write_file", {"path": "open/b.txt", "content": "x", "extra": 2**70}).kind in (
+            OutcomeKind.REFUSED,
+            OutcomeKind.BAD_ARGUMENTS,
+        )
+    assert not (workspace / "secrets" / "a.txt").exists() and (workspace / "open" / "a.txt").stat().st_size == len(big)

@@ -45,6 +45,10 @@ class Subject:
     user_id: str | None = None
     claims: Mapping[str, Any] = field(default_factory=dict)
     transport: str = "library"
+    key: Any = field(init=False, repr=False, compare=False)  # hashable: views are cached by it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.user_id, _frozen(self.claims), self.transport))
 
 
 _SUBJECT: contextvars.ContextVar[Subject | None] = contextvars.ContextVar("toolroute_policy_subject", default=None)
@@ -55,7 +59,15 @@ def current_subject(user_id: str | None) -> Subject:
     subject = _SUBJECT.get()
     if subject is not None and (user_id is None or subject.user_id == user_id):
         return subject
-    return Subject(user_id)
+    known = _LIBRARY_SUBJECTS.get(user_id)
+    if known is None:
+        if len(_LIBRARY_SUBJECTS) > 4096:
+            _LIBRARY_SUBJECTS.clear()
+        known = _LIBRARY_SUBJECTS[user_id] = Subject(user_id)
+    return known
+
+
+_LIBRARY_SUBJECTS: dict[str | None, Subject] = {}  # made once per user id: `invoke` asks per call
 
 
 @contextlib.contextmanager
@@ -131,7 +143,7 @@ class Policy:
     def police(self, tool: Tool, subject: Subject) -> Tool | None:
         """`tool` as `subject` sees it: None when a rule (or the default) hides it, else the
         wrapper that checks each call and shows the overrides."""
-        key = (id(tool), (subject.user_id, _frozen(subject.claims), subject.transport))
+        key = (id(tool), subject.key)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is tool:
             return hit[1]

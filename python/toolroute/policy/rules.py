@@ -9,6 +9,9 @@ the call (it needs `args`). A call then evaluates only the rules left to it, usu
 
 from __future__ import annotations
 
+import functools
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +35,16 @@ class Rule:
     needs_args: bool  # the expression names `args`
     variables: frozenset[str]
     verdict: Verdict
+    # The top-level argument names the expression reads (`args.path`), None when it may read any
+    # (`args["p"]`, `size(args)`, a macro over `args`): a call converts only these for CEL, never a
+    # write's whole content for a rule about its path.
+    arg_keys: frozenset[str] | None = None
 
-    def matches(self, context: Mapping[str, Any]) -> bool | None:
+    def matches(self, context: Any) -> bool | None:
         """True or False; None when the expression errs (a missing key, `args` not known yet, a
-        value that is not a bool)."""
+        value that is not a bool). `context`: a dict, or a `cel.Context`."""
         try:
-            value = self.program.execute(dict(context))
+            value = self.program.execute(context)
         except Exception:  # the binding raises KeyError, RuntimeError, TypeError, ValueError...
             return None
         return value if isinstance(value, bool) else None
@@ -67,7 +74,8 @@ def compile_rules(rules: Sequence[RuleSpec], positions: Mapping[tuple[Any, ...],
                 + " ".join(d.strip() for d in detail if d.strip())[:400]
             ) from None
         variables = frozenset(program.variables())
-        unknown = variables - {"tool", "args", "user", "request"}
+        # The names a macro binds (`args.exists(k, ...)`) are variables to the binding too.
+        unknown = variables - {"tool", "args", "user", "request"} - set(_BOUND.findall(spec.when))
         if unknown:
             line, column = positions.get(("rules", index, "when"), (1, 1))
             raise PolicyFileError(
@@ -75,8 +83,27 @@ def compile_rules(rules: Sequence[RuleSpec], positions: Mapping[tuple[Any, ...],
                 "(there are tool, args, user and request)"
             )
         reason = spec.reason or _default_reason(spec)
-        out.append(Rule(spec, program, "args" in variables, variables, Verdict(spec.effect, spec.id, reason)))
+        verdict = Verdict(spec.effect, spec.id, reason)
+        out.append(Rule(spec, program, "args" in variables, variables, verdict, _arg_keys(spec.when)))
     return out
+
+
+_ARGS = re.compile(r"\bargs\b")
+_BOUND = re.compile(r"\b(?:all|exists|exists_one|map|filter|bind)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
+_FIELD = re.compile(r"\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
+
+
+def _arg_keys(expression: str) -> frozenset[str] | None:
+    """The names every use of `args` in `expression` selects (`args.NAME`, not followed by a
+    call), or None when one use is anything else. Text inside string literals counts too: that
+    only widens the set, never narrows it."""
+    keys: set[str] = set()
+    for use in _ARGS.finditer(expression):
+        field = _FIELD.match(expression, use.end())
+        if field is None:
+            return None
+        keys.add(field.group(1))
+    return frozenset(keys)
 
 
 def _default_reason(spec: RuleSpec) -> str:
@@ -93,15 +120,43 @@ class View:
     verdict: Verdict
     pending: tuple[Rule, ...] = ()
     context: Mapping[str, Any] = field(default_factory=dict)  # tool, user, request
+    # Per thread, a `cel.Context` holding what the pending rules read besides `args`, converted
+    # to CEL once (a Context is not thread-safe; converting the variables is most of a call's cost).
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     @property
     def visible(self) -> bool:
         return bool(self.pending) or self.verdict.effect != "deny"
 
+    @functools.cached_property
+    def _arg_keys(self) -> frozenset[str] | None:
+        keys: set[str] = set()
+        for rule in self.pending:
+            if rule.arg_keys is None:
+                return None
+            keys |= rule.arg_keys
+        return frozenset(keys)
+
+    def _cel_context(self) -> Any:
+        held = getattr(self._local, "context", None)
+        if held is None:
+            import cel
+
+            wanted = set().union(*(rule.variables for rule in self.pending)) - {"args"}
+            held = self._local.context = cel.Context({k: v for k, v in self.context.items() if k in wanted})
+        return held
+
     def decide(self, args: Mapping[str, Any]) -> Verdict:
         if not self.pending:
             return self.verdict
-        context = {**self.context, "args": args}
+        context = self._cel_context()
+        keys = self._arg_keys
+        if keys is not None:
+            args = {k: args[k] for k in keys if k in args}
+        try:
+            context.add_variable("args", args if type(args) is dict else dict(args))
+        except Exception:  # a value CEL cannot hold: every pending rule errs, and so fails closed
+            return next((rule.verdict for rule in self.pending if rule.fails_closed()), self.verdict)
         for rule in self.pending:
             hit = rule.matches(context)
             if hit or (hit is None and rule.fails_closed()):

@@ -1,0 +1,81 @@
+"""An operator's policy of 50 rules against none (issue 59: under 5 us of policy work per library
+`invoke`), interleaved by benches/_interleave.py, which checks both give the same results.
+
+Two cases: a tool no rule's `args` concern (its view is decided once per caller, so a call pays a
+cached lookup and the wrapper), and a tool one `args` rule concerns (a call evaluates that rule).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from _interleave import compare
+
+from toolroute import ToolRouter, function_tool
+from toolroute.policy import Policy
+
+
+@function_tool(name="add", read_only=True)
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@function_tool(name="lookup", read_only=True)
+def lookup(path: str) -> str:
+    """Look a path up."""
+    return path.upper()
+
+
+def fifty_rules() -> Policy:
+    """25 rules a caller's view decides (other tools, by role) and 25 over other tools' `args`."""
+    rules: list[dict[str, Any]] = []
+    for i in range(25):
+        rules.append(
+            {"id": f"view-{i}", "when": f'tool.name == "t{i}" && !("admin" in user.claims.roles)', "effect": "deny"}
+        )
+    for i in range(24):
+        rules.append(
+            {"id": f"args-{i}", "when": f'tool.name == "u{i}" && args.path.startsWith("/x{i}")', "effect": "deny"}
+        )
+    rules.append(
+        {"id": "lookup-secrets", "when": 'tool.name == "lookup" && args.path.startsWith("/secret")', "effect": "deny"}
+    )
+    return Policy.from_dict({"default": "allow", "rules": rules})
+
+
+def router(policy: Policy | None) -> ToolRouter:
+    r = ToolRouter(policy=policy)
+    r.register(add)
+    r.register(lookup)
+    return r
+
+
+PLAIN, POLICED = router(None), router(fifty_rules())
+ADD_ARGS = json.dumps({"a": 2, "b": 40})
+LOOKUP_ARGS = json.dumps({"path": "/public/readme"})
+
+
+def thousand(fn: Callable[[], Any]) -> Callable[[], list[Any]]:
+    return lambda: [fn() for _ in range(1000)]  # one call is too short to time alone
+
+
+def test_policy_invoke_no_rule_reads_the_tools_args() -> None:
+    compare(
+        "policy: invoke x1000, 50 rules, none reading this tool's args",
+        ("no policy", thousand(partial(PLAIN.invoke, "add", ADD_ARGS))),
+        {"50 rules": thousand(partial(POLICED.invoke, "add", ADD_ARGS))},
+        30,
+    )
+
+
+def test_policy_invoke_one_rule_reads_the_tools_args() -> None:
+    compare(
+        "policy: invoke x1000, 50 rules, one reading this tool's args",
+        ("no policy", thousand(partial(PLAIN.invoke, "lookup", LOOKUP_ARGS))),
+        {"50 rules": thousand(partial(POLICED.invoke, "lookup", LOOKUP_ARGS))},
+        30,
+    )
