@@ -251,6 +251,11 @@ class McpGateway:
         with self._lock:
             return self._services.has(service_id, UserId.optional(user_id))
 
+    def upstream_status(self) -> dict[str, bool]:
+        """Each global server's id and whether its session is up now (served mode's metrics)."""
+        with self._lock:
+            return {s.service_id: s.connection.connected for s in self._services.global_services()}
+
     def user_ids(self) -> list[str]:
         with self._lock:
             return list(self._services.users())

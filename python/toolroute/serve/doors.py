@@ -9,6 +9,7 @@ request in `tenant_doors.py`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from functools import cached_property
@@ -26,6 +27,9 @@ from toolroute.serve.upstreams import upstreams_of
 from toolroute.toolsearch import is_search_tool
 
 ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothing here
+# A caller that counts outcomes (served mode's metrics) puts a list here; each call appends its
+# outcome kind (the `CallToolResult` keeps only whether it failed).
+CALL_KINDS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("toolroute_call_kinds", default=None)
 
 
 class ServedTools(ExposedTools):
@@ -109,6 +113,9 @@ class ServedTools(ExposedTools):
         """One call; `connection` (the client's) gains the tools a search found in its listing,
         and is told so."""
         outcome = await self.aexecute(name, dict(arguments or {}))
+        kinds = CALL_KINDS.get()
+        if kinds is not None:
+            kinds.append(outcome.kind.value)
         if outcome.is_error:
             _raise_passed_error(outcome.trace)
         if not outcome.is_error and self.note_found(connection, name, outcome.trace):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,11 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         help="Fernet key(s) encrypting upstream secrets in the registry ($TOOLROUTE_STORE_KEY_FILE)",
     )
     g.add_argument("--audit-log", metavar="FILE", help="append one JSON line per call to FILE")
+    g.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (pip install 'toolroute[metrics]')",
+    )
     g.add_argument(
         "--policy",
         metavar="FILE",
@@ -158,6 +164,8 @@ class ServedMode:
     stop_network_audit: Callable[[], None] | None = None  # the egress proxy's refusals, audited
 
     def close(self) -> None:
+        if self.doors.metrics is not None:
+            self.doors.metrics.close()
         if self.stop_network_audit is not None:
             self.stop_network_audit()
         if self.idle is not None:
@@ -166,6 +174,19 @@ class ServedMode:
             self.doors.audit.close()
         if self.store is not None:
             self.store.close()
+
+
+def _metrics(address: str, tenancy: Any) -> Any:
+    from toolroute.serve.metrics import Metrics, parse_address
+
+    host, port = parse_address(address)
+    try:
+        metrics = Metrics(tenancy)
+    except ImportError:
+        raise ToolArgumentError("--metrics needs prometheus-client: pip install 'toolroute[metrics]'") from None
+    metrics.start(host, port)
+    print(f"toolroute: Prometheus metrics at http://{host}:{metrics.port}/metrics", file=sys.stderr, flush=True)
+    return metrics
 
 
 def _limits(args: argparse.Namespace) -> UserLimits:
@@ -323,6 +344,8 @@ def build_served_mode(
     )
     if policy is not None:
         router.policy = policy.policy
+    if getattr(args, "metrics", None):
+        doors.metrics = _metrics(args.metrics, tenancy)
     stop_network_audit = None
     if doors.audit is not None:
         from toolroute.builtins._process.egress import EGRESS

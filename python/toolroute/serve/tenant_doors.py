@@ -24,7 +24,7 @@ from toolroute.naming import UserId
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_user
 from toolroute.policy.tools import DECISIONS
-from toolroute.serve.doors import ServedTools, ServerContext
+from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from toolroute.policy.rules import Verdict
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.limits import LimitBook
+    from toolroute.serve.metrics import Metrics
     from toolroute.serve.policy_watch import PolicyWatch
     from toolroute.types import Tool
 
@@ -84,9 +85,11 @@ class TenantDoors:
         authenticated: bool = True,
         fixed_user: str | None = None,
         policy: PolicyWatch | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.tenancy = tenancy
         self.policy = policy
+        self.metrics = metrics
         self.limits = limits
         self.audit = audit
         self.authenticated = authenticated
@@ -167,6 +170,8 @@ class TenantDoors:
         result: types.CallToolResult | None = None
         outcome, tool = "cancelled", None
         decisions: list[Verdict] = []  # the policy's, on this call
+        kinds: list[str] = []  # the call's outcome kind, for the metrics
+        counting = CALL_KINDS.set(kinds) if self.metrics is not None else None
         try:
             try:
                 user = self._user(ctx)
@@ -194,6 +199,21 @@ class TenantDoors:
         finally:
             if self.audit is not None:
                 self._audit(user, name, arguments, started, outcome, result, tool, _rule_ids(decisions))
+            if counting is not None:
+                CALL_KINDS.reset(counting)
+                self._count(name, tool, outcome, kinds, started)
+
+    def _count(self, name: str, tool: Tool | None, outcome: str, kinds: list[str], started: float) -> None:
+        from toolroute.serve.metrics import outcome_label, tool_label
+
+        assert self.metrics is not None
+        if kinds:  # the call reached the door: its own kind
+            kind = outcome_label(kinds[-1])
+        elif outcome == "refused":  # identity or limits: before any tool
+            kind = "refused"
+        else:
+            kind = "cancelled" if outcome == "cancelled" else "failed"
+        self.metrics.observe(tool_label(name, tool), kind, time.monotonic() - started)
 
     def _audit(
         self,
@@ -232,6 +252,9 @@ class TenantDoors:
         door = await self._door(user, subject)
         tool = door.exposure.get(name)  # the very tool this user was shown under `name`
         if tool is None:
+            kinds = CALL_KINDS.get()
+            if kinds is not None:
+                kinds.append("not_found")
             return door.call_refusal(name), "refused", None
         try:
             if self.limits is not None:
