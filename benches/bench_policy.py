@@ -12,7 +12,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import anyio
 from _interleave import compare
+from mcp import Client
 
 from toolroute import ToolRouter, function_tool
 from toolroute.policy import Policy
@@ -78,4 +80,26 @@ def test_policy_invoke_one_rule_reads_the_tools_args() -> None:
         ("no policy", thousand(partial(PLAIN.invoke, "lookup", LOOKUP_ARGS))),
         {"50 rules": thousand(partial(POLICED.invoke, "lookup", LOOKUP_ARGS))},
         30,
+    )
+
+
+async def _session(server: Any) -> list[str]:
+    """An MCP client session of 50 calls (in process: the served path without HTTP's noise)."""
+    out = []
+    async with Client(server) as client:
+        for i in range(50):
+            result = await client.call_tool("lookup", {"path": f"/public/{i}"})
+            out.append("".join(getattr(c, "text", "") for c in result.content))
+    return out
+
+
+def test_policy_served_session_of_50_calls() -> None:
+    from toolroute.serve import ServedTools, build_server
+
+    plain, policed = build_server(ServedTools(PLAIN, ["lookup"])), build_server(ServedTools(POLICED, ["lookup"]))
+    compare(
+        "policy: served MCP session of 50 calls, 50 rules (one reading the tool's args)",
+        ("no policy", lambda: anyio.run(_session, plain)),
+        {"50 rules": lambda: anyio.run(_session, policed)},
+        10,
     )
