@@ -166,6 +166,8 @@ class ServedMode:
     def close(self) -> None:
         if self.doors.metrics is not None:
             self.doors.metrics.close()
+        if self.doors.tracing is not None:
+            self.doors.tracing.close()
         if self.stop_network_audit is not None:
             self.stop_network_audit()
         if self.idle is not None:
@@ -346,6 +348,9 @@ def build_served_mode(
         router.policy = policy.policy
     if getattr(args, "metrics", None):
         doors.metrics = _metrics(args.metrics, tenancy)
+    from toolroute.serve.tracing import ServedTracing
+
+    doors.tracing = ServedTracing.from_environment()  # None without OTEL_EXPORTER_OTLP_* or the packages
     stop_network_audit = None
     if doors.audit is not None:
         from toolroute.builtins._process.egress import EGRESS

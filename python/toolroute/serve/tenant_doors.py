@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from toolroute.serve.limits import LimitBook
     from toolroute.serve.metrics import Metrics
     from toolroute.serve.policy_watch import PolicyWatch
+    from toolroute.serve.tracing import ServedTracing
     from toolroute.types import Tool
 
 AFFINITY_HEADER = "x-toolroute-user"
@@ -86,8 +87,10 @@ class TenantDoors:
         fixed_user: str | None = None,
         policy: PolicyWatch | None = None,
         metrics: Metrics | None = None,
+        tracing: ServedTracing | None = None,
     ) -> None:
         self.tenancy = tenancy
+        self.tracing = tracing
         self.policy = policy
         self.metrics = metrics
         self.limits = limits
@@ -170,8 +173,8 @@ class TenantDoors:
         result: types.CallToolResult | None = None
         outcome, tool = "cancelled", None
         decisions: list[Verdict] = []  # the policy's, on this call
-        kinds: list[str] = []  # the call's outcome kind, for the metrics
-        counting = CALL_KINDS.set(kinds) if self.metrics is not None else None
+        kinds: list[str] = []  # the call's outcome kind, for the metrics and traces
+        counting = CALL_KINDS.set(kinds) if self.metrics is not None or self.tracing is not None else None
         try:
             try:
                 user = self._user(ctx)
@@ -183,7 +186,10 @@ class TenantDoors:
                 subject = self._subject(ctx, user)
                 noted = DECISIONS.set(decisions) if subject is not None else None
                 try:
-                    result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx), subject)
+                    if self.tracing is None:
+                        result, outcome, tool = await self._call(user, name, arguments, connection_of(ctx), subject)
+                    else:
+                        result, outcome, tool = await self._traced(ctx, user, name, arguments, subject, kinds)
                 finally:
                     if noted is not None:
                         DECISIONS.reset(noted)
@@ -201,7 +207,29 @@ class TenantDoors:
                 self._audit(user, name, arguments, started, outcome, result, tool, _rule_ids(decisions))
             if counting is not None:
                 CALL_KINDS.reset(counting)
-                self._count(name, tool, outcome, kinds, started)
+                if self.metrics is not None:
+                    self._count(name, tool, outcome, kinds, started)
+
+    async def _traced(
+        self,
+        ctx: ServerContext,
+        user: UserId | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        subject: Subject | None,
+        kinds: list[str],
+    ) -> tuple[types.CallToolResult, str, Tool | None]:
+        """`_call` inside an `execute_tool` span, the child of the client's `traceparent`."""
+        from toolroute.serve.tracing import finished
+
+        assert self.tracing is not None
+        call_id = str(getattr(ctx, "request_id", "") or "")
+        started = time.monotonic()
+        with self.tracing.span(name, arguments, getattr(ctx, "meta", None), call_id) as finish:
+            answer = await self._call(user, name, arguments, connection_of(ctx), subject)
+            kind = kinds[-1] if kinds else answer[1]
+            finish(finished(name, call_id, answer[0], kind, time.monotonic() - started))
+        return answer
 
     def _count(self, name: str, tool: Tool | None, outcome: str, kinds: list[str], started: float) -> None:
         from toolroute.serve.metrics import outcome_label, tool_label
