@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 
 mcp = MCPServer("args", version="1.0")
 
@@ -22,6 +23,15 @@ def deploy(service: str, region: str = "eu", token: str = "<unset>", dry_run: bo
 def status(service: str) -> str:
     """The status of a service."""
     return f"{service}: up"
+
+
+@mcp.tool()
+def request_meta(ctx: Context) -> str:
+    """The `_meta` of this request, as received (the trace context a gateway passed on)."""
+    meta = ctx.request_context.meta
+    if hasattr(meta, "model_dump"):
+        meta = meta.model_dump(by_alias=True, exclude_none=True)
+    return json.dumps(dict(meta or {}), sort_keys=True, default=str)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ honoured."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _mcp_helpers import wait_until
+from _mcp_helpers import script_stdio, wait_until
 from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, served_http, tool_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -51,6 +52,7 @@ def served() -> Iterator[tuple[ServedProcess, str]]:
         with UserStore(store_url) as store:
             store.add_user("ann")
             key = store.add_key("ann")
+        (tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"args": script_stdio("args_server.py")}}))
         env = tool_env(
             OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{receiver.server_address[1]}",
             OTEL_BSP_SCHEDULE_DELAY="50",
@@ -58,6 +60,7 @@ def served() -> Iterator[tuple[ServedProcess, str]]:
         )
         args = [
             *("--modules", TOOLS_MODULE, "--functions", "echo,fail", "--api-keys", "--store", store_url),
+            *("--mcp-config", str(tmp / "mcp.json"), "--mcp-servers", "args"),
             *("--workspace-template", str(tmp / "ws" / "{user}")),
         ]
         with served_http(args, env) as server:
@@ -106,3 +109,27 @@ def test_each_call_is_an_execute_tool_span_and_a_clients_traceparent_is_its_pare
     # The call that carried a traceparent is its child; the others start traces of their own.
     assert child.parent_span_id.hex() == parent_id
     assert plain.trace_id.hex() != trace_id and fail[0].trace_id.hex() != trace_id
+
+
+async def _upstream_meta(url: str, key: str, traceparent: str) -> str:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        result = await client.call_tool("request_meta", {}, meta={"traceparent": traceparent})
+        assert not result.is_error
+        return "".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_the_upstream_gets_a_traceparent_of_the_same_trace_from_a_client_span(
+    served: tuple[ServedProcess, str],
+) -> None:
+    server, key = served
+    trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
+    received = json.loads(anyio.run(_upstream_meta, server.url, key, f"00-{trace_id}-{parent_id}-01"))
+    _, upstream_trace, upstream_parent, _ = received["traceparent"].split("-")
+    assert upstream_trace == trace_id  # the context survived every hop inside toolroute
+    assert wait_until(lambda: any(s.span_id.hex() == upstream_parent for s in SPANS), timeout=30)
+    client = next(s for s in SPANS if s.span_id.hex() == upstream_parent)
+    # The mcp SDK's own client span, now inside the caller's trace.
+    assert client.name == "MCP send tools/call request_meta" and client.kind == 3  # SPAN_KIND_CLIENT
+    served_span = next(s for s in SPANS if s.name == "execute_tool request_meta")
+    assert client.parent_span_id == served_span.span_id and served_span.parent_span_id.hex() == parent_id

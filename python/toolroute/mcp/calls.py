@@ -13,6 +13,7 @@ from toolroute.mcp.loading import ToolLists
 from toolroute.mcp.publishing import McpPublisher, McpTarget
 from toolroute.mcp.results import to_output
 from toolroute.mcp.services import ServiceRegistry
+from toolroute.mcp.tracing import in_trace
 from toolroute.naming import UserId
 from toolroute.progress import ProgressSink
 from toolroute.types import ToolOutput
@@ -37,7 +38,12 @@ class Calls:
         self.max_result_chars = max_result_chars
 
     async def call(
-        self, target: Any, arguments: dict[str, Any], sink: ProgressSink | None = None, asker: Asker | None = None
+        self,
+        target: Any,
+        arguments: dict[str, Any],
+        sink: ProgressSink | None = None,
+        asker: Asker | None = None,
+        trace: Any = None,
     ) -> ToolOutput:
         if not isinstance(target, McpTarget):
             raise ToolExecutionError(f"not an MCP gateway target: {target!r}")
@@ -46,9 +52,10 @@ class Calls:
         if service is None:
             raise ToolNotFoundError(target.exposed_name, [], f"MCP service {target.service_key!r} is gone")
         timeout = service.config.timeout or self.call_timeout
-        result = await service.connection.call_tool(
-            target.tool, arguments, timeout, exposed=target.exposed_name, progress=sink, asker=asker
-        )
+        with in_trace(trace):  # the SDK's client span is then the caller's child
+            result = await service.connection.call_tool(
+                target.tool, arguments, timeout, exposed=target.exposed_name, progress=sink, asker=asker
+            )
         if service.connection.connects != service.listed_on and not service.stale:
             self._lists.tools_changed(service.connection)  # a restarted server may offer other tools now
         return to_output(

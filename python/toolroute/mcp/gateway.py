@@ -36,6 +36,7 @@ from toolroute.mcp.offer import Upstream, UpstreamOffer
 from toolroute.mcp.publishing import McpPublisher, McpTarget
 from toolroute.mcp.results import DEFAULT_MAX_RESULT_CHARS
 from toolroute.mcp.services import Service, ServiceRegistry, service_key
+from toolroute.mcp.tracing import current_trace
 from toolroute.naming import UserId, parse_user_service_key
 from toolroute.progress import current_progress
 from toolroute.routes import GatewayRoutes
@@ -311,11 +312,14 @@ class McpGateway:
     # variable does not cross it): the upstream call asks for progress only if someone did.
     # So is the caller's asker: whoever answers the server's questions during the call.
     def call(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
-        return self._loop.run(self._calls.call(target, dict(arguments), current_progress(), self._asker(None)))
+        # The caller's trace context is taken here too: the loop thread does not have it.
+        calling = self._calls.call(target, dict(arguments), current_progress(), self._asker(None), current_trace())
+        return self._loop.run(calling)
 
     async def acall(self, target: Any, arguments: Mapping[str, Any]) -> ToolOutput:
         asker = self._asker(asyncio.get_running_loop())
-        return await self._loop.arun(self._calls.call(target, dict(arguments), current_progress(), asker))
+        calling = self._calls.call(target, dict(arguments), current_progress(), asker, current_trace())
+        return await self._loop.arun(calling)
 
     def _asker(self, loop: asyncio.AbstractEventLoop | None) -> Asker | None:
         """The served client of this call if there is one, else the host's callbacks."""

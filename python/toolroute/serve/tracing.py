@@ -51,6 +51,10 @@ class ServedTracing:
         resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "toolroute"})
         provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        from opentelemetry import trace
+
+        # The global provider: the gateway's client spans toward upstreams (mcp/tracing.py) use it.
+        trace.set_tracer_provider(provider)
         return cls(provider)
 
     @contextmanager
