@@ -21,9 +21,9 @@ import anyio
 import jwt
 import pytest
 from _mcp_helpers import script_stdio
-from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, run_cli, served_http
+from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, run_cli, served_http, tool_env, toolroute_exe
 from cryptography.hazmat.primitives.asymmetric import rsa
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -219,3 +219,29 @@ def test_a_broken_file_refuses_to_start_naming_line_and_column(folder: Path) -> 
     broken.write_text("default: sometimes\n")
     result = run_cli("serve", "--transport", "http", "--port", "0", "--functions", "read_file", "--policy", str(broken))
     assert result.returncode != 0 and f"{broken}:1:10" in result.stderr
+
+
+def test_a_stdio_server_applies_the_policy_to_its_one_caller(folder: Path) -> None:
+    policy = folder / "stdio.yaml"
+    policy.write_text(POLICY)  # no claims on stdio: the bash rule denies; the argument rule holds
+    (folder / "stdio-ws").mkdir(exist_ok=True)
+    params = StdioServerParameters(
+        command=toolroute_exe(),
+        args=[
+            *("serve", "--modules", TOOLS_MODULE, "--functions", "bash,read_file,echo", "--sandbox", "off"),
+            *("--workspace", str(folder / "stdio-ws"), "--policy", str(policy)),
+        ],
+        env=tool_env(),
+    )
+
+    async def go() -> tuple[list[str], Any, Any]:
+        async with Client(params) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            secret = await client.call_tool("read_file", {"path": "secrets/x"})
+            bash = await client.call_tool("bash", {"command": "echo ran"})
+            return names, secret, bash
+
+    names, secret, bash = anyio.run(go)
+    assert names == ["read_file", "echo"]
+    assert secret.is_error and secret.content[0].text == "Secrets stay put: ask the security team."
+    assert bash.is_error and "not served" in bash.content[0].text
