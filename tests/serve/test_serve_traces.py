@@ -92,7 +92,8 @@ def test_each_call_is_an_execute_tool_span_and_a_clients_traceparent_is_its_pare
     server, key = served
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     anyio.run(_calls, server.url, key, f"00-{trace_id}-{parent_id}-01")
-    assert wait_until(lambda: len(SPANS) >= 3, timeout=30)
+    # (The gateway's own sessions with the upstream export spans too: wait for the calls' ones.)
+    assert wait_until(lambda: sum(s.name.startswith("execute_tool ") for s in SPANS) >= 3, timeout=30)
     by_name: dict[str, list[Any]] = {}
     for span in SPANS:
         by_name.setdefault(span.name, []).append(span)
@@ -127,7 +128,13 @@ def test_the_upstream_gets_a_traceparent_of_the_same_trace_from_a_client_span(
     received = json.loads(anyio.run(_upstream_meta, server.url, key, f"00-{trace_id}-{parent_id}-01"))
     _, upstream_trace, upstream_parent, _ = received["traceparent"].split("-")
     assert upstream_trace == trace_id  # the context survived every hop inside toolroute
-    assert wait_until(lambda: any(s.span_id.hex() == upstream_parent for s in SPANS), timeout=30)
+    assert wait_until(
+        lambda: (
+            {s.span_id.hex() for s in SPANS} >= {upstream_parent}
+            and any(s.name == "execute_tool request_meta" for s in SPANS)
+        ),
+        timeout=30,
+    )
     client = next(s for s in SPANS if s.span_id.hex() == upstream_parent)
     # The mcp SDK's own client span, now inside the caller's trace.
     assert client.name == "MCP send tools/call request_meta" and client.kind == 3  # SPAN_KIND_CLIENT
