@@ -249,3 +249,14 @@ def test_a_rule_sees_the_arguments_it_reads_however_it_reads_them(workspace: Pat
             OutcomeKind.BAD_ARGUMENTS,
         )
     assert not (workspace / "secrets" / "a.txt").exists() and (workspace / "open" / "a.txt").stat().st_size == len(big)
+
+
+def test_a_rule_may_deny_code_mode_and_the_search_tool_themselves(workspace: Path) -> None:
+    policy = Policy.from_dict(
+        {"rules": [{"id": "no-code", "when": 'tool.name in ["run_code", "search_tools"]', "effect": "deny"}]}
+    )
+    with ToolRouter(policy=policy, context=BuiltInToolContext(workspace)) as router:
+        router.register(deploy)
+        exposure = router.expose(["read_file", "deploy", "run_code"], deferred=["deploy"])
+        assert "run_code" not in exposure and "search_tools" not in exposure
+        assert "read_file" in exposure and "deploy" in exposure
