@@ -34,8 +34,8 @@ from toolroute.errors import (
     ToolPreconditionError,
 )
 from toolroute.exposure import Exposure
-from toolroute.request import ApprovalRule, RequestOptions, ToolRequest
 from toolroute.policy.tools import APPROVED, PolicedTool
+from toolroute.request import ApprovalRule, RequestOptions, ToolRequest
 from toolroute.router import ToolRouter, parse_arguments
 from toolroute.toolsearch import is_search_tool
 from toolroute.types import ToolDefinition

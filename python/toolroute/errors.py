@@ -95,6 +95,8 @@ class UpstreamInputRequired(ToolExecutionError):
     def __init__(self, message: str, *, tool: str | None = None, result: Mapping[str, Any]) -> None:
         super().__init__(message, tool=tool)
         self.trace = {"input_required": dict(result)}
+
+
 class PolicyDeniedError(ToolError):
     """An operator's policy refused the call (the message is the rule's reason, word for word)."""
 

@@ -21,9 +21,9 @@ from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.naming import UserId
+from toolroute.policy.tools import DECISIONS
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_user
-from toolroute.policy.tools import DECISIONS
 from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
