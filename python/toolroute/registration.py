@@ -16,10 +16,12 @@ from typing import Annotated, Any, ClassVar, TypeVar, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from toolroute._sync import run_coroutine_sync
 from toolroute.errors import ToolArgumentError, ToolRegistrationError
 from toolroute.resulttext import DeclaredShape, result_text, return_type_problem
 from toolroute.schema import function_definition, model_parameters
 from toolroute.types import (
+    UNBOUND,
     LocalTool,
     ToolDefinition,
     ToolHost,
@@ -89,6 +91,20 @@ class FunctionTool(LocalTool):
             return self._thunk(self.spec.request_model.model_validate_json(text))
         except ValidationError:
             return None
+
+    def call_text(self, text: str, host: ToolHost) -> Any:
+        # `bind_text` then the thunk, without the closures on the common path: a sync tool with
+        # no declared shape is called straight on the validated request (issue 62, item 3).
+        spec = self.spec
+        try:
+            # what `model_validate_json(text)` runs, without its keyword plumbing per call
+            request = spec.request_model.__pydantic_validator__.validate_json(text)
+        except ValidationError:
+            return UNBOUND
+        if spec.shape is None and not spec.is_async:
+            return spec.call(request)
+        thunk = self._thunk(request)
+        return run_coroutine_sync(thunk) if spec.is_async else thunk()
 
     def _thunk(self, request: Any) -> Callable[[], Any]:
         run = self.spec.call

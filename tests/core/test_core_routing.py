@@ -7,6 +7,7 @@ import re
 import sys
 import tempfile
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -441,3 +442,53 @@ def test_quick_sync_tools_run_inline_for_async_callers():
 
     loop_thread = asyncio.run(main())
     assert seen[0] == loop_thread and seen[1] != loop_thread
+
+
+@dataclass
+class Corner:
+    x: int
+    y: int
+
+
+def test_json_text_calls_answer_as_mapping_calls_do():
+    """`invoke` with JSON text takes a one-pass path (no parse, no thunk for a plain sync tool):
+    every kind of function tool answers there as it does from a mapping, a tool's own failure
+    is still wrapped, text that does not validate gets the general path's worded error, and a
+    closed router refuses it."""
+
+    @function_tool
+    def plain(a: int, b: int) -> int:
+        return a + b
+
+    @function_tool
+    async def later(a: int, b: int) -> int:
+        await asyncio.sleep(0)
+        return a * b
+
+    @function_tool
+    def shaped(a: int, b: int) -> Corner:
+        return Corner(a, b)
+
+    @function_tool
+    def broken(a: int) -> int:
+        raise KeyError(a)
+
+    r = ToolRouter(builtins={})
+    r.register_all([plain, later, shaped, broken])
+    for name in ("plain", "later", "shaped"):
+        text = r.execute(name, '{"a": 3, "b": 4}')
+        assert text == r.execute(name, {"a": 3, "b": 4})
+    assert r.invoke("plain", '{"a": 3, "b": 4}') == "7"
+    assert r.invoke("later", '{"a": 3, "b": 4}') == "12"
+    assert json.loads(r.invoke("shaped", '{"a": 3, "b": 4}')) == {"x": 3, "y": 4}
+    assert r.execute("shaped", '{"a": 3, "b": 4}').trace["structured_content"] == {"x": 3, "y": 4}
+    with pytest.raises(ToolExecutionError, match="KeyError") as failed:
+        r.invoke("broken", '{"a": 1}')
+    assert isinstance(failed.value.__cause__, KeyError)
+    with pytest.raises(ToolArgumentError, match="b: Field required"):
+        r.invoke("plain", '{"a": 3}')
+    with pytest.raises(ToolArgumentError, match="not valid JSON"):
+        r.invoke("plain", '{"a": 3,')
+    r.close()
+    with pytest.raises(ToolExecutionError, match="closed"):
+        r.invoke("plain", '{"a": 3, "b": 4}')
