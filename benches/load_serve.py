@@ -163,14 +163,19 @@ def free_port() -> int:
 
 
 def start_server(
-    base: Path, store_url: str, idle_timeout: float, name: str = "serve", extra_env: dict[str, str] | None = None
+    base: Path,
+    store_url: str,
+    idle_timeout: float,
+    name: str = "serve",
+    extra_env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     exe = shutil.which("toolroute") or str(Path(sys.executable).with_name("toolroute"))
     args = [
         exe, "serve", "--transport", "http", "--port", "0",
         "--functions", "read_file,write_file,grep", "--api-keys", "--store", store_url,
         "--workspace-template", str(base / "ws" / "{user}"),
-        "--calls-per-minute", "100000", "--idle-timeout", str(idle_timeout),
+        "--calls-per-minute", "100000", "--idle-timeout", str(idle_timeout), *(extra_args or []),
     ]  # fmt: skip
     env = {**os.environ, **(extra_env or {}), "XDG_CONFIG_HOME": str(base / "config")}
     log = base / f"{name}.log"  # a file, not a pipe: a pipe nobody reads would stall the server's logging

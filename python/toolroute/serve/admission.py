@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from toolroute.serve.compact import Peak, compacted
+
 SWEEPS = 4  # while a cap is exceeded, it is looked at this many times a grace
 
 
@@ -89,6 +91,7 @@ class Admission:
         self._waiting: dict[Admitted, float] = {}  # since when, the longest waiting first
         self._by_source: dict[str, dict[Admitted, float]] = {}
         self._sweep_due = False
+        self._peak = Peak()  # the maps are made again as a crowd's connections leave
 
     @property
     def open(self) -> int:
@@ -107,6 +110,7 @@ class Admission:
         """A new connection, waiting for its head; room made for it. False: there is none, and
         the caller closes it (then `leave`s)."""
         self._open.add(conn)
+        self._peak.grew(len(self._open))
         self.wait(conn)
         if len(self._open) > self.max_connections and not self._evict_longest_waiting():
             self.leave(conn)
@@ -135,6 +139,10 @@ class Admission:
     def leave(self, conn: Admitted) -> None:
         self.started(conn)
         self._open.discard(conn)
+        if self._peak.due(len(self._open)):  # tables sized for a crowd gone (serve/compact.py)
+            self._open = compacted(self._open)
+            self._waiting = compacted(self._waiting)
+            self._by_source = compacted(self._by_source)
 
     # ---- making room -----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolroute.errors import ToolArgumentError, ToolError
+from toolroute.serve.compact import compacted
 
 
 class LimitExceeded(ToolError):
@@ -113,6 +114,8 @@ class LimitBook:
             ]
             for user in quiet:
                 del self._usage[user]
+            if quiet:  # a table sized for the crowd would stay (serve/compact.py)
+                self._usage = compacted(self._usage)
         return len(quiet)
 
     def running(self) -> int:

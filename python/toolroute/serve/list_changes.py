@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolroute.naming import UserId
+from toolroute.serve.compact import compacted
 from toolroute.serve.upstreams import Upstreams
 
 log = logging.getLogger("toolroute.serve")
@@ -68,6 +69,8 @@ class ListWatchers:
             gone = [user for user, group in self._connections.items() if not group]
             for user in gone:
                 del self._connections[user]
+            if gone:  # a table sized for the crowd would stay (serve/compact.py)
+                self._connections = compacted(self._connections)
         return len(gone)
 
     def users(self) -> int:

@@ -29,6 +29,7 @@ from toolroute.errors import ToolArgumentError, ToolError, ToolRegistrationError
 from toolroute.naming import UserId
 from toolroute.request import RequestOptions, ToolRequest
 from toolroute.router import ToolRouter
+from toolroute.serve.compact import compacted
 from toolroute.serve.doors import ServedTools
 from toolroute.serve.identities import Workspaces
 from toolroute.serve.upstreams import Upstreams, upstreams_of
@@ -124,7 +125,8 @@ class Tenancy:
         """Hand the user's registry servers to the gateway (once each), each as `launch` starts
         it (a stdio server confined to the tenant's sandbox); the ids of those handed over."""
         gateway = self.upstreams
-        done = self._registered.setdefault(user_id, {})
+        with self._lock:  # the release makes the map again (`_compact`): never one it copied
+            done = self._registered.setdefault(user_id, {})
         for sid in list(done):
             # Removed, changed or no longer startable here: the old connection goes (a changed
             # one is started again below, as now configured).
@@ -270,7 +272,20 @@ class Tenancy:
                 gateway = self.upstreams
                 if self._registered.pop(user, None) is not None and gateway is not None:
                     gateway.remove_user(user)
+            if gone:
+                self._compact()
         return gone
+
+    def _compact(self) -> None:
+        """The per-user maps made again at their present size (under the lock): a dict keeps the
+        table it grew to for a crowd after the crowd is released, and that table pins memory of
+        its time (serve/compact.py)."""
+        self._last_seen = compacted(self._last_seen)
+        self._doors = compacted(self._doors)
+        self._contexts = compacted(self._contexts)
+        self._registered = compacted(self._registered)
+        self._builds = compacted(self._builds)
+        self._busy = compacted(self._busy)
 
     def forget_doors(self, user_id: UserId | None) -> None:
         """Drop `user_id`'s door (None: every door), so the next request exposes its tools anew."""
