@@ -104,11 +104,11 @@ def test_pruned_rate_counters_and_list_watchers_leave_small_maps() -> None:
     kept = Connection()
     crowd = [Connection() for _ in range(CROWD)]
 
-    async def list_all() -> None:
-        for user, connection in [(f"u{n}", c) for n, c in enumerate(crowd)] + [("stays", kept)]:
+    async def list_all(seen: list[tuple[str, Connection]]) -> None:  # a tools/list each, on the serving loop
+        for user, connection in seen:
             watchers.seen(user, SimpleNamespace(session=SimpleNamespace(_connection=connection)))
 
-    asyncio.run(list_all())
+    asyncio.run(list_all([(f"u{n}", c) for n, c in enumerate(crowd)] + [("stays", kept)]))
     del crowd
     gc.collect()
     assert watchers.prune() == CROWD and watchers.users() == 1
