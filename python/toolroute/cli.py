@@ -661,6 +661,12 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Served over HTTP (many users, crowds that come and go), from the process's own command line
+    # (never a caller's process): on PYTHONMALLOC=malloc, before any thread starts (issue 62).
+    if argv is None and args.handler is cmd_serve and args.transport == "http":
+        from toolroute.serve.allocator import reexec_on_served_allocator
+
+        reexec_on_served_allocator()
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
