@@ -4,17 +4,20 @@ skip reason says so, and the fallback's tests cover the host."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from _bash_helpers import bash_router, call, unavailable, wait_ended, wait_until
+from _bash_helpers import all_processes, bash_router, call, is_alive, unavailable, wait_ended, wait_until
 
 from toolroute.builtins._process import ProcessTable, pump, sandbox
 from toolroute.builtins._process.sandbox import SandboxUnavailable, bwrap_path, landlock_abi
@@ -367,3 +370,58 @@ def test_under_bubblewrap_nothing_outlives_its_command_not_even_setsid(ws: Path)
         out = call(router, command=f"setsid sleep {token} & sleep {token} & disown -a; echo started")
         assert out["stdout"] == "started\n"
         assert commands_with(token, program=b"sleep\0") == []
+
+
+def _children(pid: int) -> list[int]:
+    return [p.pid for p in all_processes() if p.ppid == pid]
+
+
+def _blocked_reading(pid: int, fd: int) -> bool:
+    """Whether `pid` sits in read(2) (syscall 0 on x86-64, 63 on arm64) on descriptor `fd`."""
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] in ("0", "63") and int(fields[1], 16) == fd
+
+
+@needs_bwrap
+def test_a_stop_while_bubblewrap_still_sets_up_ends_the_sandbox_too(
+    ws: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap's init in the new PID namespace sets its parent-death signal only once the sandbox
+    is set up. A stop (a cancelled call) landing before then kills bwrap with its SIGTERM, which
+    the init, a namespace's init, does not get: orphaned, it went on to run the command (a
+    served user's cancelled call left its command running). The setup is held at bwrap's
+    `--block-fd` while the stop lands, so the race is hit every time."""
+    hold_r, hold_w = os.pipe()
+    real_argv = pump.bubblewrap_argv
+
+    def held(*args: Any, **kwargs: Any) -> list[str]:
+        argv = real_argv(*args, **kwargs)
+        return [argv[0], "--block-fd", str(hold_r), *argv[1:]]
+
+    monkeypatch.setattr(pump, "bubblewrap_argv", held)
+    token = f"7{uuid.uuid4().int % 10**8:08d}.5"
+    plan = sandbox.SandboxPlan(kind="bubblewrap", workspace=ws, private_tmp=outside)
+    spec = pump.CommandSpec(f"sleep {token}", ws, {"PATH": os.environ["PATH"]}, plan, pass_fds=(hold_r,))
+    assert spec.contained
+    proc = pump.spawn(spec, stdin_pipe=False)
+    os.close(hold_r)
+    inits: list[int] = []
+    try:
+        wait_until(lambda: bool(inits.extend(_children(proc.pid)) or inits), "bwrap to clone its init")
+        wait_until(lambda: _blocked_reading(inits[0], hold_r), "bwrap's init to wait at --block-fd")
+        runner = pump.Pump(proc, lambda _: None, lambda _: None, contained=spec.contained)
+        runner.request_stop()
+        outcome = runner.run()
+        assert outcome.stopped
+        assert not is_alive(inits[0]), "the sandbox's init outlived its stopped command"
+    finally:
+        for pid in inits:  # never let a failure run the command: kill before releasing the hold
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        os.close(hold_w)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()

@@ -71,7 +71,8 @@ class CommandSpec:
     @property
     def contained(self) -> bool:
         """Whether the command runs in a PID namespace of its own (bubblewrap), whose every
-        process the kernel has killed by the time the leader (bwrap) exits."""
+        process the kernel has killed by the time the leader (bwrap) exits by itself (not when
+        a signal killed bwrap mid-setup: see Pump._vouched_for)."""
         # Not with a network of its own: pasta, bwrap's parent, lives in the host's PID namespace
         # (and a pasta that failed to start can leave a helper behind in the group).
         return self.sandbox is not None and self.sandbox.kind == "bubblewrap" and not self.sandbox.own_network
@@ -275,7 +276,8 @@ class Pump:
         caller writes to and closes stdin itself (background processes). Only a `stoppable` pump
         (one that another thread may stop) needs the wake-up pipe. A `paced` pump reads at most
         every READ_INTERVAL (see there). A `contained` command (CommandSpec.contained) is over
-        when its leader exits: no /proc scan for leftovers, which costs milliseconds on a busy host.
+        when its leader exits by itself (`_vouched_for`): no /proc scan for leftovers, which
+        costs milliseconds on a busy host.
         With `progress`, how long the command has run (and how much it printed) is reported every
         `report_interval()` seconds."""
         self.proc = proc
@@ -343,7 +345,7 @@ class Pump:
                     if stopped or timed_out:
                         term_at = self._terminate(now)
                 if exited and not finished:
-                    if self._contained or group_finished(pgid):
+                    if self._vouched_for(proc) or group_finished(pgid):
                         finished, drain_until = True, now + DRAIN_WAIT
                     elif term_at is None:
                         leftovers = True
@@ -415,6 +417,15 @@ class Pump:
             self.done.set()
         returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         return Outcome(returncode, timed_out, stopped, kill_at is not None, leftovers, unkillable)
+
+    def _vouched_for(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Whether the leader's exit alone ends the command: a contained one whose bwrap exited
+        by itself, which it does only once its namespace's init has (taking every process of
+        the namespace with it). A bwrap killed by a signal (a stop's SIGTERM) while it still set
+        the sandbox up leaves the init it cloned alive: that init sets its parent-death signal
+        only after the setup, so it is orphaned instead of killed, and runs the command to its
+        end. Its group is then looked at, and SIGKILLed after the grace, like an uncontained one."""
+        return self._contained and proc.returncode is not None and proc.returncode >= 0
 
     def _report(self, elapsed: float) -> float:
         """One progress report (whole seconds run, which only grow); the time of the next."""
