@@ -4,7 +4,7 @@
     python benches/bench_gateway_load.py [--rounds 3] [--sessions 1,8,32,128] [--calls 20]
                                          [--sides direct,toolroute,mcp-proxy] [--profile FILE]
 
-The upstream is benches/_gateway_upstream.py (echo, a 50 KB result with structuredContent and a
+The upstream is testing/_gateway_upstream.py (echo, a 50 KB result with structuredContent and a
 `_meta`, 500 filler tools): served over HTTP for "direct", over stdio behind the two gateways.
 mcp-proxy needs mcp 1.x, so it lives in a virtual environment of its own outside the repository
 (`$TOOLROUTE_MCP_PROXY_VENV`, default ~/.cache/toolroute-bench/mcp-proxy), created on first use;
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM = ROOT / "benches" / "_gateway_upstream.py"
+UPSTREAM = ROOT / "testing" / "_gateway_upstream.py"
 PROXY_VENV = Path(os.environ.get("TOOLROUTE_MCP_PROXY_VENV", Path.home() / ".cache/toolroute-bench/mcp-proxy"))
 STAMP = "io.modelcontextprotocol/serverInfo"
 BIG = 50_000

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
+from mcp_types.methods import serialize_server_result
 
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
@@ -30,6 +31,18 @@ ServerContext = Any  # mcp's ServerRequestContext; its type parameters add nothi
 # A caller that counts outcomes (served mode's metrics) puts a list here; each call appends its
 # outcome kind (the `CallToolResult` keeps only whether it failed).
 CALL_KINDS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("toolroute_call_kinds", default=None)
+
+# What the wire form of a listing is built with besides its tools: the 2026 era's result requires
+# them; only the tools are kept (the SDK's envelope around the answer has the real ones).
+_ENVELOPE_STUB = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+
+
+class Listing(list[types.Tool]):
+    """A `tools/list` answer that knows its exposure: whose wire form is ready (`listing_wire`)."""
+
+    def __init__(self, tools: list[types.Tool], served: ServedTools) -> None:
+        super().__init__(tools)
+        self.served = served
 
 
 class ServedTools(ExposedTools):
@@ -72,7 +85,24 @@ class ServedTools(ExposedTools):
         """The `tools/list` answer for one connection: the listing, then what its searches found
         (a client that only lets its model call listed tools can then call them)."""
         found = self._found.get(connection) if connection is not None else None
-        return self.mcp_tools() + list(found.values()) if found else self.mcp_tools()
+        return self.mcp_tools() + list(found.values()) if found else Listing(self._listing, self)
+
+    @cached_property
+    def _wires(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    listing_builds = 0  # how many wire forms of the listing were built (one per protocol version)
+
+    def listing_wire(self, version: str) -> dict[str, Any]:
+        """The listing's `tools` in `version`'s wire form, as the SDK would dump them, built once
+        per version: a large catalogue is answered at the cost of a lookup."""
+        wire = self._wires.get(version)
+        if wire is None:
+            tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in self._listing]
+            shaped = serialize_server_result("tools/list", version, {**_ENVELOPE_STUB, "tools": tools})
+            wire = self._wires[version] = {"tools": shaped["tools"]}
+            self.listing_builds += 1
+        return wire
 
     def note_found(self, connection: Any, name: str, trace: Any) -> bool:
         """After a call of `name`: when it was a search, add what it found to `connection`'s
@@ -131,7 +161,9 @@ class ServedTools(ExposedTools):
             return types.CallToolResult(content=[types.TextContent(text=f"{outcome.text}\n[{note}]")], is_error=True)
         # An upstream tool's blocks pass as they came (text, images, audio, resources), else the text.
         content = outcome.content if outcome.content is not None else [types.TextContent(text=outcome.text)]
-        return types.CallToolResult(content=content, structured_content=shape, is_error=outcome.is_error)
+        return types.CallToolResult(
+            content=content, structured_content=shape, is_error=outcome.is_error, _meta=_upstream_meta(outcome.trace)
+        )
 
     # ---- what the upstream servers offer besides tools (issue 43) --------------------------
 
@@ -269,6 +301,12 @@ def _raise_passed_error(trace: Any) -> None:
     error = trace.get("mcp_error") if isinstance(trace, dict) else None
     if isinstance(error, dict) and isinstance(error.get("code"), int):
         raise MCPError(code=error["code"], message=str(error.get("message", "")), data=error.get("data"))
+
+
+def _upstream_meta(trace: Any) -> dict[str, Any] | None:
+    """An upstream result's own `_meta`, passed on as it came (toolroute's own tools have none)."""
+    meta = trace.get("meta") if isinstance(trace, dict) and "mcp" in trace else None
+    return meta if isinstance(meta, dict) and meta else None
 
 
 def _was_cut(trace: Any) -> bool:

@@ -28,7 +28,8 @@ from toolroute.asking import asking
 from toolroute.cancellation import process_ending
 from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.asking import PassInputRequired, input_required, served_asker
-from toolroute.serve.doors import FixedDoor, ServedRequests, ServedTools, ServerContext
+from toolroute.serve.doors import FixedDoor, Listing, ServedRequests, ServedTools, ServerContext
+from toolroute.serve.prebuilt import answer_with, prebuilt_results
 from toolroute.serve.shutdown import Shutdown
 
 if TYPE_CHECKING:
@@ -63,7 +64,11 @@ def build_server(
     requests: ServedRequests = FixedDoor(served) if isinstance(served, ServedTools) else served
 
     async def on_list_tools(ctx: ServerContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await requests.list_tools(ctx))
+        tools = await requests.list_tools(ctx)
+        answer = types.ListToolsResult(tools=tools)
+        if isinstance(tools, Listing):  # an exposure's own listing: its wire form is ready
+            return answer_with(tools.served.listing_wire(ctx.protocol_version), _NO_TOOLS, answer)
+        return answer
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
         sink = progress_sink(ctx)
@@ -71,10 +76,10 @@ def build_server(
         try:
             with asking(served_asker(ctx, params)):
                 if sink is None:
-                    return await requests.call_tool(ctx, params.name, params.arguments)
+                    return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
                 try:
                     with reporting(sink):
-                        return await requests.call_tool(ctx, params.name, params.arguments)
+                        return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
                 finally:
                     await sink.aclose()
         except PassInputRequired as passed:
@@ -122,7 +127,24 @@ def build_server(
         on_read_resource=on_read_resource,
     )
     server.requests = requests
+    server.middleware.append(prebuilt_results)  # innermost: right around the SDK's serialisation
     return server
+
+
+_NO_TOOLS = types.ListToolsResult(tools=[])
+_NO_CONTENT = types.CallToolResult(content=[])
+
+# From this revision on a call's result is answered as dumped, without the SDK's check of the
+# dump against the revision's schema: toolroute's results are built from the revision's own
+# models, and the fields older revisions lack (structuredContent, resource links) are theirs.
+DIRECT_RESULTS_SINCE = "2025-11-25"
+
+
+def wire_result(ctx: ServerContext, result: types.CallToolResult) -> types.CallToolResult:
+    """`result`, dumped once (the SDK would dump, check and dump it again) where the revision allows."""
+    if ctx.protocol_version < DIRECT_RESULTS_SINCE or type(result) is not types.CallToolResult:
+        return result
+    return answer_with(result.model_dump(by_alias=True, mode="json", exclude_none=True), _NO_CONTENT, result)
 
 
 class _ServedServer(Server[Any]):

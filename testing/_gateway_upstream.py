@@ -1,6 +1,7 @@
-"""The upstream MCP server of the gateway load benchmark (bench_gateway_load.py).
+"""The upstream MCP server of the gateway load benchmark (benches/bench_gateway_load.py) and the
+gateway fidelity tests (tests/serve/test_serve_faithful.py).
 
-    python benches/_gateway_upstream.py [--http PORT] [--tools N]
+    python testing/_gateway_upstream.py [--http PORT] [--tools N]
 
 On the SDK's low-level `Server` (as toolroute serves), so the upstream itself costs little and the
 gateways' own costs show. Tools: `echo` (its text back, with a `_meta`), `big` (a result of `chars`
@@ -44,12 +45,16 @@ OWN = [
 
 
 def build(tools: int) -> Server[Any]:
-    listing = {"tools": OWN + [filler(i) for i in range(tools)]}
+    # Models, as an SDK server's handlers answer (a dict would have to carry the 2026 era's envelope).
+    listing = types.ListToolsResult.model_validate({"tools": OWN + [filler(i) for i in range(tools)]})
 
-    async def on_list_tools(ctx: Any, params: Any) -> dict[str, Any]:
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return listing
 
-    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult.model_validate(answer(params))
+
+    def answer(params: types.CallToolRequestParams) -> dict[str, Any]:
         args = params.arguments or {}
         if params.name == "echo":
             text = str(args.get("text", ""))
