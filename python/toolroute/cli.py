@@ -416,7 +416,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
     # A server starts whatever one upstream does: one that cannot be reached is left out and
     # retried in the background (docs/mcp.md).
-    options = dataclasses.replace(_options(args), leave_out_failed_upstreams=True)
+    # Only the servers named are started: the config file may list many more.
+    options = dataclasses.replace(_options(args), leave_out_failed_upstreams=True, mcp_servers_only=tuple(server_ids))
     # (With authentication, the tenants' network is checked with their sandbox: isolation.py.)
     if options.sandbox_network == "host" or (not auth_requested(args) and options.sandbox_network != "none"):
         _require_served_network(options)

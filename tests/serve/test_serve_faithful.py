@@ -105,3 +105,27 @@ def test_a_large_catalogue_is_serialised_once_not_per_session(monkeypatch: pytes
     assert len(builds) == 1, builds  # one protocol version, one build
     assert sdk_listings == []
 
+
+def test_serve_starts_only_the_servers_it_names(tmp_path: Path) -> None:
+    """A config file with two servers; `--mcp-servers up` must never start `other` (whose start
+    leaves a marker file). Naming both starts both: the marker works."""
+    marker = tmp_path / "other-started"
+    other = {"command": "sh", "args": ["-c", f'touch "{marker}"; exec "{sys.executable}" "{UPSTREAM}" --tools 1']}
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"up": upstream(1), "other": other}}))
+
+    def serve(names: str) -> str:
+        args = ["serve", "--mcp-config", str(config), "--mcp-servers", names, "--workspace", str(tmp_path)]
+        params = StdioServerParameters(command=toolroute_exe(), args=args, env=tool_env())
+
+        async def go() -> str:
+            async with Client(params) as client:
+                text: str = (await client.call_tool("echo", {"text": "x"})).content[0].text  # type: ignore[union-attr]
+                return text
+
+        return anyio.run(go)
+
+    assert serve("up") == "x"
+    assert not marker.exists()
+    serve("up,other")
+    assert marker.exists()

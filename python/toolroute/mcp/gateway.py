@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -126,12 +126,16 @@ class McpGateway:
             raise
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> McpGateway:
-        """A gateway from an `mcpServers` JSON file (Claude Desktop / Cursor format)."""
+    def from_file(
+        cls, path: str | os.PathLike[str], *, only: Collection[str] | None = None, **kwargs: Any
+    ) -> McpGateway:
+        """A gateway from an `mcpServers` JSON file (Claude Desktop / Cursor format); with `only`,
+        of its servers just those ids (the others are never registered, so never started)."""
         gateway = cls(None, **kwargs)
         try:
             for sid, cfg in load_config_file(path).items():
-                gateway._add(sid, None, cfg)
+                if only is None or sid in only:
+                    gateway._add(sid, None, cfg)
             if gateway.eager and not _loop_running_here():
                 gateway.connect()
         except BaseException:

@@ -42,6 +42,9 @@ class RouterOptions:
     # An upstream that cannot be reached at start: left out and retried in the background (a
     # server, which must start whatever one upstream does) rather than an error (`tools`, `call`).
     leave_out_failed_upstreams: bool = False
+    # Only these servers of the config file are registered (and so started): a server exposes the
+    # ones its `--mcp-servers` names, and has no use for the rest. None: every server.
+    mcp_servers_only: tuple[str, ...] | None = None
 
     def limits(self) -> ToolLimits:
         changes: dict[str, Any] = {}
@@ -99,7 +102,9 @@ def gateway_result_cap(max_output_chars: int | None) -> int:
     return DEFAULT_MAX_RESULT_CHARS if max_output_chars is None else max_output_chars
 
 
-def _load_gateway(config: Path, max_output_chars: int | None, leave_out_failed: bool = False) -> McpGateway:
+def _load_gateway(
+    config: Path, max_output_chars: int | None, leave_out_failed: bool = False, only: tuple[str, ...] | None = None
+) -> McpGateway:
     if not config.is_file():
         raise ToolArgumentError(f"MCP config file not found: {config}")
     from toolroute.mcp import McpGateway  # the mcp SDK is imported only when a config is given
@@ -107,7 +112,11 @@ def _load_gateway(config: Path, max_output_chars: int | None, leave_out_failed: 
     # Eager: every upstream is listed before any name is shown, so a tool name two upstreams share
     # is qualified from the start instead of changing once the second server connects.
     return McpGateway.from_file(
-        config, eager=True, max_result_chars=gateway_result_cap(max_output_chars), leave_out_failed=leave_out_failed
+        config,
+        eager=True,
+        max_result_chars=gateway_result_cap(max_output_chars),
+        leave_out_failed=leave_out_failed,
+        only=only,
     )
 
 
@@ -127,7 +136,9 @@ def build_router(options: RouterOptions) -> ToolRouter:
     config = options.mcp_config
     gateway = None
     if config is not None:
-        gateway = _load_gateway(config, options.max_output_chars, options.leave_out_failed_upstreams)
+        gateway = _load_gateway(
+            config, options.max_output_chars, options.leave_out_failed_upstreams, options.mcp_servers_only
+        )
     router = ToolRouter(context=options.context(), gateway=gateway)
     try:
         _import_modules(router, options.modules)
