@@ -2,7 +2,8 @@
 `mcp-proxy` (PyPI), each over streamable HTTP with the `mcp` SDK's client (issue 56).
 
     python benches/bench_gateway_load.py [--rounds 3] [--sessions 1,8,32,128] [--calls 20]
-                                         [--sides direct,toolroute,mcp-proxy] [--profile FILE]
+                                         [--sides direct,toolroute,mcp-proxy] [--idle 200]
+                                         [--profile FILE]
 
 The upstream is testing/_gateway_upstream.py (echo, a 50 KB result with structuredContent and a
 `_meta`, 500 filler tools): served over HTTP for "direct", over stdio behind the two gateways.
@@ -16,7 +17,8 @@ checked against its request, and each gateway's answers against direct's (conten
 content, isError, the result's `_meta` but for the SDK's serverInfo stamp). Workloads: at one
 session, echo p50 and a 50 KB result's p50; a 500-tool listing repeated; at N sessions opened at
 once, each making `--calls` calls (echo and, one call in eight, the 50 KB result): calls/s, p50,
-p99 and the servers' CPU per call (the gateway and its upstream process together). With
+p99 and the servers' CPU per call (the gateway and its upstream process together); then the
+resident memory per idle session (`--idle` sessions held open at once, above the warm server). With
 `--profile FILE`, toolroute is run under yappi (CPU clock, all threads) and its profile written
 to FILE (a pstats file) at the end; no other side runs then.
 """
@@ -294,6 +296,33 @@ async def listing(url: str, repeats: int) -> tuple[list[float], list[str]]:
         return times[1:], names
 
 
+async def idle_sessions(side: Side, n: int) -> tuple[int, int]:
+    """(sessions opened, resident KiB of the server and its upstream) with `n` sessions open and
+    idle (each has listed the tools once, as the SDK client does before its first call)."""
+    ready, release = asyncio.Semaphore(0), asyncio.Event()
+    opened = 0
+
+    async def hold() -> None:
+        nonlocal opened
+        try:
+            async with session(side.url) as client:
+                await client.list_tools()
+                opened += 1
+                ready.release()
+                await release.wait()
+        except Exception:
+            ready.release()
+
+    tasks = [asyncio.create_task(hold()) for _ in range(n)]
+    for _ in range(n):
+        await ready.acquire()
+    await asyncio.sleep(1)
+    rss = side.rss_kib()
+    release.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return opened, rss
+
+
 # ---- the rounds ---------------------------------------------------------------------------
 
 
@@ -375,6 +404,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--sides", default="direct,toolroute,mcp-proxy")
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--idle", type=int, default=200, help="idle sessions held open for the memory row (0: none)")
     args = parser.parse_args()
     wanted = ["toolroute"] if args.profile else args.sides.split(",")
     with tempfile.TemporaryDirectory(prefix="gateway-load-", dir=Path.home()) as d:
@@ -402,6 +432,14 @@ def main() -> None:
                     run_round(side, args, rows, answers)
             for s in started:
                 print(f"{s.name}: RSS {idle[s.name]} KiB at start, {s.rss_kib()} KiB at the end (with its upstream)")
+            if args.idle:
+                for s in started:
+                    base = s.rss_kib()
+                    opened, rss = asyncio.run(idle_sessions(s, args.idle))
+                    per = (rss - base) / max(opened, 1)
+                    print(
+                        f"{s.name}: {opened}/{args.idle} idle sessions open, {per:.0f} KiB each above the warm server"
+                    )
             report(rows, [s.name for s in started])
             mismatches = answers.get("mismatch", [])
             print(f"\nanswers differing from the first side's: {len(mismatches)}")

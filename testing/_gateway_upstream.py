@@ -71,7 +71,16 @@ def build(tools: int) -> Server[Any]:
             return {"content": [{"type": "text", "text": f"failed: {args.get('message', '')}"}], "isError": True}
         return {"content": [{"type": "text", "text": f"{params.name}: {args.get('key', '')}"}]}
 
-    return Server("bench-upstream", version="1.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    schemas = {tool.name: tool.input_schema for tool in listing.tools}
+    # The input schemas given straight (as toolroute gives its own): without them the SDK lists
+    # every tool again at each call of the 2026 era, to look for `x-mcp-header` parameters.
+    return Server(
+        "bench-upstream",
+        version="1.0",
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        get_tool_input_schema=schemas.get,
+    )
 
 
 async def serve_stdio(tools: int) -> None:

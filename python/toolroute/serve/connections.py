@@ -8,8 +8,8 @@ tenant's call failed with EMFILE. Here, per server:
 - **head timeout**: a request head must be complete within `head_timeout` seconds of the
   connection opening, or of the first byte of a next request on a kept-alive one; else the
   connection is closed, unless bytes of it still wait unread in the kernel (the server is the
-  slow one then: it looks again shortly). (Between requests, uvicorn's keep-alive timeout, 5 s,
-  closes it.)
+  slow one then: it looks again shortly). (Between requests, the keep-alive timeout, 75 s,
+  closes it: `server.KEEP_ALIVE_SECONDS`.)
 - **admission** (`admission.py`): at most `max_connections` in all (well below the descriptor
   limit, so files, pipes and upstream sessions still open); with authentication, connections
   that wait for a request head and have not served a verified user at most `max_unauthenticated`
