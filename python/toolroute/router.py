@@ -534,8 +534,9 @@ class ToolRouter:
         self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> str:
         """The spec's `invoke(functionName, argument[, userId])`: the result as a string."""
-        if user_id is None and self._initialized and not self._closed:
-            # `resolve`'s answer without its steps: with no user, a hit stands alone (`_routed`)
+        if user_id is None and self.policy is None and self._initialized and not self._closed:
+            # `resolve`'s answer without its steps: with no user, a hit stands alone (`_routed`);
+            # under a policy every name goes through `resolve`, where the policy sees it
             hit = self._table.resolve(function_name, None)
             if hit is not None:
                 return self._run(hit[1], argument, _as_text)
