@@ -7,7 +7,8 @@
 //! file costs far more than appending to one, so a first checkpoint of 2,000 files makes two
 //! files, not 2,000. A pack without its index is the leftover of a checkpoint that died before
 //! it was written, and is removed. When checkpoints go, packs whose chunks are all unused are
-//! removed and packs mostly unused are rewritten with the rest.
+//! removed and packs mostly unused are rewritten with the rest (the newest pack excepted: pack
+//! numbers are never reused, see [`Store::sweep`]).
 //!
 //! The store is changed only under its owner's lock (`Checkpoints`), and [`Store::refresh`]
 //! rereads the indexes another process may have changed since.
@@ -197,17 +198,24 @@ impl Store {
             let index = self.index();
             (index.chunks.clone(), index.packs.clone())
         };
-        let mut live_bytes: HashMap<u64, u64> = HashMap::new();
+        // Live chunks counted, not only their bytes: the empty file's chunk is 0 bytes long.
+        let mut live_in: HashMap<u64, (usize, u64)> = HashMap::new();
         for (id, loc) in &chunks {
             if live.contains(id) {
-                *live_bytes.entry(loc.pack).or_default() += u64::from(loc.len);
+                let (count, bytes) = live_in.entry(loc.pack).or_default();
+                *count += 1;
+                *bytes += u64::from(loc.len);
             }
         }
+        // The newest pack stays whatever it holds: the greatest number on disk never goes down,
+        // so a number is never given to a second pack, and another process's index is current
+        // when the numbers on disk are the ones it knows (`refresh`).
+        let newest = packs.keys().max().copied();
         let mut rewrite: Vec<(ChunkId, Loc)> = Vec::new();
         let mut gone: Vec<u64> = Vec::new();
-        for (&pack, &size) in &packs {
-            let used = live_bytes.get(&pack).copied().unwrap_or(0);
-            if used == 0 {
+        for (&pack, &size) in packs.iter().filter(|(&p, _)| Some(p) != newest) {
+            let (count, used) = live_in.get(&pack).copied().unwrap_or((0, 0));
+            if count == 0 {
                 gone.push(pack);
             } else if used * 2 < size {
                 gone.push(pack);
@@ -315,5 +323,42 @@ impl Drop for Writer<'_> {
         if self.file.take().is_some() {
             let _ = fs::remove_file(self.store.pack_path(self.pack, "pack"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keep(store: &Store, chunks: &[&[u8]]) -> Vec<ChunkId> {
+        let mut w = store.writer();
+        let ids = chunks.iter().map(|c| w.put(c).unwrap().0).collect();
+        w.finish().unwrap();
+        ids
+    }
+
+    #[test]
+    fn a_pack_whose_only_live_chunk_is_empty_is_kept() {
+        let base = tempfile::tempdir().unwrap();
+        let store = Store::open(base.path()).unwrap();
+        let ids = keep(&store, &[b"", b"dead bytes"]);
+        let later = keep(&store, &[b"later"]); // (the newest pack is kept whatever it holds)
+        store.sweep(&HashSet::from([ids[0], later[0]])).unwrap();
+        assert_eq!(store.get(&ids[0]).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_removed_packs_number_is_never_given_to_a_new_one() {
+        // Two processes' views of one store: the second must see every chunk the first adds.
+        let base = tempfile::tempdir().unwrap();
+        let first = Store::open(base.path()).unwrap();
+        let x = keep(&first, &[b"x"]);
+        keep(&first, &[b"y"]);
+        let second = Store::open(base.path()).unwrap();
+        first.sweep(&x.iter().copied().collect()).unwrap(); // the newest pack (y's) is all dead
+        let z = keep(&first, &[b"z"]);
+        second.refresh().unwrap();
+        assert_eq!(second.get(&z[0]).unwrap(), b"z");
+        assert_eq!(second.get(&x[0]).unwrap(), b"x");
     }
 }
