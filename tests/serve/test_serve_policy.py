@@ -9,6 +9,7 @@ The clients are the `mcp` SDK's own, on 127.0.0.1; the upstream is a real stdio 
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import anyio
 import jwt
+import mcp_types as types
 import pytest
 from _mcp_helpers import script_stdio
 from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, run_cli, served_http, tool_env, toolroute_exe
@@ -26,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from toolroute.serve.store import UserStore
 
@@ -47,6 +50,10 @@ rules:
   - id: prod-needs-a-person
     when: tool.server == "args" && args.service == "prod"
     effect: approve
+  - id: held-writes
+    when: tool.name == "write_file" && args.path.startsWith("held/")
+    effect: approve
+    reason: Writes under held/ wait for a person.
 tools:
   deploy:
     name: ship
@@ -183,12 +190,143 @@ def test_overrides_reach_the_client_and_the_upstream(served: Served) -> None:
     assert failed and "not served" in text
 
 
-def test_approve_holds_the_call_and_says_why(served: Served) -> None:
+def test_approve_holds_the_call_of_a_client_that_cannot_be_asked(served: Served) -> None:
+    """Without an elicitation callback the client declares no elicitation: it is refused, and why."""
     failed, text = call(served, token("bob", roles=["dev"]), "ship", {"service": "prod"})
-    assert failed and "needs a person's approval" in text
+    assert failed and "needs a person's approval" in text and "prod-needs-a-person" in text
     assert "dry_run" not in text  # the upstream never answered
     line = [r for r in audit_lines(served) if r["tool"] == "ship"][-1]
     assert line["policy"] == ["prod-needs-a-person"] and line["outcome"] == "refused"
+    assert line["approval"] == "unasked"
+
+
+class Answering:
+    """An elicitation callback that records each question and gives `action`."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.asked: list[str] = []
+
+    async def __call__(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        assert params.mode == "form" and params.requested_schema == {"type": "object", "properties": {}}
+        return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)  # type: ignore[arg-type]
+
+
+def asked_call(
+    served: Served, bearer: str, name: str, arguments: dict[str, Any], answering: Answering, mode: str = "auto"
+) -> tuple[bool, str]:
+    async def go() -> tuple[bool, str]:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
+        transport = streamable_http_client(served.server.url, http_client=http)
+        async with http, Client(transport, mode=mode, elicitation_callback=answering) as client:  # type: ignore[arg-type]
+            result = await client.call_tool(name, arguments)
+            return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+    answer: tuple[bool, str] = anyio.run(go)
+    return answer
+
+
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+def test_approve_asks_the_client_and_runs_only_what_it_accepts(served: Served, action: str) -> None:
+    """A 2026-07-28 client is asked by the call's `input_required` result; its retry carries the
+    answer. Accepted, the write happens; declined or cancelled, nothing runs."""
+    answering = Answering(action)
+    path = f"held/{action}.txt"
+    failed, text = asked_call(
+        served, token("bob", roles=["dev"]), "write_file", {"path": path, "content": "x"}, answering
+    )
+    assert answering.asked == ["Allow the call to 'write_file'? Writes under held/ wait for a person."]
+    written = served.folder / "ws" / "bob" / path
+    lines = [r for r in audit_lines(served) if r["user"] == "bob" and r["tool"] == "write_file"][-2:]
+    assert lines[0]["outcome"] == "input_required" and lines[0]["approval"] == "asked"
+    assert lines[0]["policy"] == ["held-writes"] and lines[1]["policy"] == ["held-writes"]
+    assert lines[1]["approval"] == action
+    if action == "accept":
+        assert not failed, text
+        assert written.read_text() == "x" and lines[1]["outcome"] == "ok"
+    else:
+        assert failed and text.endswith(f"(the user answered {action}): Writes under held/ wait for a person.")
+        assert not written.exists() and lines[1]["outcome"] == "refused"
+
+
+def test_an_approved_upstream_call_gets_the_overrides(served: Served) -> None:
+    answering = Answering("accept")
+    failed, text = asked_call(served, token("bob", roles=["dev"]), "ship", {"service": "prod", "token": "t"}, answering)
+    assert not failed and json.loads(text) == {"service": "prod", "region": "eu", "token": "<unset>", "dry_run": False}
+    assert len(answering.asked) == 1 and "prod-needs-a-person" in answering.asked[0]
+
+
+def test_a_handshake_era_client_on_stateless_http_cannot_be_asked(served: Served) -> None:
+    """Served HTTP with auth keeps no channel to ask a handshake-era client on: refused, unasked."""
+    answering = Answering("accept")
+    bob = token("bob", roles=["dev"])
+    failed, text = asked_call(
+        served, bob, "write_file", {"path": "held/legacy.txt", "content": "x"}, answering, "legacy"
+    )
+    assert failed and "needs a person's approval" in text and answering.asked == []
+    assert not (served.folder / "ws" / "bob" / "held" / "legacy.txt").exists()
+
+
+def _forged(state: str, **changes: Any) -> str:
+    """`state` with its sealed payload changed and its seal kept (what a client could try)."""
+    prefix, body, mac = state.split(".")
+    payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    payload.update(changes)
+    forged = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+    return f"{prefix}.{forged}.{mac}"
+
+
+def test_an_approval_is_the_callers_own_for_that_very_call(served: Served) -> None:
+    """The question's state is sealed to its user, tool and arguments: another tenant answering it,
+    other arguments, a forged seal or a forged grant are refused, and nothing runs."""
+    alice, bob = token("alice", roles=["dev"]), token("bob", roles=["dev"])
+    arguments = {"path": "held/alice.txt", "content": "alice's"}
+
+    async def never(ctx: Any, params: Any) -> types.ElicitResult:
+        raise AssertionError("the raw session hands questions back, it does not ask")
+
+    async def with_session(bearer: str, work: Any) -> Any:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
+        transport = streamable_http_client(served.server.url, http_client=http)
+        async with http, Client(transport, elicitation_callback=never) as client:  # it declares elicitation
+            return await work(client.session)
+
+    async def pending(session: Any) -> Any:
+        return await session.call_tool("write_file", arguments, allow_input_required=True)
+
+    held = anyio.run(with_session, alice, pending)
+    assert isinstance(held, types.InputRequiredResult) and held.request_state
+    (key,) = (held.input_requests or {}).keys()
+    yes = {key: types.ElicitResult(action="accept", content={})}
+
+    def retry(bearer: str, args: dict[str, Any], state: str, answers: Any = yes) -> Any:
+        async def work(session: Any) -> Any:
+            try:
+                return await session.call_tool("write_file", args, input_responses=answers, request_state=state)
+            except MCPError as exc:
+                return exc.error
+
+        return anyio.run(with_session, bearer, work)
+
+    state = held.request_state
+    refusals = [
+        retry(bob, arguments, state),  # another tenant answering alice's question
+        retry(alice, {**arguments, "path": "held/other.txt"}, state),  # the approval of other arguments
+        retry(alice, arguments, state[:-4] + "0000"),  # a forged seal
+        retry(alice, arguments, _forged(state, granted=True)),  # a forged grant under the old seal
+        retry(alice, arguments, _forged(state, who="user:bob")),
+    ]
+    for error in refusals:
+        assert isinstance(error, types.ErrorData), error
+        assert error.code == types.INVALID_PARAMS and "request_state" in error.message
+    assert not (served.folder / "ws" / "alice" / "held").exists()
+    assert not (served.folder / "ws" / "bob" / "held" / "alice.txt").exists()
+    # A retry without an answer is a cancel; alice's own accepted answer runs the call.
+    unanswered = retry(alice, arguments, state, None)
+    assert unanswered.is_error and "(the user answered cancel)" in unanswered.content[0].text
+    done = retry(alice, arguments, state)
+    assert not done.is_error and (served.folder / "ws" / "alice" / "held" / "alice.txt").read_text() == "alice's"
 
 
 def test_a_changed_file_applies_to_the_next_request_and_a_broken_one_is_kept_out(served: Served) -> None:
@@ -245,3 +383,45 @@ def test_a_stdio_server_applies_the_policy_to_its_one_caller(folder: Path) -> No
     assert names == ["read_file", "echo"]
     assert secret.is_error and secret.content[0].text == "Secrets stay put: ask the security team."
     assert bash.is_error and "not served" in bash.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_stdio_client_is_asked_before_a_held_call_runs(folder: Path, mode: str) -> None:
+    """Over stdio, a handshake-era client is sent `elicitation/create` mid-call; a 2026-07-28 one
+    gets it as the call's result. Accepted, the write happens; declined or cancelled, or a client
+    without elicitation, nothing runs."""
+    policy = folder / "stdio-approve.yaml"
+    policy.write_text(POLICY)
+    workspace = folder / f"stdio-approve-{mode}"
+    workspace.mkdir(exist_ok=True)
+    params = StdioServerParameters(
+        command=toolroute_exe(),
+        args=[
+            *("serve", "--modules", TOOLS_MODULE, "--functions", "write_file", "--sandbox", "off"),
+            *("--workspace", str(workspace), "--policy", str(policy)),
+        ],
+        env=tool_env(),
+    )
+
+    async def writes(answering: Answering | None) -> dict[str | None, tuple[list[str], Any]]:
+        out: dict[str | None, tuple[list[str], Any]] = {}
+        async with Client(params, mode=mode, elicitation_callback=answering) as client:  # type: ignore[arg-type]
+            for action in ("accept", "decline", "cancel") if answering is not None else (None,):
+                if answering is not None:
+                    answering.action, answering.asked = str(action), []
+                result = await client.call_tool("write_file", {"path": f"held/{action}.txt", "content": "x"})
+                out[action] = ([] if answering is None else answering.asked, result)
+        return out
+
+    outcomes = {**anyio.run(writes, Answering("accept")), **anyio.run(writes, None)}
+    for action, (asked, result) in outcomes.items():
+        written = workspace / "held" / f"{action}.txt"
+        text = result.content[0].text
+        if action is None:
+            assert asked == [] and result.is_error and "needs a person's approval" in text
+        else:
+            assert asked == ["Allow the call to 'write_file'? Writes under held/ wait for a person."]
+        if action == "accept":
+            assert not result.is_error and written.read_text() == "x"
+        else:
+            assert result.is_error and not written.exists(), text

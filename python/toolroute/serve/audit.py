@@ -33,6 +33,9 @@ class AuditRecord:
     # The operator's policy's decisions on this call: each rule id ("default" for the policy's
     # default); None when no policy decided (none in force, or the call never reached a tool).
     policy: tuple[str, ...] | None = None
+    # A call the policy held for a person: what its client answered (accept, decline, cancel), or
+    # "unasked" (a client that cannot be asked); None when no rule held it.
+    approval: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class AuditLog:
         server: str | None = None,
         caller: str | None = None,
         policy: tuple[str, ...] | None = None,
+        approval: str | None = None,
     ) -> AuditRecord:
         entry = AuditRecord(
             time=time.time(),
@@ -85,6 +89,7 @@ class AuditLog:
             argument_names=tuple(sorted(arguments or {})),
             caller=caller,
             policy=policy,
+            approval=approval,
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry

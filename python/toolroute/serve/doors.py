@@ -22,6 +22,7 @@ from mcp_types.methods import serialize_server_result
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
 from toolroute.mcp.offer import UpstreamOffer
+from toolroute.serve.approval import AskForApproval, held
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.list_changes import ListWatchers, connection_of, subscribe
 from toolroute.serve.upstreams import upstreams_of
@@ -142,8 +143,16 @@ class ServedTools(ExposedTools):
     ) -> types.CallToolResult:
         """One call; `connection` (the client's) gains the tools a search found in its listing,
         and is told so."""
-        outcome = await self.aexecute(name, dict(arguments or {}))
+        args = dict(arguments or {})
+        outcome = await self.aexecute(name, args)
         kinds = CALL_KINDS.get()
+        if outcome.kind is OutcomeKind.APPROVAL_NEEDED:  # the policy holds it: its client is asked
+            try:
+                outcome = await held(self, name, args, outcome)
+            except AskForApproval:  # asked by the call's result: counted as held
+                if kinds is not None:
+                    kinds.append(OutcomeKind.APPROVAL_NEEDED.value)
+                raise
         if kinds is not None:
             kinds.append(outcome.kind.value)
         if outcome.is_error:

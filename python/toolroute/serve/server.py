@@ -27,6 +27,8 @@ from toolroute import __version__
 from toolroute.asking import asking
 from toolroute.cancellation import process_ending
 from toolroute.progress import ProgressSink, reporting
+from toolroute.serve.approval import AskForApproval, approving, carried, peel
+from toolroute.serve.approval import input_required as approval_required
 from toolroute.serve.asking import PassInputRequired, input_required, served_asker
 from toolroute.serve.doors import FixedDoor, Listing, ServedRequests, ServedTools, ServerContext
 from toolroute.serve.prebuilt import answer_with, prebuilt_results
@@ -72,9 +74,11 @@ def build_server(
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
         sink = progress_sink(ctx)
+        # A policy's question to this client, if the call is a retry answering it (serve/approval.py).
+        approval, params = peel(ctx, params)
         # What an upstream server asks during the call goes to this client (serve/asking.py).
         try:
-            with asking(served_asker(ctx, params)):
+            with asking(served_asker(ctx, params)), approving(approval):
                 if sink is None:
                     return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
                 try:
@@ -82,8 +86,10 @@ def build_server(
                         return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
                 finally:
                     await sink.aclose()
+        except AskForApproval as asked:
+            return approval_required(ctx, approval, asked)
         except PassInputRequired as passed:
-            return input_required(ctx, params.name, passed)
+            return carried(ctx, approval, input_required(ctx, params.name, passed))
 
     # What the upstream servers offer besides tools passes through the caller's allowlist.
     async def on_list_prompts(

@@ -22,6 +22,7 @@ from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.naming import UserId
 from toolroute.policy.tools import DECISIONS
+from toolroute.serve.approval import current_approval
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_user
 from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
@@ -193,7 +194,9 @@ class TenantDoors:
                 finally:
                     if noted is not None:
                         DECISIONS.reset(noted)
-                if outcome == "error" and decisions and decisions[-1].effect != "allow":
+                held = current_approval()
+                ran = held is not None and held.granted  # a person approved: a failure is the tool's
+                if outcome == "error" and decisions and decisions[-1].effect != "allow" and not ran:
                     outcome = "refused"  # the policy's no (or its wait for a person), not the tool's failure
             return result
         except PassInputRequired:
@@ -204,7 +207,9 @@ class TenantDoors:
             raise
         finally:
             if self.audit is not None:
-                self._audit(user, name, arguments, started, outcome, result, tool, _rule_ids(decisions))
+                approval = current_approval()
+                answer = None if approval is None else approval.answer
+                self._audit(user, name, arguments, started, outcome, result, tool, _rule_ids(decisions), answer)
             if counting is not None:
                 CALL_KINDS.reset(counting)
                 if self.metrics is not None:
@@ -253,6 +258,7 @@ class TenantDoors:
         result: types.CallToolResult | None,
         tool: Tool | None,
         policy: tuple[str, ...] | None = None,
+        approval: str | None = None,
     ) -> None:
         assert self.audit is not None
         content = () if result is None else result.content
@@ -266,6 +272,7 @@ class TenantDoors:
             level=None if tool is None else routing_level(tool),
             server=None if tool is None else getattr(tool, "service_id", None),
             policy=policy,
+            approval=approval,
         )
 
     async def _call(
