@@ -92,8 +92,9 @@ def assemble(router: ExposureSource, request: ToolRequest) -> Exposure:
         if isinstance(service, str):
             namespaces.setdefault(tool.name, service)
     policy = router.policy
+    policy_hidden: dict[str, Any] = {}
     if policy is not None:
-        unique, namespaces = _policed(policy, unique, namespaces, user_id)
+        unique, namespaces = _policed(policy, unique, namespaces, user_id, policy_hidden)
     named = {*local, *remote, *(sid for _, sid in per_user), *user_servers}
     hidden = _deferred(unique, namespaces, request.deferred, code, named)
     if hidden:  # like a built-in, the search tool wins its name
@@ -108,22 +109,30 @@ def assemble(router: ExposureSource, request: ToolRequest) -> Exposure:
         # never wrapped: their programs' and searches' calls are policed tool by tool.
         subject = current_subject(user_id)
         for name in [n for n in (SEARCH_TOOL if hidden else None, code and code.name) if n]:
-            if not policy.view(unique[name], subject).visible:
+            view = policy.view(unique[name], subject)
+            if not view.visible:
                 del unique[name]
-    return Exposure.of(unique.values(), user_id, upstreams, hidden, namespaces)
+                policy_hidden[name] = view.verdict
+    return Exposure.of(unique.values(), user_id, upstreams, hidden, namespaces, policy_hidden)
 
 
 def _policed(
-    policy: Policy, tools: Mapping[str, Tool], namespaces: Mapping[str, str], user_id: str | None
+    policy: Policy,
+    tools: Mapping[str, Tool],
+    namespaces: Mapping[str, str],
+    user_id: str | None,
+    hidden: dict[str, Any],
 ) -> tuple[dict[str, Tool], dict[str, str]]:
-    """The exposure's tools as the policy shows them to this caller: hidden ones left out,
-    the others wrapped (each call checked, overrides shown) under their exposed names."""
+    """The exposure's tools as the policy shows them to this caller: hidden ones left out (into
+    `hidden`, with the verdict that hides each), the others wrapped (each call checked, overrides
+    shown) under their exposed names."""
     subject = current_subject(user_id)
     kept: dict[str, Tool] = {}
     spaces: dict[str, str] = {}
     for name, tool in tools.items():
         policed = policy.police(tool, subject)
         if policed is None:
+            hidden[name] = policy.hiding(tool, subject)
             continue
         kept.setdefault(policed.name, policed)
         if name in namespaces:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolroute.errors import ToolRegistrationError
 from toolroute.types import Tool, ToolDefinition
@@ -29,6 +30,9 @@ class Exposure:
     # The service (local or upstream MCP server) each tool of one came from, by exposed name:
     # the namespace a provider can group them under.
     namespaces: Mapping[str, str] = field(default_factory=dict)
+    # The request's tools an operator's policy hides from this caller, by name, each with the
+    # verdict that hides it (a `policy.Verdict`): a call naming one is audited with its rule.
+    policy_hidden: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -38,6 +42,7 @@ class Exposure:
         upstreams: Iterable[tuple[str, str | None]] = (),
         deferred: Iterable[str] = (),
         namespaces: Mapping[str, str] | None = None,
+        policy_hidden: Mapping[str, Any] | None = None,
     ) -> Exposure:
         by_name: dict[str, Tool] = {}
         for tool in tools:
@@ -47,7 +52,7 @@ class Exposure:
         hidden = frozenset(deferred)
         listed = [t.definition() for name, t in by_name.items() if name not in hidden]
         spaces = {name: space for name, space in (namespaces or {}).items() if name in by_name}
-        return cls(by_name, user_id, listed, tuple(dict.fromkeys(upstreams)), hidden, spaces)
+        return cls(by_name, user_id, listed, tuple(dict.fromkeys(upstreams)), hidden, spaces, policy_hidden or {})
 
     def deferred_definitions(self) -> list[ToolDefinition]:
         """The definitions of the deferred tools, in listing order (for providers that take them

@@ -95,6 +95,25 @@ def test_an_admin_sees_bash_and_a_developer_does_not(router: ToolRouter) -> None
     assert names(router, function_list=["bash"]) == []
 
 
+def test_an_exposure_knows_which_rule_hides_each_tool(router: ToolRouter, workspace: Path) -> None:
+    """What served mode's audit names when a call names a tool the policy hides."""
+    router.register(purge_database)
+    with policy_subject(DEV):
+        exposure = router.expose(["bash", "read_file", "deploy", "purge_database"], user_id="bob")
+    assert {n: v.rule for n, v in exposure.policy_hidden.items()} == {
+        "bash": "bash-admins-only",
+        "purge_database": "purge-admins-only",
+    }
+    with policy_subject(ADMIN):
+        assert router.expose(["bash", "purge_database"], user_id="alice").policy_hidden == {}
+    policy = Policy.from_dict(
+        {"default": "deny", "rules": [{"id": "reads", "when": "tool.name == 'grep'", "effect": "allow"}]}
+    )
+    with ToolRouter(policy=policy, context=BuiltInToolContext(workspace)) as denying:
+        exposure = denying.expose(["grep", "bash"])
+        assert list(exposure.tools) == ["grep"] and exposure.policy_hidden["bash"].rule is None  # the default
+
+
 def test_a_subject_set_for_another_user_is_not_borrowed(router: ToolRouter) -> None:
     with policy_subject(ADMIN):  # alice's claims must not reach bob's exposure
         assert names(router, user="bob", function_list=["bash"]) == []

@@ -154,6 +154,13 @@ def test_admins_see_bash_and_others_do_not_by_jwt_claims_or_registry_attributes(
     failed, text = call(served, token("bob", roles=["dev"]), "bash", {"command": "echo ran > proof"})
     assert failed and "not served" in text
     assert not (served.folder / "ws" / "bob" / "proof").exists()
+    # The audit says which rule hid it; a name nobody serves has no rule.
+    line = [r for r in audit_lines(served) if r["user"] == "bob"][-1]
+    assert line["tool"] == "bash" and line["outcome"] == "refused" and line["policy"] == ["bash-admins-only"]
+    failed, text = call(served, token("bob", roles=["dev"]), "no_such_tool", {})
+    assert failed and "not served" in text
+    line = [r for r in audit_lines(served) if r["user"] == "bob"][-1]
+    assert line["tool"] == "no_such_tool" and line["policy"] is None
 
 
 def test_the_same_user_with_new_claims_gets_the_new_view(served: Served) -> None:

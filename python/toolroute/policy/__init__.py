@@ -106,6 +106,7 @@ class Policy:
         # Renamed tools are called by their new names; the old ones are gone.
         self.renamed: dict[str, str] = {o.name: old for old, o in spec.tools.items() if o.name and o.name != old}
         self._cache: dict[tuple[int, Any], tuple[Tool, Tool | None]] = {}
+        self._hiding: dict[tuple[int, Any], tuple[Tool, Verdict]] = {}  # why each hidden one is
         self._lock = threading.Lock()
 
     @classmethod
@@ -152,8 +153,16 @@ class Policy:
         with self._lock:
             if len(self._cache) > 8192:  # subjects come and go: a bound, not an eviction policy
                 self._cache.clear()
+                self._hiding.clear()
             self._cache[key] = (tool, policed)
+            if policed is None:
+                self._hiding[key] = (tool, view.verdict)
         return policed
+
+    def hiding(self, tool: Tool, subject: Subject) -> Verdict:
+        """The verdict that hides `tool` from `subject` (`police` gave None): for the audit."""
+        hit = self._hiding.get((id(tool), subject.key))
+        return hit[1] if hit is not None and hit[0] is tool else self.view(tool, subject).verdict
 
     def original_name(self, name: str) -> str | None:
         """The exposed name a called name stands for (a renamed tool's old one); None for an old

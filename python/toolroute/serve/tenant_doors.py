@@ -290,6 +290,10 @@ class TenantDoors:
             kinds = CALL_KINDS.get()
             if kinds is not None:
                 kinds.append("not_found")
+            hiding = door.exposure.policy_hidden.get(name)
+            noted = DECISIONS.get()
+            if hiding is not None and noted is not None:
+                noted.append(hiding)  # the rule that hides it, in the audit (the client hears "not served")
             return door.call_refusal(name), "refused", None
         try:
             if self.limits is not None:
@@ -337,6 +341,9 @@ class TenantDoors:
             if audit is None:
                 return inner_reply(outcome)
             tool = door.exposure.get(name)
+            hiding = door.exposure.policy_hidden.get(name) if tool is None else None
+            if hiding is not None:
+                decisions.append(hiding)  # a tool the policy hides from this user: its rule
             audit.record(
                 user=user,
                 tool=name,
