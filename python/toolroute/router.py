@@ -9,7 +9,9 @@ every result into a string (spec 11), with `execute` also returning the structur
 
 from __future__ import annotations
 
+import functools
 import json
+import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import ModuleType
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 
 import pydantic_core
 
+from toolroute import _tracing
 from toolroute._core import RouteTable, ToolKind, has_user_form, user_tool_owners
 from toolroute._twins import Body, Step, run_async, run_sync
 from toolroute.assembly import CATALOGUES, assemble
@@ -61,6 +64,8 @@ __all__ = [
     "result_text",
     "validate_request",
 ]
+
+_OTEL_MODULES = sys.modules  # where `invoke` looks for OpenTelemetry: loaded, or no one traces
 
 
 MAX_ARGUMENT_DEPTH = 128  # nesting of objects and arrays in one call's arguments
@@ -192,6 +197,9 @@ class ToolRouter:
         # An operator's policy (docs/usage.md, "Policy"): which tools each caller sees and which
         # calls run. Replaced whole on a reload; an exposure keeps the one it was made with.
         self.policy = policy
+        # With OTEL_EXPORTER_OTLP_* set (and the traces extra), calls' spans are exported
+        # with no code of the host's: the SDK is set up here, unless the host set one up.
+        _tracing.provider_from_environment()
         # The eight coding tools by default; a host may pass its own table (or an empty one).
         for name, tool in (builtin_tools() if builtins is None else builtins).items():
             self._table.insert(ToolKind.BUILTIN, name, tool)
@@ -534,6 +542,9 @@ class ToolRouter:
         self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> str:
         """The spec's `invoke(functionName, argument[, userId])`: the result as a string."""
+        otel = _OTEL_MODULES.get("opentelemetry.trace")  # None: OpenTelemetry never loaded
+        if otel is not None and getattr(otel, "_TRACER_PROVIDER", None) is not None:  # a provider is set
+            return self._traced_invoke(otel, function_name, argument, user_id)
         if user_id is None and self.policy is None and self._initialized and not self._closed:
             # `resolve`'s answer without its steps: with no user, a hit stands alone (`_routed`);
             # under a policy every name goes through `resolve`, where the policy sees it
@@ -542,9 +553,27 @@ class ToolRouter:
                 return self._run(hit[1], argument, _as_text)
         return self._run(self.resolve(function_name, user_id), argument, _as_text)
 
+    def _traced_invoke(
+        self, otel: Any, function_name: str, argument: str | Mapping[str, Any] | None, user_id: str | None
+    ) -> str:
+        """`invoke` inside an `execute_tool` span (its general path: the span costs far more)."""
+        tracer = _tracing.tracer(otel)
+        call = functools.partial(self._run_text, function_name, argument, user_id)
+        return call() if tracer is None else _tracing.traced(tracer, function_name, call)
+
+    def _run_text(self, function_name: str, argument: str | Mapping[str, Any] | None, user_id: str | None) -> str:
+        return self._run(self.resolve(function_name, user_id), argument, _as_text)
+
     async def ainvoke(
         self, function_name: str, argument: str | Mapping[str, Any] | None = None, user_id: str | None = None
     ) -> str:
+        otel = _OTEL_MODULES.get(_tracing.OTEL_TRACE)
+        if otel is not None:
+            tracer = _tracing.tracer(otel)
+            if tracer is not None:
+                call = functools.partial(self.aexecute, function_name, argument, user_id)
+                output: ToolOutput = await _tracing.atraced(tracer, function_name, call)
+                return output.text
         return (await self.aexecute(function_name, argument, user_id)).text
 
     # ---- lifecycle ---------------------------------------------------------------------

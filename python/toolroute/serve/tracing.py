@@ -10,17 +10,14 @@ call pays one `is None` check.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from toolroute._tracing import provider_from_environment
 from toolroute.agent.telemetry import Finish, ToolTelemetry
 from toolroute.agent.types import AgentToolCall, AgentToolResult
-
-log = logging.getLogger("toolroute.serve")
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
 class ServedTracing:
@@ -35,26 +32,10 @@ class ServedTracing:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> ServedTracing | None:
-        if not any(environ.get(name) for name in ENDPOINT_VARIABLES) or environ.get("OTEL_SDK_DISABLED") == "true":
+        # Made already when the router was (the library sets it up from the same variables).
+        provider = provider_from_environment(environ)
+        if provider is None:
             return None
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        except ImportError:
-            log.warning(
-                "OTEL_EXPORTER_OTLP_* is set but the exporter is not installed: pip install 'toolroute[traces]'"
-            )
-            return None
-        # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by Resource.create.
-        resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "toolroute"})
-        provider = TracerProvider(resource=resource)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        from opentelemetry import trace
-
-        # The global provider: the gateway's client spans toward upstreams (mcp/tracing.py) use it.
-        trace.set_tracer_provider(provider)
         return cls(provider)
 
     @contextmanager
