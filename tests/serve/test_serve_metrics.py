@@ -37,7 +37,7 @@ def served() -> Iterator[tuple[ServedProcess, str, str]]:
             key = store.add_key("bob-the-user")
         (tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"args": script_stdio("args_server.py")}}))
         args = [
-            *("--modules", TOOLS_MODULE, "--functions", "echo,fail", "--mcp-config", str(tmp / "mcp.json")),
+            *("--modules", TOOLS_MODULE, "--functions", "echo,fail,bash", "--mcp-config", str(tmp / "mcp.json")),
             *("--mcp-servers", "args", "--api-keys", "--store", store_url),
             *("--workspace-template", str(tmp / "ws" / "{user}"), "--metrics", "127.0.0.1:0"),
         ]
@@ -101,6 +101,28 @@ def test_calls_are_counted_by_tool_and_outcome_with_no_user_or_argument_in_label
     assert "process_cpu_seconds" in families or "process_cpu_seconds_total" in str(families)
     labels = [v for samples in families.values() for s in samples for v in s.labels.values()]
     assert not [v for v in labels if "bob" in v or SECRET_ARGUMENT in v]
+
+
+async def _commands(url: str, key: str, commands: list[str]) -> list[str]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        results = [await client.call_tool("bash", {"command": c}) for c in commands]
+        return ["".join(getattr(c, "text", "") for c in r.content) for r in results]
+
+
+def test_command_starts_are_counted_by_sandbox(served: tuple[ServedProcess, str, str]) -> None:
+    server, metrics, key = served
+    before = scrape(metrics)
+    assert value(before, "toolroute_sandbox_spawns_total") == 0
+    outputs = anyio.run(_commands, server.url, key, ["echo one", "echo two", "echo three"])
+    results = [json.loads(o) for o in outputs]
+    assert [r["exitCode"] for r in results] == [0, 0, 0], outputs
+    (sandbox,) = {(r.get("sandbox") or {}).get("confinement") or "none" for r in results}
+    families = scrape(metrics)
+    started = [s for s in families["toolroute_sandbox_spawns"] if s.labels["result"] == "started" and s.value]
+    assert [(s.labels["sandbox"], s.value) for s in started] == [(sandbox, 3)]  # as the commands said
+    assert value(families, "toolroute_sandbox_spawns_total", sandbox=sandbox, result="failed") == 0
+    assert value(families, "toolroute_sandbox_spawn_seconds_total", sandbox=sandbox) > 0
 
 
 def test_upstream_up_flips_when_the_upstream_is_killed(served: tuple[ServedProcess, str, str]) -> None:

@@ -62,6 +62,29 @@ class _Live:
             "users whose session state (tools, workspace, own servers) the server holds now",
             value=float(self.tenancy.present()),
         )
+        yield from _spawns()
+
+
+def _spawns() -> Iterator[Any]:
+    """Commands started (bash, background processes), by sandbox: counts and start latency."""
+    from prometheus_client.core import CounterMetricFamily
+
+    from toolroute.builtins._process.pump import SPAWNS
+
+    started = CounterMetricFamily(
+        "toolroute_sandbox_spawns", "commands started, by sandbox and result", labels=["sandbox", "result"]
+    )
+    seconds = CounterMetricFamily(
+        "toolroute_sandbox_spawn_seconds",
+        "time spent starting commands (to the sandbox up), by sandbox",
+        labels=["sandbox"],
+    )
+    for sandbox, (ok, failed, spent) in sorted(SPAWNS.snapshot().items()):
+        started.add_metric([sandbox, "started"], float(ok))
+        started.add_metric([sandbox, "failed"], float(failed))
+        seconds.add_metric([sandbox], spent)
+    yield started
+    yield seconds
 
 
 class Metrics:

@@ -133,10 +133,44 @@ def isolation() -> dict[str, Any]:
     return {"start_new_session": True}
 
 
+class SpawnFigures:
+    """Commands started, by sandbox (`none`, `bubblewrap`, `landlock`): how many started, how
+    many failed to, and the seconds their starts took in all (served mode's metrics read them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._figures: dict[str, list[float]] = {}  # sandbox -> [started, failed, seconds]
+
+    def note(self, sandbox: str, seconds: float, started: bool) -> None:
+        with self._lock:
+            figures = self._figures.setdefault(sandbox, [0, 0, 0.0])
+            figures[0 if started else 1] += 1
+            figures[2] += seconds
+
+    def snapshot(self) -> dict[str, tuple[int, int, float]]:
+        with self._lock:
+            return {k: (int(v[0]), int(v[1]), v[2]) for k, v in self._figures.items()}
+
+
+SPAWNS = SpawnFigures()
+
+
 def spawn(spec: CommandSpec, *, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     """Start `bash -c command` (confined as `spec.sandbox` says) as the leader of its own process
     group, with no controlling terminal. Under bubblewrap the leader is bwrap, and the command
-    stays in its group: signalling the group reaches both."""
+    stays in its group: signalling the group reaches both. Counted in `SPAWNS`."""
+    began = time.monotonic()
+    sandbox = "none" if spec.sandbox is None else spec.sandbox.kind
+    try:
+        proc = _spawn(spec, stdin_pipe)
+    except BaseException:
+        SPAWNS.note(sandbox, time.monotonic() - began, started=False)
+        raise
+    SPAWNS.note(sandbox, time.monotonic() - began, started=True)
+    return proc
+
+
+def _spawn(spec: CommandSpec, stdin_pipe: bool) -> subprocess.Popen[bytes]:
     argv = [bash_path(), "-c", spec.command]
     plan = spec.sandbox
     status_r = -1
