@@ -103,3 +103,42 @@ def test_policy_served_session_of_50_calls() -> None:
         {"50 rules": lambda: anyio.run(_session, policed)},
         10,
     )
+
+
+def _before(view: Any) -> Callable[[dict[str, Any]], Any]:
+    """A view's per-call decision as it was before flat arguments: `args` added to a per-view
+    `cel.Context` as a map each call (which discards the binding's converted environment)."""
+    import cel
+
+    wanted = set().union(*(rule.variables for rule in view.pending)) - {"args"}
+    context = cel.Context({k: v for k, v in view.context.items() if k in wanted})
+    keys = view._arg_keys
+
+    def decide(args: dict[str, Any]) -> Any:
+        context.add_variable("args", {k: args[k] for k in keys if k in args})
+        for rule in view.pending:
+            hit = rule.matches(context)
+            if hit or (hit is None and rule.fails_closed()):
+                return rule.verdict
+        return view.verdict
+
+    return decide
+
+
+def test_policy_one_args_rule_decision_before_and_now() -> None:
+    """The rule evaluation alone (what a call with an `args` rule pays): before, `args` as a map
+    added to the context each call; now, each `args.NAME` a variable of its own, read by the
+    context's resolver (the context never changes, so its converted environment is kept)."""
+    from toolroute.policy import current_subject
+
+    tool = POLICED.resolve("lookup")  # the policed tool: its view for the library caller
+    view = tool.view  # type: ignore[attr-defined]
+    assert current_subject(None) is not None and view.pending
+    before = _before(view)
+    calls = [{"path": f"/public/{i}"} for i in range(999)] + [{"path": "/secret/key"}]
+    compare(
+        "policy: one args rule's decision x1000 (varied paths, one refused)",
+        ("now (flat variables)", lambda: [view.decide(a) for a in calls]),
+        {"before (args map per call)": lambda: [before(a) for a in calls]},
+        30,
+    )

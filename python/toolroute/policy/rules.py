@@ -39,12 +39,17 @@ class Rule:
     # (`args["p"]`, `size(args)`, a macro over `args`): a call converts only these for CEL, never a
     # write's whole content for a rule about its path.
     arg_keys: frozenset[str] | None = None
+    # The expression with each `args.NAME` read as a variable of its own (`_arg_NAME`), when it
+    # can be: a call then hands CEL the values it reads, not a map holding them (measured: the
+    # binding's conversion of a map is most of a call's cost).
+    flat: Any = None
 
-    def matches(self, context: Any) -> bool | None:
+    def matches(self, context: Any, program: Any = None) -> bool | None:
         """True or False; None when the expression errs (a missing key, `args` not known yet, a
-        value that is not a bool). `context`: a dict, or a `cel.Context`."""
+        value that is not a bool). `context`: a dict, or a `cel.Context`; `program`: the rule's
+        (default) or its `flat` one."""
         try:
-            value = self.program.execute(context)
+            value = (program or self.program).execute(context)
         except Exception:  # the binding raises KeyError, RuntimeError, TypeError, ValueError...
             return None
         return value if isinstance(value, bool) else None
@@ -84,8 +89,48 @@ def compile_rules(rules: Sequence[RuleSpec], positions: Mapping[tuple[Any, ...],
             )
         reason = spec.reason or _default_reason(spec)
         verdict = Verdict(spec.effect, spec.id, reason)
-        out.append(Rule(spec, program, "args" in variables, variables, verdict, _arg_keys(spec.when)))
+        keys = _arg_keys(spec.when)
+        flat = _flat_program(cel, spec.when, variables, keys) if keys else None
+        out.append(Rule(spec, program, "args" in variables, variables, verdict, keys, flat))
     return out
+
+
+FLAT_PREFIX = "_arg_"
+# A CEL string or bytes literal (raw or not, single or triple quoted): never rewritten.
+_LITERAL = re.compile(
+    r'[rRbB]{0,2}(?:"""(?:\\.|[^\\])*?"""'
+    r"|'''(?:\\.|[^\\])*?'''"
+    r'|"(?:\\.|[^"\\\n])*"'
+    r"|'(?:\\.|[^'\\\n])*')",
+    re.DOTALL,
+)
+# `args.NAME` at the top level (not a field of something else, not a method call).
+_SELECT = re.compile(r"(?<![.\w])args\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
+
+
+def _flat_program(cel: Any, expression: str, variables: frozenset[str], keys: frozenset[str]) -> Any:
+    """`expression` compiled with each top-level `args.NAME` (outside string literals) read as the
+    variable `_arg_NAME`; None unless the result reads exactly the variables it should."""
+    read: set[str] = set()
+
+    def flat(match: re.Match[str]) -> str:
+        read.add(FLAT_PREFIX + match.group(1))
+        return FLAT_PREFIX + match.group(1)
+
+    out: list[str] = []
+    at = 0
+    for literal in _LITERAL.finditer(expression):
+        out.append(_SELECT.sub(flat, expression[at : literal.start()]))
+        out.append(literal.group(0))
+        at = literal.end()
+    out.append(_SELECT.sub(flat, expression[at:]))
+    if not read <= {FLAT_PREFIX + k for k in keys}:
+        return None
+    try:
+        program = cel.compile("".join(out))
+    except Exception:
+        return None
+    return program if frozenset(program.variables()) == (variables - {"args"}) | read else None
 
 
 _ARGS = re.compile(r"\bargs\b")
@@ -137,31 +182,54 @@ class View:
             keys |= rule.arg_keys
         return frozenset(keys)
 
-    def _cel_context(self) -> Any:
-        held = getattr(self._local, "context", None)
+    @functools.cached_property
+    def _flat(self) -> bool:
+        """Whether every pending rule reads `args.NAME` only, as variables of their own."""
+        return all(rule.flat is not None for rule in self.pending)
+
+    def _cel_context(self) -> tuple[Any, dict[str, Any]]:
+        held: tuple[Any, dict[str, Any]] | None = getattr(self._local, "held", None)
         if held is None:
             import cel
 
             wanted = set().union(*(rule.variables for rule in self.pending)) - {"args"}
-            held = self._local.context = cel.Context({k: v for k, v in self.context.items() if k in wanted})
+            context = cel.Context({k: v for k, v in self.context.items() if k in wanted})
+            values: dict[str, Any] = {}
+            context.set_variable_resolver(values.get)
+            held = self._local.held = (context, values)
         return held
 
     def decide(self, args: Mapping[str, Any]) -> Verdict:
         if not self.pending:
             return self.verdict
-        context = self._cel_context()
+        context, values = self._cel_context()
         keys = self._arg_keys
-        if keys is not None:
-            args = {k: args[k] for k in keys if k in args}
+        flat = self._flat
+        if flat and keys is not None:
+            for key in keys:
+                value = args.get(key)
+                if type(value) in _FLAT_TYPES:
+                    values[FLAT_PREFIX + key] = value
+                elif key in args:  # null (to the resolver: "not mine") or a value of another kind
+                    flat = False
+                    break
+                # absent: the rule errs on it, as on `args.NAME`
+        if not flat:
+            values.clear()
+            whole = {k: args[k] for k in keys if k in args} if keys is not None else args
+            values["args"] = whole if type(whole) is dict else dict(whole)
         try:
-            context.add_variable("args", args if type(args) is dict else dict(args))
-        except Exception:  # a value CEL cannot hold: every pending rule errs, and so fails closed
-            return next((rule.verdict for rule in self.pending if rule.fails_closed()), self.verdict)
-        for rule in self.pending:
-            hit = rule.matches(context)
-            if hit or (hit is None and rule.fails_closed()):
-                return rule.verdict
-        return self.verdict
+            for rule in self.pending:
+                hit = rule.matches(context, rule.flat if flat else None)
+                if hit or (hit is None and rule.fails_closed()):
+                    return rule.verdict
+            return self.verdict
+        finally:
+            values.clear()  # a call's values are not held after it
+
+
+# What goes to CEL as a variable of its own (None cannot: to the resolver it means "not here").
+_FLAT_TYPES = frozenset({str, int, float, bool, dict, list})
 
 
 def view_of(rules: Sequence[Rule], default: Verdict, context: Mapping[str, Any]) -> View:
