@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +23,17 @@ import anyio
 import jwt
 import mcp_types as types
 import pytest
-from _mcp_helpers import script_stdio
-from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, run_cli, served_http, tool_env, toolroute_exe
+from _mcp_helpers import SERVERS, script_stdio
+from _serve_helpers import (
+    TOOLS_MODULE,
+    ServedProcess,
+    http_server,
+    outside_tmp,
+    run_cli,
+    served_http,
+    tool_env,
+    toolroute_exe,
+)
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -432,3 +442,47 @@ def test_a_stdio_client_is_asked_before_a_held_call_runs(folder: Path, mode: str
             assert not result.is_error and written.read_text() == "x"
         else:
             assert result.is_error and not written.exists(), text
+
+
+class NameOrYes(Answering):
+    """Answers the approval with `action`, and an upstream's question for a name with Ada."""
+
+    async def __call__(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        if params.message.startswith("Allow the call"):
+            return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)  # type: ignore[arg-type]
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_an_approved_call_whose_upstream_asks_in_turn_over_stateful_http(folder: Path, mode: str) -> None:
+    """Stateful HTTP (no auth), an upstream that asks for a name during the call: a handshake-era
+    client is asked the approval, then the upstream's question, both mid-call; a 2026-07-28 client
+    gets each as the call's result in turn, the approval kept through the upstream's round trip.
+    Declined, the upstream is never called."""
+    policy = folder / "asking-approve.yaml"
+    policy.write_text(
+        "rules:\n  - id: names-need-a-person\n    when: args.tag.startsWith('held')\n    effect: approve\n"
+        "    reason: Asking names waits for a person.\n"
+    )
+    entry = {"command": sys.executable, "args": [str(SERVERS / "asking_server.py")], "protocol": "2026-07-28"}
+    (folder / "asking.json").write_text(json.dumps({"mcpServers": {"asking": entry}}))
+    args = ["--mcp-config", str(folder / "asking.json"), "--mcp-servers", "asking", "--policy", str(policy)]
+
+    async def go(url: str) -> list[tuple[list[str], Any]]:
+        answering = NameOrYes("accept")
+        out = []
+        async with Client(url, mode=mode, elicitation_callback=answering) as client:  # type: ignore[arg-type]
+            (name,) = [t.name for t in (await client.list_tools()).tools if t.name.endswith("ask_name")]
+            for tag, action in [("held-1", "accept"), ("held-2", "decline"), ("open", "decline")]:
+                answering.action, answering.asked = action, []
+                result = await client.call_tool(name, {"tag": tag})
+                out.append((answering.asked, (result.is_error, result.content[0].text)))  # type: ignore[union-attr]
+        return out
+
+    with http_server(args) as url:
+        accepted, declined, unheld = anyio.run(go, url)
+    allow = "Allow the call to 'ask_name'? Asking names waits for a person."
+    assert accepted == ([allow, "What is your name? (asked for held-1)"], (False, "hello Ada (held-1)"))
+    assert declined[0] == [allow] and declined[1][0] is True and "answered decline" in declined[1][1]
+    assert unheld == (["What is your name? (asked for open)"], (False, "hello Ada (open)"))
