@@ -339,11 +339,18 @@ def test_an_approval_is_the_callers_own_for_that_very_call(served: Served) -> No
         assert error.code == types.INVALID_PARAMS and "request_state" in error.message
     assert not (served.folder / "ws" / "alice" / "held").exists()
     assert not (served.folder / "ws" / "bob" / "held" / "alice.txt").exists()
-    # A retry without an answer is a cancel; alice's own accepted answer runs the call.
+    # A retry without an answer is a cancel; the state is spent then, as after any answer.
     unanswered = retry(alice, arguments, state, None)
     assert unanswered.is_error and "(the user answered cancel)" in unanswered.content[0].text
+    spent = retry(alice, arguments, state)
+    assert isinstance(spent, types.ErrorData) and spent.code == types.INVALID_PARAMS
+    assert not (served.folder / "ws" / "alice" / "held").exists()
+    # Asked again, alice's own accepted answer runs the call, once: a replay of it is refused.
+    state = anyio.run(with_session, alice, pending).request_state
     done = retry(alice, arguments, state)
     assert not done.is_error and (served.folder / "ws" / "alice" / "held" / "alice.txt").read_text() == "alice's"
+    replayed = retry(alice, arguments, state)
+    assert isinstance(replayed, types.ErrorData) and replayed.code == types.INVALID_PARAMS
 
 
 def test_a_changed_file_applies_to_the_next_request_and_a_broken_one_is_kept_out(served: Served) -> None:

@@ -5,8 +5,8 @@ A call a rule holds for a person runs once that call's client says yes:
   decline or cancel) on the call's own channel, as an upstream's question would be
   (serve/asking.py);
 - a 2026-07-28 client gets the question as the call's `input_required` result, with a
-  `requestState` sealed to this user, this tool and these very arguments; its retry carrying the
-  answer runs the call (or is refused).
+  `requestState` sealed to this user, this tool and these very arguments, good for one retry;
+  the retry carrying the answer runs the call (or is refused).
 A client that cannot be asked (no elicitation capability; a handshake-era client on stateless
 HTTP, which has no channel to ask on) gets the refusal saying approval is needed. Decline or
 cancel refuses the call: nothing runs. The answer goes to the call's audit line beside the rule id.
@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ def seal(ctx: Any, approval: Approval, *, granted: bool, inner: str | None = Non
     """This call's question (or, `granted`, its approval with an upstream's own sealed state
     `inner` to carry on) bound to the caller, tool and arguments, for a while."""
     payload = {
+        "once": secrets.token_hex(8),  # each sealed state answers one retry (`_spend`)
         "who": _who(ctx),
         "tool": approval.tool,
         "args": _digest(approval.arguments),
@@ -130,7 +132,27 @@ def _unseal(ctx: Any, tool: str, arguments: Mapping[str, Any] | None, sealed: st
         or payload["until"] < time.time()
     ):
         raise refused
+    if not _spend(str(payload.get("once")), payload["until"]):
+        raise refused  # answered already: a replay
     return dict(payload)
+
+
+_SPENT: dict[str, int] = {}  # the states answered, until they expire anyway
+_SPENT_LOCK = threading.Lock()
+
+
+def _spend(once: str, until: int) -> bool:
+    """Mark a sealed state answered; False when it was already (the key is this process's, so
+    one process's record is the whole record)."""
+    with _SPENT_LOCK:
+        if once in _SPENT:
+            return False
+        if len(_SPENT) > 4096:  # a bound: expired ones go first, all of them
+            now = time.time()
+            for spent in [k for k, v in _SPENT.items() if v < now]:
+                del _SPENT[spent]
+        _SPENT[once] = until
+        return True
 
 
 def peel(ctx: Any, params: types.CallToolRequestParams) -> tuple[Approval, types.CallToolRequestParams]:
