@@ -102,7 +102,7 @@ def _serve_args(tmp: Path, store_url: str) -> list[str]:
     (tmp / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
     (tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"args": script_stdio("args_server.py")}}))
     return [
-        *("--modules", TOOLS_MODULE, "--functions", "bash,read_file,write_file,echo", "--sandbox", "on"),
+        *("--modules", TOOLS_MODULE, "--functions", "bash,read_file,write_file,echo,run_code", "--sandbox", "on"),
         *("--mcp-config", str(tmp / "mcp.json"), "--mcp-servers", "args"),
         *("--auth-jwks", str(tmp / "jwks.json"), "--auth-issuer", ISSUER, "--auth-audience", AUDIENCE),
         *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
@@ -171,6 +171,16 @@ def test_admins_see_bash_and_others_do_not_by_jwt_claims_or_registry_attributes(
     assert failed and "not served" in text
     line = [r for r in audit_lines(served) if r["user"] == "bob"][-1]
     assert line["tool"] == "no_such_tool" and line["policy"] is None
+
+
+def test_a_programs_call_of_a_hidden_tool_is_audited_with_the_rule_that_hides_it(served: Served) -> None:
+    lines = ["import tools", "try:", '    tools.call("bash", command="echo ran > proof")']
+    program = "\n".join([*lines, "except tools.ToolError as e:", "    print(e.kind)", ""])
+    failed, text = call(served, token("bob", roles=["dev"]), "run_code", {"code": program})
+    assert not failed and text.strip() == "not_found", text
+    assert not (served.folder / "ws" / "bob" / "proof").exists()
+    inner = [r for r in audit_lines(served) if r["user"] == "bob" and r["caller"] == "run_code"][-1]
+    assert inner["tool"] == "bash" and inner["outcome"] == "refused" and inner["policy"] == ["bash-admins-only"]
 
 
 def test_the_same_user_with_new_claims_gets_the_new_view(served: Served) -> None:
