@@ -25,6 +25,7 @@ R = TypeVar("R")
 
 _lock = threading.Lock()
 _tracer: tuple[Any, Any] | None = None  # (provider, its tracer for toolroute's spans)
+_warned = False
 
 
 def tracer(otel: Any) -> Any | None:
@@ -86,7 +87,10 @@ def provider_from_environment(environ: Mapping[str, str] = os.environ) -> Any | 
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        log.warning("OTEL_EXPORTER_OTLP_* is set but the exporter is not installed: pip install 'toolroute[traces]'")
+        global _warned
+        if not _warned:  # once: every router made asks
+            _warned = True
+            log.warning("OTEL_EXPORTER_OTLP_* is set, the exporter is not installed: pip install 'toolroute[traces]'")
         return None
     with _lock:
         held = getattr(trace, "_TRACER_PROVIDER", None)
