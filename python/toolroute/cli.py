@@ -503,6 +503,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     recycle=mode.recycle,
                     connections=mode.connections,
                     shutdown=shutdown,
+                    routes=mode.routes,
                 )
                 anyio.run(serving, mode.doors, args.host, args.port, args.path, ready)
         finally:

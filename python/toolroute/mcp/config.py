@@ -15,7 +15,10 @@ the `initialize` handshake every server of the 2025 revisions answers, and the s
 2026-07-28 revision when the server's own rejection of the handshake names it; `legacy`, the
 handshake only; `2026-07-28`, the stateless revision only; `auto`, probe `server/discover` once,
 briefly, and remember the answer: see `connection.py`); `maxTools` and `maxListingBytes` (a
-tool listing past either is refused and the server left out: 10,000 tools, 8 MiB by default).
+tool listing past either is refused and the server left out: 10,000 tools, 8 MiB by default);
+`oauth` (an HTTP server each user authorizes with their own account, per the MCP authorization
+specification: `{}`, or `{"clientId": ..., "clientSecret": ..., "scope": ...}` for a client the
+operator registered; docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ _KNOWN_KEYS = {
     "trustAnnotations",
     "protocol",
     "maxTools",
+    "oauth",
     "maxListingBytes",
 }
 
@@ -74,6 +78,9 @@ class ServerConfig:
     protocol: Protocol = "negotiate"
     max_tools: int | None = None  # None: connection.MAX_TOOLS
     max_listing_bytes: int | None = None  # None: connection.MAX_LISTING_BYTES
+    # The user authorizes the gateway with OAuth (served mode: `serve/upstream_oauth/`): a
+    # pre-registered client (`clientId`, `clientSecret`), the `scope` asked for; {} for neither.
+    oauth: Mapping[str, str] | None = None
 
     def describe(self) -> str:
         if self.transport == "stdio":
@@ -171,6 +178,7 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     url = raw["url"]
     if not isinstance(url, str) or urlparse(url).scheme not in ("http", "https"):
         raise ToolRegistrationError(f"MCP server {service_id!r}: 'url' must be an http(s) URL, got {url!r}")
+    oauth = _oauth(service_id, raw.get("oauth"), transport)
     return ServerConfig(
         transport=transport,
         url=url,
@@ -182,7 +190,25 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
         protocol=protocol,
         max_tools=max_tools,
         max_listing_bytes=max_listing_bytes,
+        oauth=oauth,
     )
+
+
+OAUTH_KEYS = ("clientId", "clientSecret", "scope", "grant")  # `grant`: the registry's, see upstream_oauth
+
+
+def _oauth(service_id: str, value: Any, transport: Transport) -> dict[str, str] | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    oauth = _string_map(service_id, "oauth", value)
+    unknown = sorted(set(oauth) - set(OAUTH_KEYS))
+    if unknown:
+        raise ToolRegistrationError(f"MCP server {service_id!r}: unknown 'oauth' key(s) {', '.join(unknown)}")
+    if transport != "http":
+        raise ToolRegistrationError(f"MCP server {service_id!r}: 'oauth' needs a streamable HTTP server")
+    return oauth
 
 
 def parse_config(config: Mapping[str, Any] | None) -> dict[str, ServerConfig]:

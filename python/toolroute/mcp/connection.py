@@ -37,6 +37,13 @@ from toolroute.asking import Answer, Asker, Question
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.asked import Asked, CallInProgress, input_deferred, input_needed, url_required
 from toolroute.mcp.config import ServerConfig
+from toolroute.mcp.credentials import (
+    AUTHORIZE_TOOL,
+    BearerAuth,
+    UpstreamCredentials,
+    authorization_required,
+    authorize_tool,
+)
 from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
 from toolroute.mcp.http_bounds import BoundedTransport
@@ -73,8 +80,14 @@ class Connection:
         *,
         connect_timeout: float,
         on_tools_changed: Callable[[Connection], None] | None = None,
+        credentials: UpstreamCredentials | None = None,
     ) -> None:
         self.key = key
+        # The user's own authorization (an HTTP server added with `auth=`): the token goes on
+        # every request; without one nothing is sent and the server only offers `authorize`.
+        self.credentials = credentials
+        self._bearer = None if credentials is None else BearerAuth(credentials)
+        self.awaiting_authorization = False  # it listed `authorize` instead of its own tools
         self.config = config
         self.connect_timeout = connect_timeout
         self.connects = 0  # successful handshakes so far (a reconnect increments it)
@@ -229,6 +242,7 @@ class Connection:
             dict(cfg.headers),
             self.connect_timeout,
             BoundedTransport(_transport(), self.counter, self._max_listing_bytes),
+            self._bearer,
         )
 
     async def _listening(self, session: ClientSession, stop: asyncio.Event) -> None:
@@ -360,6 +374,13 @@ class Connection:
     async def list_all(self, kind: Listable) -> list[Any]:
         """Every item of one list method (`tools`, `prompts`, `resources`, `resource_templates`),
         following `next_cursor` page by page; an empty list when the server does not offer them."""
+        if self.credentials is not None and await self.credentials.token() is None:
+            # Not authorized by its user yet: nothing is sent; the model sees how to ask.
+            await self.reset()
+            self.awaiting_authorization = True
+            return [authorize_tool(self.key)] if kind == "tools" else []
+        if kind == "tools":
+            self.awaiting_authorization = False
         session = await self.session()
         if kind != "tools" and not self.offers(kind):
             return []
@@ -445,6 +466,10 @@ class Connection:
         """One `tools/call`. A forgotten HTTP session is re-initialised and retried once (the
         server never ran the request); a crash is reported and the server restarted next time.
         What the server asks during the call goes to `asker` (none: refused)."""
+        if self.credentials is not None:
+            authorized = await self._authorized_call(name, exposed)
+            if authorized is not None:
+                return authorized
         for attempt in (1, 2):
             session = await self.session()
             try:
@@ -457,6 +482,9 @@ class Connection:
                 inner = leaf(exc)
                 if isinstance(inner, MCPError) and inner.error.code == types.URL_ELICITATION_REQUIRED:
                     raise url_required(self.key, exposed, inner.error) from None
+                if self.credentials is not None and await self.credentials.token() is None:
+                    await self.reset()  # refused, and the refresh too: the user authorizes again
+                    raise authorization_required(self.key, exposed, self.credentials.authorization_url()) from None
                 if is_session_lost(exc) and attempt == 1:
                     log.info("MCP server %r forgot the session; re-initialising", self.key)
                     await self.reset()
@@ -481,6 +509,20 @@ class Connection:
                 )
             return result
         raise AssertionError("unreachable")
+
+    async def _authorized_call(self, name: str, exposed: str | None) -> types.CallToolResult | None:
+        """Before a call of a server its user authorizes: the -32042 link when there is no
+        authorization (nothing is sent); the answer of `authorize` when it was listed in its stead
+        and the user has authorized since (the server's own tools are listed again); else None."""
+        assert self.credentials is not None
+        if await self.credentials.token() is None:
+            raise authorization_required(self.key, exposed, self.credentials.authorization_url())
+        if name == AUTHORIZE_TOOL and self.awaiting_authorization:
+            if self._on_tools_changed is not None:
+                self._on_tools_changed(self)
+            text = f"Access to {self.key!r} is authorized: list the tools again to see its own."
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return None
 
     async def _call(
         self,
@@ -691,11 +733,15 @@ def _transport() -> httpx2.AsyncHTTPTransport:
 
 @contextlib.asynccontextmanager
 async def _streamable_http(
-    url: str, headers: dict[str, str], connect_timeout: float, transport: httpx2.AsyncBaseTransport
+    url: str,
+    headers: dict[str, str],
+    connect_timeout: float,
+    transport: httpx2.AsyncBaseTransport,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[TransportStreams]:
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
     async with (
-        _http_client(headers=headers, timeout=timeout, transport=transport) as http,
+        _http_client(headers=headers, timeout=timeout, transport=transport, auth=auth) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

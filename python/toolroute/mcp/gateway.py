@@ -30,6 +30,7 @@ from toolroute.errors import ToolExecutionError, ToolNotFoundError, ToolRegistra
 from toolroute.mcp.calls import Calls
 from toolroute.mcp.config import ServerConfig, load_config_file, parse_config, parse_server
 from toolroute.mcp.connection import Connection
+from toolroute.mcp.credentials import UpstreamCredentials
 from toolroute.mcp.loading import ToolLists
 from toolroute.mcp.loop import LoopThread
 from toolroute.mcp.offer import Upstream, UpstreamOffer
@@ -153,7 +154,13 @@ class McpGateway:
 
     # ---- registration ------------------------------------------------------------------
 
-    def _add(self, service_id: str, user_id: UserId | None, config: ServerConfig) -> Service:
+    def _add(
+        self,
+        service_id: str,
+        user_id: UserId | None,
+        config: ServerConfig,
+        credentials: UpstreamCredentials | None = None,
+    ) -> Service:
         key = service_key(service_id, user_id)
         with self._lock:
             if self._closed:
@@ -168,6 +175,7 @@ class McpGateway:
                 config,
                 connect_timeout=config.connect_timeout or self.connect_timeout,
                 on_tools_changed=self._lists.tools_changed,
+                credentials=credentials,
             )
             service = Service(key, service_id, user_id, config, conn)
             self._services.add(service)  # refuses a key already registered (the connection was never opened)
@@ -179,10 +187,23 @@ class McpGateway:
         if self.eager:
             self._loop.run(self._lists.load(service))
 
-    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
-        """Register a server for one user, under `user_{userId}_service_{serviceId}`."""
+    def add_user_server(
+        self,
+        user_id: str,
+        service_id: str,
+        server_config: Mapping[str, Any],
+        *,
+        auth: UpstreamCredentials | None = None,
+    ) -> None:
+        """Register a server for one user, under `user_{userId}_service_{serviceId}`. With
+        `auth` (an HTTP server the user authorizes), every request carries the token it gives;
+        until it gives one, the server lists only `authorize` and its calls answer -32042 with
+        `auth.authorization_url()` (mcp/credentials.py)."""
         user_id = UserId.of(user_id)
-        service = self._add(service_id, user_id, parse_server(service_id, server_config))
+        config = parse_server(service_id, server_config)
+        if auth is not None and config.transport != "http":
+            raise ToolRegistrationError(f"MCP server {service_id!r}: auth= needs a streamable HTTP server")
+        service = self._add(service_id, user_id, config, auth)
         if self.eager:
             self._loop.run(self._lists.load(service))
 

@@ -112,6 +112,12 @@ def _servers_remove(args: argparse.Namespace, store: UserStore) -> None:
     print(f"removed server {args.server} of user {args.user}")
 
 
+def _servers_forget_auth(args: argparse.Namespace, store: UserStore) -> None:
+    count = store.forget_upstream_tokens(args.user, args.server)
+    which = f"server {args.server}" if args.server else "servers"
+    print(f"forgot {count} authorization(s) of user {args.user}'s {which}: the next call asks again")
+
+
 def _rotate_key(args: argparse.Namespace, store: UserStore) -> None:
     count = store.rotate_secrets()
     print(f"encrypted the secrets of {count} server config(s) again under the first key")
@@ -168,3 +174,6 @@ def add_users_command(sub: Any) -> None:
     _command(servers, "list", "a user's servers, secrets redacted", _on_store(_servers_list), "user")
     remove_server = _on_store(_servers_remove)
     _command(servers, "remove", "remove one of a user's servers", remove_server, "user", "server")
+    forget = "forget a user's OAuth authorization of one server (or of all): the next call asks again"
+    forget_auth = _command(servers, "forget-auth", forget, _on_store(_servers_forget_auth), "user")
+    forget_auth.add_argument("server", nargs="?")

@@ -24,6 +24,7 @@ PREFIX = "enc:v1:"
 KEY_ENV = "TOOLROUTE_STORE_KEY"
 KEY_FILE_ENV = "TOOLROUTE_STORE_KEY_FILE"
 SECRET_FIELDS = ("env", "headers")
+OAUTH_SECRET = "clientSecret"  # a pre-registered OAuth client's secret (`oauth` of a server)
 
 
 class SecretError(ToolArgumentError):
@@ -163,4 +164,7 @@ class SecretBox:
             values = out.get(field)
             if isinstance(values, Mapping):
                 out[field] = {name: change(str(v)) if isinstance(v, str) else v for name, v in values.items()}
+        oauth = out.get("oauth")
+        if isinstance(oauth, Mapping) and isinstance(oauth.get(OAUTH_SECRET), str):
+            out["oauth"] = {**oauth, OAUTH_SECRET: change(oauth[OAUTH_SECRET])}
         return out

@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +162,7 @@ class ServedMode:
     recycle: Recycle | None = None  # set when the process may replace itself (authenticated only)
     connections: ConnectionLimits | None = None  # the HTTP server's (serve/connections.py)
     stop_network_audit: Callable[[], None] | None = None  # the egress proxy's refusals, audited
+    routes: list[Any] = field(default_factory=list)  # pages beside MCP (upstream_oauth/pages.py)
 
     def close(self) -> None:
         if self.doors.metrics is not None:
@@ -326,6 +327,14 @@ def build_served_mode(
         confine=confine,
         deferred=deferred_option(getattr(args, "defer", None)),
     )
+    routes: list[Any] = []
+    if auth is not None and store is not None:
+        # Users authorize their own OAuth-protected servers through pages of this server.
+        from toolroute.serve.upstream_oauth.credentials import Authorizations
+        from toolroute.serve.upstream_oauth.pages import routes as oauth_routes
+
+        tenancy.oauth = Authorizations(store, _origin(args.resource_url or bound_url))
+        routes = oauth_routes(tenancy.oauth, verifiers.verify_token)
     limits = _limits(args)
     # No user holds more of the shared worker threads than its calls may be at once; work a
     # cancelled call left running still counts (serve/limits.py, _workers.py).
@@ -372,7 +381,14 @@ def build_served_mode(
     recycle = _recycle(args, doors) if auth is not None else None  # without auth, sessions live in the process
     connections = _connection_limits(args)
     release = IdleRelease(tenancy, idle, prune=doors.prune, recycle=recycle)
-    return ServedMode(auth, doors, store, release.start(), recycle, connections, stop_network_audit)
+    return ServedMode(auth, doors, store, release.start(), recycle, connections, stop_network_audit, routes)
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _recycle(args: argparse.Namespace, doors: TenantDoors) -> Recycle | None:

@@ -12,7 +12,7 @@ import ipaddress
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -293,6 +293,7 @@ async def serve_http(
     recycle: Recycle | None = None,
     connections: ConnectionLimits | None = None,
     shutdown: Shutdown | None = None,
+    routes: Sequence[Route] = (),
 ) -> None:
     """Serve streamable HTTP on `sock` (or a new socket bound to host:port); `on_ready(url)` is
     called once the socket listens. With `auth`, every request needs a valid bearer token and
@@ -300,7 +301,8 @@ async def serve_http(
     server is up and may then stop it (see serve/recycle.py). `connections` bounds the
     connections and how long a request head may take (serve/connections.py). `shutdown` counts
     the stop signals and bounds the stop (serve/shutdown.py: `toolroute serve` passes one; by
-    default a stop is graceful only); the caller may read it once this returns."""
+    default a stop is graceful only); the caller may read it once this returns. `routes`: pages
+    served beside MCP (the OAuth connect page and callback of users' own servers)."""
     import uvicorn  # an `mcp` dependency, only needed here
 
     from toolroute.serve.connections import ConnectionLimits, guarded_protocol, proven
@@ -315,7 +317,7 @@ async def serve_http(
         stateless_http=auth is not None,
         auth=None if auth is None else auth.settings,
         token_verifier=None if auth is None else auth.verifier,
-        custom_starlette_routes=[Route(HEALTH_PATH, _health, methods=["GET"])],
+        custom_starlette_routes=[Route(HEALTH_PATH, _health, methods=["GET"]), *routes],
     )
     sock = sock if sock is not None else bind_socket(host, port)
     limits = (connections or ConnectionLimits()).fitted(descriptor_limit())

@@ -67,6 +67,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " user_id TEXT PRIMARY KEY REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
         " attributes TEXT NOT NULL)",
     ),
+    # A user's OAuth authorization of their own servers (the tokens, one encrypted JSON value;
+    # `grant_id` names one authorization, so replicas see a new or forgotten one), and the
+    # authorization flows in progress, by a digest of their `state` (upstream_oauth/).
+    (
+        "CREATE TABLE IF NOT EXISTS toolroute_upstream_tokens ("
+        " user_id TEXT NOT NULL REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
+        " server_id TEXT NOT NULL,"
+        " grant_id TEXT NOT NULL,"
+        " tokens TEXT NOT NULL,"
+        " updated_at DOUBLE PRECISION NOT NULL,"
+        " PRIMARY KEY (user_id, server_id))",
+        "CREATE TABLE IF NOT EXISTS toolroute_oauth_flows ("
+        " state_digest TEXT PRIMARY KEY,"
+        " user_id TEXT NOT NULL REFERENCES toolroute_users(user_id) ON DELETE CASCADE,"
+        " server_id TEXT NOT NULL,"
+        " flow TEXT NOT NULL,"
+        " created_at DOUBLE PRECISION NOT NULL)",
+    ),
 )
 UID_SECRET = "uid_secret"
 
@@ -166,6 +184,10 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
         values = shown.get(field)
         if isinstance(values, Mapping):
             shown[field] = {name: REDACTED for name in values}
+    oauth = shown.get("oauth")
+    if isinstance(oauth, Mapping):
+        shown["oauth"] = {k: REDACTED if k == "clientSecret" else v for k, v in oauth.items() if k != "grant"}
+        shown["oauth"]["authorized"] = "grant" in oauth
     return shown
 
 
@@ -276,6 +298,8 @@ class UserStore:
             cur.execute(self._sql("DELETE FROM toolroute_api_keys WHERE user_id = ?"), (user_id,))
             cur.execute(self._sql("DELETE FROM toolroute_user_servers WHERE user_id = ?"), (user_id,))
             cur.execute(self._sql("DELETE FROM toolroute_user_attributes WHERE user_id = ?"), (user_id,))
+            cur.execute(self._sql("DELETE FROM toolroute_upstream_tokens WHERE user_id = ?"), (user_id,))
+            cur.execute(self._sql("DELETE FROM toolroute_oauth_flows WHERE user_id = ?"), (user_id,))
             cur.execute(self._sql("DELETE FROM toolroute_users WHERE user_id = ?"), (user_id,))
             if cur.rowcount == 0:
                 raise StoreError(f"no user {user_id!r}")
@@ -395,6 +419,10 @@ class UserStore:
             )
             if cur.rowcount == 0:
                 raise StoreError(f"user {user_id!r} has no server {server_id!r}")
+            cur.execute(
+                self._sql("DELETE FROM toolroute_upstream_tokens WHERE user_id = ? AND server_id = ?"),
+                (user_id, server_id),
+            )
 
     def servers_version(self, user_id: str) -> str:
         """What a user's stored server configs are now, as a digest of the rows (nothing
@@ -403,17 +431,30 @@ class UserStore:
         return hashlib.sha256(json.dumps([list(row) for row in rows]).encode()).hexdigest()
 
     def servers(self, user_id: str) -> dict[str, dict[str, Any]]:
-        """A user's server configs, secrets included: for the gateway, never for display."""
+        """A user's server configs, secrets included: for the gateway, never for display. A
+        server the user authorizes with OAuth has its present authorization's id in
+        `oauth.grant` (none yet: no `grant`), so a new or forgotten one is a changed config."""
         return {sid: self.secrets.seal(cfg, "decrypt") for sid, cfg in self._server_rows(user_id)}
 
     def _server_rows(self, user_id: str) -> list[tuple[str, dict[str, Any]]]:
-        """A user's server configs as stored (secrets still encrypted)."""
-        return [(str(sid), json.loads(cfg)) for sid, cfg in self._stored_rows(user_id)]
+        """A user's server configs as stored (secrets still encrypted), with their grants."""
+        rows = []
+        for sid, text, grant in self._stored_rows(user_id):
+            config = json.loads(text)
+            if isinstance(config.get("oauth"), Mapping):
+                config["oauth"] = {k: v for k, v in config["oauth"].items() if k != "grant"}
+                if grant is not None:
+                    config["oauth"]["grant"] = str(grant)
+            rows.append((str(sid), config))
+        return rows
 
     def _stored_rows(self, user_id: str) -> list[tuple[Any, ...]]:
-        """A user's (server id, config text) rows, by server id."""
+        """A user's (server id, config text, OAuth grant id or None) rows, by server id."""
         return self._query(
-            "SELECT server_id, config FROM toolroute_user_servers WHERE user_id = ? ORDER BY server_id", (user_id,)
+            "SELECT s.server_id, s.config, t.grant_id FROM toolroute_user_servers s"
+            " LEFT JOIN toolroute_upstream_tokens t ON t.user_id = s.user_id AND t.server_id = s.server_id"
+            " WHERE s.user_id = ? ORDER BY s.server_id",
+            (user_id,),
         )
 
     def rotate_secrets(self) -> int:
@@ -450,3 +491,88 @@ class UserStore:
     def server_listing(self, user_id: str) -> dict[str, dict[str, Any]]:
         """The same configs with `env` and `headers` values redacted, for people to read."""
         return {sid: redact(cfg) for sid, cfg in self._server_rows(user_id)}
+
+    # ---- users' OAuth authorizations of their own servers (upstream_oauth/) -------------------
+
+    def upstream_tokens(self, user_id: str, server_id: str) -> tuple[str, str] | None:
+        """(grant id, the tokens' JSON text, decrypted) of a user's authorization of a server."""
+        rows = self._query(
+            "SELECT grant_id, tokens FROM toolroute_upstream_tokens WHERE user_id = ? AND server_id = ?",
+            (user_id, server_id),
+        )
+        return (str(rows[0][0]), self.secrets.decrypt(str(rows[0][1]))) if rows else None
+
+    def put_upstream_tokens(self, user_id: str, server_id: str, grant_id: str, tokens: str) -> None:
+        """Store a new authorization (replacing any): `tokens` is encrypted here."""
+        sealed = self.secrets.encrypt(tokens)
+        with self._transaction() as cur:
+            self._require_user(cur, user_id)
+            where = " WHERE user_id = ? AND server_id = ?"
+            cur.execute(self._sql("DELETE FROM toolroute_upstream_tokens" + where), (user_id, server_id))
+            cur.execute(
+                self._sql(
+                    "INSERT INTO toolroute_upstream_tokens (user_id, server_id, grant_id, tokens, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?)"
+                ),
+                (user_id, server_id, grant_id, sealed, time.time()),
+            )
+
+    def renew_upstream_tokens(self, user_id: str, server_id: str, grant_id: str, read: str, tokens: str) -> bool:
+        """Replace refreshed tokens, only if the row still holds `read` (decrypted) under
+        `grant_id`: False when another replica refreshed or the user authorized anew meanwhile."""
+        sealed = self.secrets.encrypt(tokens)
+        with self._transaction() as cur:
+            select = "SELECT tokens FROM toolroute_upstream_tokens WHERE user_id = ? AND server_id = ? AND grant_id = ?"
+            cur.execute(self._sql(select) + self._backend.lock_rows, (user_id, server_id, grant_id))
+            found = cur.fetchall()
+            if not found or self.secrets.decrypt(str(found[0][0])) != read:
+                return False
+            cur.execute(
+                self._sql(
+                    "UPDATE toolroute_upstream_tokens SET tokens = ?, updated_at = ?"
+                    " WHERE user_id = ? AND server_id = ? AND grant_id = ?"
+                ),
+                (sealed, time.time(), user_id, server_id, grant_id),
+            )
+            return True
+
+    def forget_upstream_tokens(self, user_id: str, server_id: str | None = None, grant_id: str | None = None) -> int:
+        """Forget a user's authorization of one server (None: of all), or only the grant
+        `grant_id`; the number forgotten."""
+        statement, params = "DELETE FROM toolroute_upstream_tokens WHERE user_id = ?", [user_id]
+        if server_id is not None:
+            statement, params = statement + " AND server_id = ?", [*params, server_id]
+        if grant_id is not None:
+            statement, params = statement + " AND grant_id = ?", [*params, grant_id]
+        with self._transaction() as cur:
+            cur.execute(self._sql(statement), tuple(params))
+            return int(cur.rowcount)
+
+    def add_oauth_flow(self, state_digest: str, user_id: str, server_id: str, flow: str, older: float) -> None:
+        """Record a flow in progress (`flow` encrypted here); flows begun before `older` go."""
+        sealed = self.secrets.encrypt(flow)
+        with self._transaction() as cur:
+            self._require_user(cur, user_id)
+            cur.execute(self._sql("DELETE FROM toolroute_oauth_flows WHERE created_at < ?"), (older,))
+            cur.execute(
+                self._sql(
+                    "INSERT INTO toolroute_oauth_flows (state_digest, user_id, server_id, flow, created_at)"
+                    " VALUES (?, ?, ?, ?, ?)"
+                ),
+                (state_digest, user_id, server_id, sealed, time.time()),
+            )
+
+    def take_oauth_flow(self, state_digest: str) -> tuple[str, str, str, float] | None:
+        """The flow of that state, removed (a state is used once): (user, server, flow JSON
+        decrypted, begun at), or None when there is none (unknown, or taken already)."""
+        with self._transaction() as cur:
+            select = "SELECT user_id, server_id, flow, created_at FROM toolroute_oauth_flows WHERE state_digest = ?"
+            cur.execute(self._sql(select) + self._backend.lock_rows, (state_digest,))
+            found = cur.fetchall()
+            if not found:
+                return None
+            cur.execute(self._sql("DELETE FROM toolroute_oauth_flows WHERE state_digest = ?"), (state_digest,))
+            if cur.rowcount != 1:
+                return None
+        user_id, server_id, flow, created_at = found[0]
+        return str(user_id), str(server_id), self.secrets.decrypt(str(flow)), float(created_at)

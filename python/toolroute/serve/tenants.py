@@ -38,6 +38,7 @@ from toolroute.types import using_resources
 if TYPE_CHECKING:
     from toolroute.builtins._process import ProcessTable
     from toolroute.serve.store import UserStore
+    from toolroute.serve.upstream_oauth.credentials import Authorizations
 
 log = logging.getLogger("toolroute.serve")
 # A user's server configuration, and that user's built-ins' context -> the configuration started.
@@ -104,6 +105,8 @@ class Tenancy:
         self.confine = confine
         # The router's background processes (bash's table), when served mode made it.
         self.processes: ProcessTable | None = None
+        # Users' OAuth authorizations of their own servers (served mode over HTTP sets it).
+        self.oauth: Authorizations | None = None
         self._lock = threading.Lock()
         # Least recently used first; beyond MAX_CACHED_USERS the oldest is dropped (it is made again
         # on its user's next request): each context holds its workspace root open.
@@ -141,7 +144,8 @@ class Tenancy:
             if sid not in done:
                 if gateway is None:
                     raise ToolArgumentError("this server has no MCP gateway for users' own servers")
-                gateway.add_user_server(user_id, sid, launch[sid])
+                auth = self.oauth.credentials(user_id, sid) if self.oauth is not None and "oauth" in config else None
+                gateway.add_user_server(user_id, sid, launch[sid], auth=auth)
                 done[sid] = json.dumps(config, sort_keys=True)
         return [sid for sid in servers if sid in done]
 

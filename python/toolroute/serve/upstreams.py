@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from toolroute.mcp.credentials import UpstreamCredentials
 from toolroute.mcp.offer import UpstreamOffer
 from toolroute.naming import UserId
 from toolroute.router import ToolRouter
@@ -15,8 +16,16 @@ from toolroute.router import ToolRouter
 
 @runtime_checkable
 class Upstreams(Protocol):
-    def add_user_server(self, user_id: str, service_id: str, server_config: Mapping[str, Any]) -> None:
-        """Register a server of `user_id`'s own (served mode hands over the registry's)."""
+    def add_user_server(
+        self,
+        user_id: str,
+        service_id: str,
+        server_config: Mapping[str, Any],
+        *,
+        auth: UpstreamCredentials | None = None,
+    ) -> None:
+        """Register a server of `user_id`'s own (served mode hands over the registry's); with
+        `auth`, one the user authorizes with OAuth."""
 
     def remove_user_server(self, user_id: str, service_id: str) -> None:
         """Forget one of `user_id`'s own servers (its config changed, or it was removed)."""
