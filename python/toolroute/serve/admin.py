@@ -113,7 +113,7 @@ def _servers_remove(args: argparse.Namespace, store: UserStore) -> None:
 
 
 def _servers_forget_auth(args: argparse.Namespace, store: UserStore) -> None:
-    count = store.forget_upstream_tokens(args.user, args.server)
+    count = store.forget_auth(args.user, args.server)
     which = f"server {args.server}" if args.server else "servers"
     print(f"forgot {count} authorization(s) of user {args.user}'s {which}: the next call asks again")
 

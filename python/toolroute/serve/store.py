@@ -469,7 +469,27 @@ class UserStore:
         rewritten = 0
         for user_id, server_id in rows:
             rewritten += self._rotate_row(user_id, server_id)
+        # Users' OAuth tokens too (not counted: they are no server config), the same way.
+        for user_id, server_id in self._query("SELECT user_id, server_id FROM toolroute_upstream_tokens"):
+            self._rotate_tokens(user_id, server_id)
         return rewritten
+
+    def _rotate_tokens(self, user_id: str, server_id: str) -> None:
+        for _ in range(ROTATE_TRIES):
+            with self._transaction() as cur:
+                read_row = "SELECT tokens FROM toolroute_upstream_tokens WHERE user_id = ? AND server_id = ?"
+                cur.execute(self._sql(read_row) + self._backend.lock_rows, (user_id, server_id))
+                found = cur.fetchall()
+                if not found:
+                    return
+                read = str(found[0][0])
+                write_row = "UPDATE toolroute_upstream_tokens SET tokens = ? WHERE user_id = ? AND server_id = ?"
+                cur.execute(
+                    self._sql(write_row + " AND tokens = ?"), (self.secrets.rotate(read), user_id, server_id, read)
+                )
+                if cur.rowcount == 1:
+                    return
+        raise StoreError(f"the OAuth tokens of {user_id!r}/{server_id!r} kept changing while they were rotated")
 
     def _rotate_row(self, user_id: str, server_id: str) -> int:
         """Re-encrypt one config, retrying while others change it under us; 0 if it is gone."""
@@ -535,6 +555,11 @@ class UserStore:
                 (sealed, time.time(), user_id, server_id, grant_id),
             )
             return True
+
+    def forget_auth(self, user_id: str, server_id: str | None = None) -> int:
+        """Forget a user's OAuth authorization of one of their servers (None: of every one):
+        the next call asks the user again (`toolroute users servers forget-auth`)."""
+        return self.forget_upstream_tokens(user_id, server_id)
 
     def forget_upstream_tokens(self, user_id: str, server_id: str | None = None, grant_id: str | None = None) -> int:
         """Forget a user's authorization of one server (None: of all), or only the grant
