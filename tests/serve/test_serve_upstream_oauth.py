@@ -10,6 +10,7 @@ the registry file, the logs or the audit log."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from _mcp_helpers import SERVERS
+from _postgres import postgres_server
 from _serve_helpers import TOOLS_MODULE, ServedProcess, outside_tmp, served_http, stop_process, tool_env
 from cryptography.fernet import Fernet
 from mcp import Client
@@ -78,12 +80,23 @@ class Deployment:
         return self.served.url
 
 
-@pytest.fixture(scope="module")
-def deployment() -> Iterator[Deployment]:
-    tmp = outside_tmp()
+@contextlib.contextmanager
+def registry_key() -> Iterator[str]:
+    """A fresh registry key, in this process's environment too (the test's own UserStore)."""
     key = Fernet.generate_key().decode()
     previous = os.environ.get(KEY_ENV)
-    os.environ[KEY_ENV] = key  # the test's own UserStore reads the same registry
+    os.environ[KEY_ENV] = key
+    try:
+        yield key
+    finally:
+        if previous is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = previous
+
+
+@contextlib.contextmanager
+def protected_upstream() -> Iterator[Upstream]:
     port = _free_port()
     upstream = subprocess.Popen(
         [sys.executable, PROTECTED, "--port", str(port), "--lifetime", str(LIFETIME)],
@@ -94,27 +107,41 @@ def deployment() -> Iterator[Deployment]:
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_until_up(f"{base}/.well-known/oauth-authorization-server", upstream)
-        registry = tmp / "users.db"
-        store_url = f"sqlite:///{registry}"
-        with UserStore(store_url) as store:
-            keys = {}
-            for user in ("alice", "bob"):
-                store.add_user(user)
-                keys[user] = store.add_key(user)
-                store.add_server(user, "gh", {"url": f"{base}/mcp", "oauth": {}})
-        args = [
-            *("--modules", TOOLS_MODULE, "--functions", "echo"),
-            *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
-            *("--audit-log", str(tmp / "audit.jsonl")),
-        ]
-        with served_http(args, tool_env(**{KEY_ENV: key})) as served:
-            yield Deployment(Upstream(base), served, store_url, registry, tmp / "audit.jsonl", keys)
+        yield Upstream(base)
     finally:
         stop_process(upstream)
-        if previous is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = previous
+
+
+def registered(store_url: str, upstream: Upstream) -> dict[str, str]:
+    """alice and bob, each with an API key and the protected server as their own `gh`."""
+    with UserStore(store_url) as store:
+        keys = {}
+        for user in ("alice", "bob"):
+            store.add_user(user)
+            keys[user] = store.add_key(user)
+            store.add_server(user, "gh", {"url": f"{upstream.base}/mcp", "oauth": {}})
+    return keys
+
+
+def serve_args(tmp: Path, store_url: str, audit: str = "audit.jsonl") -> list[str]:
+    return [
+        *("--modules", TOOLS_MODULE, "--functions", "echo"),
+        *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
+        *("--audit-log", str(tmp / audit)),
+    ]
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[Deployment]:
+    tmp = outside_tmp()
+    try:
+        with registry_key() as key, protected_upstream() as upstream:
+            registry = tmp / "users.db"
+            store_url = f"sqlite:///{registry}"
+            keys = registered(store_url, upstream)
+            with served_http(serve_args(tmp, store_url), tool_env(**{KEY_ENV: key})) as served:
+                yield Deployment(upstream, served, store_url, registry, tmp / "audit.jsonl", keys)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -309,3 +336,37 @@ def test_no_token_appears_in_the_registry_logs_or_audit(deployment: Deployment) 
     for secret in secrets:
         assert secret.encode() not in blobs
     assert b"at-" not in deployment.audit.read_bytes() if deployment.audit.exists() else True
+
+
+def test_replicas_sharing_a_postgresql_registry_share_authorizations() -> None:
+    """Authorized through one replica, called through another; refreshed through the second,
+    still served by the first; forgotten, asked again by both."""
+    tmp = outside_tmp()
+    try:
+        with registry_key() as key, protected_upstream() as upstream, postgres_server() as dsn:
+            keys = registered(dsn, upstream)
+            env = tool_env(**{KEY_ENV: key})
+            with (
+                served_http(serve_args(tmp, dsn, "a.jsonl"), env) as one,
+                served_http(serve_args(tmp, dsn, "b.jsonl"), env) as two,
+            ):
+                a = Deployment(upstream, one, dsn, tmp, tmp / "a.jsonl", keys)
+                b = Deployment(upstream, two, dsn, tmp, tmp / "b.jsonl", keys)
+                link = link_of(call(a, "alice", "authorize"))
+                link_of(call(b, "alice", "authorize"))
+                authorize(a, "alice", link)
+                assert call(b, "alice") == ("ok", False, ["you are alice"])
+                assert call(a, "alice") == ("ok", False, ["you are alice"])
+                time.sleep(LIFETIME + 1)  # the access token expires
+                assert call(b, "alice") == ("ok", False, ["you are alice"])
+                assert call(a, "alice") == ("ok", False, ["you are alice"])
+                assert upstream.issued()["refresh_token"] >= 1
+                assert stored_grant(a, "alice") is not None  # no replica lost the rotation
+                link_of(call(b, "bob", "authorize"))  # bob is asked on either
+                with UserStore(dsn) as store:
+                    assert store.forget_auth("alice") == 1
+                link_of(call(a, "alice", "authorize"))
+                link_of(call(b, "alice", "authorize"))
+                assert upstream.seen() == [{"tool": "whoami", "user": "alice"}] * 4
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
