@@ -6,7 +6,10 @@ Run: `python protected_server.py --port P [--lifetime SECONDS]` (127.0.0.1 only)
 on `/login` with the password `<user>-pw`. Tools: `whoami` answers the user whose token the
 call carried. Test hooks: `GET /admin/seen` lists every MCP request that reached the resource
 (with its user: none before authorization); `POST /admin/revoke?user=U` revokes all of U's
-tokens; `GET /admin/issued` counts the tokens issued by grant type.
+tokens; `GET /admin/issued` counts the tokens issued by grant type. With `--trust-idp PEM`, an
+RFC 8693 token exchange endpoint, `POST /exchange`: a client `gateway` (secret `gw-secret`, Basic)
+exchanges a JWT of that identity provider (RS256, issuer `https://idp.test`) for a token of its
+subject.
 """
 
 from __future__ import annotations
@@ -134,7 +137,37 @@ class Provider:
         return len(gone)
 
 
-def build(port: int, lifetime: int) -> MCPServer:
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+
+def exchanged(provider: Provider, form: Any, authorization: str, idp_key: str) -> Response:
+    import base64
+
+    import jwt
+
+    if authorization != "Basic " + base64.b64encode(b"gateway:gw-secret").decode():
+        return JSONResponse({"error": "invalid_client"}, status_code=401)
+    if form.get("grant_type") != TOKEN_EXCHANGE or not str(form.get("subject_token_type", "")).endswith(":jwt"):
+        return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+    try:
+        claims = jwt.decode(
+            str(form.get("subject_token")),
+            idp_key,
+            algorithms=["RS256"],
+            issuer="https://idp.test",
+            options={"verify_aud": False},
+        )
+    except jwt.PyJWTError:
+        return JSONResponse({"error": "invalid_grant"}, status_code=400)
+    provider.issued["token_exchange"] = provider.issued.get("token_exchange", 0) + 1
+    token = provider._issue("gateway", [], str(claims["sub"]), str(form.get("resource") or "") or None)
+    body = token.model_dump(exclude_none=True)
+    body.pop("refresh_token", None)
+    body["issued_token_type"] = "urn:ietf:params:oauth:token-type:access_token"
+    return JSONResponse(body)
+
+
+def build(port: int, lifetime: int, idp_key: str | None = None) -> MCPServer:
     base = f"http://127.0.0.1:{port}"
     provider = Provider(base, lifetime)
     seen: list[dict[str, Any]] = []
@@ -185,6 +218,13 @@ def build(port: int, lifetime: int) -> MCPServer:
     async def admin_revoke(request: Request) -> Response:
         return JSONResponse({"revoked": provider.revoke_user(request.query_params.get("user", ""))})
 
+    if idp_key is not None:
+        key = idp_key
+
+        @server.custom_route("/exchange", methods=["POST"])
+        async def exchange(request: Request) -> Response:
+            return exchanged(provider, await request.form(), request.headers.get("authorization", ""), key)
+
     return server
 
 
@@ -192,8 +232,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--lifetime", type=int, default=3600)
+    parser.add_argument("--trust-idp", metavar="PEM")
     args = parser.parse_args()
-    server = build(args.port, args.lifetime)
+    idp_key = None
+    if args.trust_idp:
+        with open(args.trust_idp) as f:
+            idp_key = f.read()
+    server = build(args.port, args.lifetime, idp_key)
     server.run("streamable-http", host="127.0.0.1", port=args.port, streamable_http_path="/mcp")
 
 

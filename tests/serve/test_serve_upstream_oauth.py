@@ -96,10 +96,10 @@ def registry_key() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def protected_upstream() -> Iterator[Upstream]:
+def protected_upstream(*extra: str) -> Iterator[Upstream]:
     port = _free_port()
     upstream = subprocess.Popen(
-        [sys.executable, PROTECTED, "--port", str(port), "--lifetime", str(LIFETIME)],
+        [sys.executable, PROTECTED, "--port", str(port), "--lifetime", str(LIFETIME), *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -368,5 +368,59 @@ def test_replicas_sharing_a_postgresql_registry_share_authorizations() -> None:
                 link_of(call(a, "alice", "authorize"))
                 link_of(call(b, "alice", "authorize"))
                 assert upstream.seen() == [{"tool": "whoami", "user": "alice"}] * 4
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_token_exchange_reaches_the_upstream_as_the_tenant_with_no_browser() -> None:
+    """RFC 8693: the upstream's authorization server trusts the gateway's identity provider, so
+    each tenant's own JWT is exchanged for an upstream token of theirs; nothing is stored."""
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    idp = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    tmp = outside_tmp()
+    try:
+        pem = tmp / "idp.pem"
+        pem.write_bytes(
+            idp.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
+
+        def jwt_of(sub: str) -> str:
+            claims = {"sub": sub, "iss": "https://idp.test", "aud": "toolroute-test", "exp": int(time.time()) + 300}
+            return jwt.encode(claims, idp, algorithm="RS256")
+
+        with registry_key() as key, protected_upstream("--trust-idp", str(pem)) as upstream:
+            store_url = f"sqlite:///{tmp / 'users.db'}"
+            exchange = {
+                "tokenExchange": True,
+                "tokenEndpoint": f"{upstream.base}/exchange",
+                "clientId": "gateway",
+                "clientSecret": "gw-secret",
+            }
+            with UserStore(store_url) as store:
+                for user in ("carol", "dave"):
+                    store.add_user(user)
+                    store.add_server(user, "gh", {"url": f"{upstream.base}/mcp", "oauth": exchange})
+                store.add_user("erin")  # the wrong client secret: refused, and erin is asked instead
+                wrong = {**exchange, "clientSecret": "not-it"}
+                store.add_server("erin", "gh", {"url": f"{upstream.base}/mcp", "oauth": wrong})
+            args = [
+                *("--modules", TOOLS_MODULE, "--functions", "echo", "--store", store_url),
+                *("--auth-public-key", str(pem), "--auth-issuer", "https://idp.test"),
+                *("--auth-audience", "toolroute-test", "--workspace-template", str(tmp / "ws" / "{user}")),
+            ]
+            with served_http(args, tool_env(**{KEY_ENV: key})) as served:
+                tokens = {user: jwt_of(user) for user in ("carol", "dave", "erin")}
+                d = Deployment(upstream, served, store_url, tmp, tmp / "none.jsonl", tokens)
+                assert call(d, "carol") == ("ok", False, ["you are carol"])
+                assert call(d, "dave") == ("ok", False, ["you are dave"])
+                assert call(d, "carol") == ("ok", False, ["you are carol"])
+                assert "user=erin" in link_of(call(d, "erin", "authorize"))
+                assert upstream.issued().get("token_exchange") == 2  # one each, then kept in memory
+                assert upstream.issued()["authorization_code"] == 0
+                with UserStore(store_url) as store:
+                    assert store.upstream_tokens("carol", "gh") is None  # exchanged tokens are not stored
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -194,7 +194,9 @@ def parse_server(service_id: str, raw: Mapping[str, Any]) -> ServerConfig:
     )
 
 
-OAUTH_KEYS = ("clientId", "clientSecret", "scope", "grant")  # `grant`: the registry's, see upstream_oauth
+# `grant`: the registry's (upstream_oauth/); `tokenExchange` ("true"): RFC 8693 with the tenant's
+# own JWT, at `tokenEndpoint` (else the discovered one), for `audience` if set.
+OAUTH_KEYS = ("clientId", "clientSecret", "scope", "grant", "tokenExchange", "tokenEndpoint", "audience")
 
 
 def _oauth(service_id: str, value: Any, transport: Transport) -> dict[str, str] | None:

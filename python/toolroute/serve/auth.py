@@ -208,6 +208,14 @@ class Verifiers:
         return self.jwt is not None or self.api_keys is not None
 
 
+def request_token(ctx: Any) -> AccessToken | None:
+    """The verified bearer token of this HTTP request (None without auth)."""
+    request = getattr(ctx, "request", None)
+    user = None if request is None else request.scope.get("user")
+    token = getattr(user, "access_token", None)
+    return token if isinstance(token, AccessToken) else None
+
+
 def request_user(ctx: Any) -> UserId | None:
     """The user id the bearer token of this HTTP request was verified for (None without auth):
     where a served request's user id enters, so where it becomes a `UserId`."""

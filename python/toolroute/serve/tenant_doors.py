@@ -24,7 +24,7 @@ from toolroute.naming import UserId
 from toolroute.policy.tools import DECISIONS
 from toolroute.serve.approval import current_approval
 from toolroute.serve.asking import PassInputRequired
-from toolroute.serve.auth import request_user
+from toolroute.serve.auth import request_token, request_user
 from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
 from toolroute.serve.tenants import Tenancy
@@ -141,6 +141,15 @@ class TenantDoors:
         claims = request_claims(ctx) if self.authenticated else {}
         return Subject(user, claims, "http" if getattr(ctx, "request", None) is not None else "stdio")
 
+    def _note_bearer(self, ctx: ServerContext, user: UserId | None) -> None:
+        """The user's own JWT, for upstream servers that exchange it (RFC 8693, upstream_oauth/)."""
+        oauth = self.tenancy.oauth
+        if oauth is None or user is None:
+            return
+        token = request_token(ctx)
+        if token is not None and not token.token.startswith("trk_"):
+            oauth.note_subject(user, token.token, token.expires_at)
+
     def _user(self, ctx: ServerContext) -> UserId | None:
         if not self.authenticated:
             return self.fixed_user
@@ -160,6 +169,7 @@ class TenantDoors:
         except ToolError as exc:
             raise MCPError(INVALID_REQUEST, str(exc)) from None
         with self.tenancy.serving(user):
+            self._note_bearer(ctx, user)
             door = await self._door(user, self._subject(ctx, user))
             self.watchers.seen(user, ctx)
             return door.mcp_tools_for(connection_of(ctx))
@@ -184,6 +194,7 @@ class TenantDoors:
                 result, outcome = _error(str(exc)), "refused"
                 return result
             with self.tenancy.serving(user):
+                self._note_bearer(ctx, user)
                 subject = self._subject(ctx, user)
                 noted = DECISIONS.set(decisions) if subject is not None else None
                 try:

@@ -144,7 +144,8 @@ class Tenancy:
             if sid not in done:
                 if gateway is None:
                     raise ToolArgumentError("this server has no MCP gateway for users' own servers")
-                auth = self.oauth.credentials(user_id, sid) if self.oauth is not None and "oauth" in config else None
+                oauth = self.oauth if "oauth" in config else None
+                auth = None if oauth is None else oauth.credentials(user_id, sid, config)
                 gateway.add_user_server(user_id, sid, launch[sid], auth=auth)
                 done[sid] = json.dumps(config, sort_keys=True)
         return [sid for sid in servers if sid in done]

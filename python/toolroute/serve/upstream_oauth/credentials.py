@@ -17,7 +17,8 @@ import json
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -68,6 +69,17 @@ class Authorizations:
 
     store: UserStore
     base_url: str
+    # Each user's latest verified JWT (token, expiry), for servers configured for RFC 8693
+    # token exchange: in memory only, as it came with the user's own request.
+    subjects: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def note_subject(self, user_id: str, token: str, expires_at: float | None) -> None:
+        if expires_at is not None:
+            self.subjects[user_id] = (token, expires_at)
+
+    def subject_token(self, user_id: str) -> str | None:
+        found = self.subjects.get(user_id)
+        return found[0] if found is not None and found[1] > time.time() + REFRESH_SKEW else None
 
     @property
     def redirect_uri(self) -> str:
@@ -76,7 +88,14 @@ class Authorizations:
     def connect_url(self, user_id: str, server_id: str) -> str:
         return self.base_url.rstrip("/") + CONNECT_PATH + "?" + urlencode({"user": user_id, "server": server_id})
 
-    def credentials(self, user_id: str, server_id: str) -> StoredCredentials:
+    def credentials(
+        self, user_id: str, server_id: str, config: Mapping[str, Any] | None = None
+    ) -> StoredCredentials | ExchangedCredentials:
+        """The credentials the gateway asks for the token of `user_id`'s `server_id` (as
+        configured: by token exchange, or by the user's own authorization)."""
+        oauth = (config or {}).get("oauth")
+        if isinstance(oauth, Mapping) and str(oauth.get("tokenExchange", "")).lower() == "true":
+            return ExchangedCredentials(self, user_id, server_id, str(config["url"]), oauth)  # type: ignore[index]
         return StoredCredentials(self, user_id, server_id)
 
     async def begin(self, user_id: str, server_id: str) -> str:
@@ -214,6 +233,58 @@ class StoredCredentials:
         return f"StoredCredentials({self.user_id!r}, {self.server_id!r})"
 
 
-def configured(config: dict[str, Any]) -> bool:
-    """Whether a stored server config is one its user authorizes with OAuth."""
-    return isinstance(config.get("oauth"), dict) and "url" in config
+class ExchangedCredentials:
+    """A token of the upstream's got by exchanging the tenant's own JWT (RFC 8693), kept in
+    memory until it expires: no browser step. Without a JWT of the user's (an API-key user, or
+    one whose token expired) the user is sent to the connect page, as for any OAuth server."""
+
+    def __init__(
+        self, authorizations: Authorizations, user_id: str, server_id: str, url: str, oauth: Mapping[str, Any]
+    ) -> None:
+        self.authorizations = authorizations
+        self.user_id = user_id
+        self.server_id = server_id
+        self.url = url
+        self.oauth = {str(k): str(v) for k, v in oauth.items()}
+        self._tokens: Tokens | None = None
+        self._subject: str | None = None  # the JWT `_tokens` was exchanged for
+        self._endpoints: Endpoints | None = None
+        self._lock: asyncio.Lock | None = None
+
+    def authorization_url(self) -> str:
+        return self.authorizations.connect_url(self.user_id, self.server_id)
+
+    async def token(self) -> str | None:
+        subject = self.authorizations.subject_token(self.user_id)
+        tokens = self._tokens
+        if tokens is not None and subject == self._subject and not tokens.expired(REFRESH_SKEW):
+            return tokens.access_token
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._exchange(subject)
+
+    async def rejected(self, token: str) -> str | None:
+        if self._tokens is not None and self._tokens.access_token == token:
+            self._tokens = None
+        return await self.token()
+
+    async def _exchange(self, subject: str | None) -> str | None:
+        if subject is None:
+            self._tokens = None
+            return None
+        if self._tokens is not None and subject == self._subject and not self._tokens.expired(REFRESH_SKEW):
+            return self._tokens.access_token  # another call exchanged it meanwhile
+        try:
+            if self._endpoints is None:
+                self._endpoints = await protocol.exchange_endpoints(self.url, self.oauth)
+            tokens = await protocol.exchange_token(self._endpoints, subject, self.oauth.get("audience"))
+        except OAuthProblem as exc:
+            log.info("user %r: token exchange for MCP server %r refused (%s)", self.user_id, self.server_id, exc)
+            self._tokens = None
+            return None
+        self._tokens, self._subject = tokens, subject
+        return tokens.access_token
+
+    def __repr__(self) -> str:  # never the token
+        return f"ExchangedCredentials({self.user_id!r}, {self.server_id!r})"

@@ -37,6 +37,8 @@ from toolroute.errors import ToolExecutionError
 
 HTTP_TIMEOUT = 15.0
 CLIENT_NAME = "toolroute"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"  # RFC 8693
+JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 
 
 class OAuthProblem(ToolExecutionError):
@@ -238,3 +240,39 @@ async def refresh(endpoints: Endpoints, refresh_token: str) -> Tokens:
     tokens = await _token_request(endpoints, {"grant_type": "refresh_token", "refresh_token": refresh_token})
     # A server that does not rotate keeps the refresh token it had (RFC 6749, section 6).
     return tokens if tokens.refresh_token else Tokens(tokens.access_token, refresh_token, tokens.expires_at)
+
+
+async def exchange_endpoints(server_url: str, oauth: Mapping[str, str]) -> Endpoints:
+    """Where a token exchange (RFC 8693) for `server_url` goes: the configured `tokenEndpoint`,
+    else its authorization server's, found by discovery; the client is the configured one."""
+    client = Client(
+        oauth.get("clientId", ""),
+        oauth.get("clientSecret"),
+        "client_secret_basic" if oauth.get("clientSecret") else "none",
+    )
+    endpoint = oauth.get("tokenEndpoint")
+    if endpoint:
+        return Endpoints(endpoint, endpoint, endpoint, server_url, client, oauth.get("scope"))
+    async with http_client() as http:
+        try:
+            resource_metadata = await _resource_metadata(http, server_url)
+            issuer = str(resource_metadata.authorization_servers[0])
+            metadata = await _server_metadata(http, issuer, server_url)
+        except httpx2.HTTPError as exc:
+            raise OAuthProblem(f"OAuth discovery for {server_url} failed: {type(exc).__name__}") from None
+    resource = _resource_of(resource_metadata, server_url)
+    return Endpoints(
+        str(metadata.issuer), str(metadata.authorization_endpoint), str(metadata.token_endpoint), resource, client,
+        oauth.get("scope"),
+    )  # fmt: skip
+
+
+async def exchange_token(endpoints: Endpoints, subject_token: str, audience: str | None = None) -> Tokens:
+    """The tenant's own token (a JWT of the gateway's identity provider) exchanged for one of the
+    upstream's (RFC 8693): no browser, where the upstream's authorization server trusts it."""
+    form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject_token, "subject_token_type": JWT_TOKEN_TYPE}
+    if audience:
+        form["audience"] = audience
+    if endpoints.scope:
+        form["scope"] = endpoints.scope
+    return await _token_request(endpoints, form)
