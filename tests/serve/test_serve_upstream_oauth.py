@@ -256,6 +256,23 @@ def test_alices_link_opened_without_or_with_bobs_credentials_stores_nothing(depl
     assert stored_grant(deployment, "alice") is None
 
 
+def test_hostile_connect_links_and_refusals_begin_nothing(deployment: Deployment) -> None:
+    link = first_call(deployment, "alice")
+    alice = basic("alice", deployment.keys["alice"])
+    base = link.split("?", 1)[0]
+    for params in ({"user": "alice", "server": "nope"}, {"user": "alice"}, {"server": "gh"}, {}):
+        assert httpx2.get(base, params=params, headers=alice, timeout=30).status_code == 400, params
+    garbled = {"Authorization": "Basic %%%not-base64"}
+    assert httpx2.get(link, headers=garbled, timeout=30).status_code == 401
+    # The user refuses at the authorization server: the flow ends, its state spent.
+    callback = to_callback(link, alice, "alice")
+    state = parse_qs(urlparse(callback).query)["state"][0]
+    refused = httpx2.get(callback.split("?", 1)[0], params={"error": "access_denied", "state": state}, timeout=30)
+    assert refused.status_code == 400
+    assert httpx2.get(callback, timeout=30).status_code == 400
+    assert stored_grant(deployment, "alice") is None
+
+
 def test_forged_callbacks_store_nothing(deployment: Deployment) -> None:
     alice_link, bob_link = first_call(deployment, "alice"), first_call(deployment, "bob")
     alice_callback = to_callback(alice_link, basic("alice", deployment.keys["alice"]), "alice")
