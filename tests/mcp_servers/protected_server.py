@@ -6,10 +6,10 @@ Run: `python protected_server.py --port P [--lifetime SECONDS]` (127.0.0.1 only)
 on `/login` with the password `<user>-pw`. Tools: `whoami` answers the user whose token the
 call carried. Test hooks: `GET /admin/seen` lists every MCP request that reached the resource
 (with its user: none before authorization); `POST /admin/revoke?user=U` revokes all of U's
-tokens; `GET /admin/issued` counts the tokens issued by grant type. With `--trust-idp PEM`, an
-RFC 8693 token exchange endpoint, `POST /exchange`: a client `gateway` (secret `gw-secret`, Basic)
-exchanges a JWT of that identity provider (RS256, issuer `https://idp.test`) for a token of its
-subject.
+tokens; `GET /admin/issued` counts the tokens issued by grant type, and the registrations.
+With `--trust-idp PEM`, an RFC 8693 token exchange endpoint, `POST /exchange`: a client `gateway`
+(secret `gw-secret`, Basic) exchanges a JWT of that identity provider (RS256, issuer
+`https://idp.test`) for a token of its subject.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Provider:
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
         self.clients[client_info.client_id] = client_info
+        self.issued["registrations"] = self.issued.get("registrations", 0) + 1
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         pending = secrets.token_urlsafe(16)

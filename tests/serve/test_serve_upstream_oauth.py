@@ -326,6 +326,8 @@ def test_a_revoked_authorization_asks_again(deployment: Deployment) -> None:
     authorize(deployment, "alice", link)
     assert call(deployment, "alice") == ("ok", False, ["you are alice"])
     assert call(deployment, "bob") == ("ok", False, ["you are bob"])  # bob's untouched
+    # One dynamic registration served every flow of every user (kept in the registry).
+    assert deployment.upstream.issued()["registrations"] == 1
 
 
 def test_forget_auth_from_the_command_line(deployment: Deployment) -> None:

@@ -114,3 +114,13 @@ def test_rotation_re_encrypts_tokens(tmp_path: Path) -> None:
     with UserStore(url, SecretBox(key_file)) as store:
         assert store.upstream_tokens("alice", "gh") == ("g1", TOKENS)
         assert store.servers("alice")["gh"]["oauth"]["clientSecret"] == "client-s3cret"
+
+
+def test_a_secret_setting_is_encrypted_and_the_first_writer_wins(store: UserStore) -> None:
+    assert store.secret_setting("oauth_client:x") is None
+    store.put_secret_setting("oauth_client:x", '{"client_secret": "cs-1"}')
+    store.put_secret_setting("oauth_client:x", '{"client_secret": "cs-2"}')  # a replica racing: loses
+    assert store.secret_setting("oauth_client:x") == '{"client_secret": "cs-1"}'
+    assert all("cs-1" not in v for v in _raw(store, "toolroute_settings", "value"))
+    store.forget_setting("oauth_client:x")
+    assert store.secret_setting("oauth_client:x") is None

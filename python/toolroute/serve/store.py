@@ -279,6 +279,23 @@ class UserStore:
             rows = self._query(select, (UID_SECRET,))
         return bytes.fromhex(str(rows[0][0]))
 
+    def secret_setting(self, name: str) -> str | None:
+        """A setting stored encrypted (an OAuth client registration), decrypted; None if unset."""
+        rows = self._query("SELECT value FROM toolroute_settings WHERE name = ?", (name,))
+        return self.secrets.decrypt(str(rows[0][0])) if rows else None
+
+    def put_secret_setting(self, name: str, value: str) -> None:
+        """Set a setting, encrypted; the first writer wins (replicas registering at once agree)."""
+        with self._transaction() as cur:
+            cur.execute(
+                self._sql("INSERT INTO toolroute_settings (name, value) VALUES (?, ?) ON CONFLICT DO NOTHING"),
+                (name, self.secrets.encrypt(value)),
+            )
+
+    def forget_setting(self, name: str) -> None:
+        with self._transaction() as cur:
+            cur.execute(self._sql("DELETE FROM toolroute_settings WHERE name = ?"), (name,))
+
     # ---- users ---------------------------------------------------------------------------
 
     def add_user(self, user_id: str) -> None:

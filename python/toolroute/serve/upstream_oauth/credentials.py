@@ -12,6 +12,7 @@ token is kept; a refresh refused forgets the authorization, and the user is aske
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -107,7 +108,7 @@ class Authorizations:
         parsed = parse_server(server_id, config)
         if parsed.oauth is None or parsed.url is None:
             raise FlowRefused(f"server {server_id!r} is not one its user authorizes with OAuth")
-        endpoints = await protocol.discover(parsed.url, parsed.oauth, self.redirect_uri)
+        endpoints = await protocol.discover(parsed.url, parsed.oauth, self.redirect_uri, _Registrations(self))
         pkce = protocol.pkce()
         state = secrets.token_urlsafe(32)
         flow = json.dumps({"endpoints": endpoints.to_json(), "verifier": pkce.code_verifier})
@@ -131,6 +132,9 @@ class Authorizations:
         try:
             tokens = await protocol.exchange_code(endpoints, code, flow["verifier"], self.redirect_uri)
         except OAuthProblem as exc:
+            if "invalid_client" in str(exc):  # a registration the server forgot: made again next time
+                registration = _registration_key(endpoints.issuer, self.redirect_uri)
+                await asyncio.to_thread(self.store.forget_setting, registration)
             raise FlowRefused(str(exc)) from None
         grant = secrets.token_hex(16)
         await asyncio.to_thread(
@@ -141,6 +145,27 @@ class Authorizations:
 
     def forget(self, user_id: str, server_id: str | None = None) -> int:
         return self.store.forget_upstream_tokens(user_id, server_id)
+
+
+def _registration_key(issuer: str, redirect_uri: str) -> str:
+    return "oauth_client:" + hashlib.sha256(f"{issuer.rstrip('/')} {redirect_uri}".encode()).hexdigest()
+
+
+class _Registrations:
+    """Dynamically registered clients in the registry's settings (the secret encrypted)."""
+
+    def __init__(self, authorizations: Authorizations) -> None:
+        self.authorizations = authorizations
+
+    async def get(self, issuer: str) -> protocol.Client | None:
+        key = _registration_key(issuer, self.authorizations.redirect_uri)
+        text = await asyncio.to_thread(self.authorizations.store.secret_setting, key)
+        return None if text is None else protocol.Client(**json.loads(text))
+
+    async def put(self, issuer: str, client: protocol.Client) -> None:
+        key = _registration_key(issuer, self.authorizations.redirect_uri)
+        text = json.dumps(dataclasses.asdict(client))
+        await asyncio.to_thread(self.authorizations.store.put_secret_setting, key, text)
 
 
 class StoredCredentials:

@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode, urlparse
 
 import httpx2
@@ -129,14 +129,28 @@ def _resource_of(metadata: ProtectedResourceMetadata, server_url: str) -> str:
     return resource if theirs.path not in ("", "/") else server_url
 
 
-async def discover(server_url: str, oauth: Mapping[str, str], redirect_uri: str) -> Endpoints:
+class Registrations(Protocol):
+    """Where dynamically registered clients are kept, by authorization server: one
+    registration serves every user's flows (the registry's, shared by replicas)."""
+
+    async def get(self, issuer: str) -> Client | None: ...
+
+    async def put(self, issuer: str, client: Client) -> None: ...
+
+
+async def discover(
+    server_url: str, oauth: Mapping[str, str], redirect_uri: str, registrations: Registrations | None = None
+) -> Endpoints:
     """Everything needed to send a user to authorize `server_url` and to get its tokens."""
     async with http_client() as http:
         try:
             resource_metadata = await _resource_metadata(http, server_url)
             issuer = str(resource_metadata.authorization_servers[0])
             metadata = await _server_metadata(http, issuer, server_url)
-            client = await _client(http, metadata, oauth, redirect_uri)
+            known = None if oauth.get("clientId") or registrations is None else await registrations.get(issuer)
+            client = known or await _client(http, metadata, oauth, redirect_uri)
+            if known is None and not oauth.get("clientId") and registrations is not None:
+                await registrations.put(issuer, client)
         except httpx2.HTTPError as exc:
             raise OAuthProblem(f"OAuth discovery for {server_url} failed: {type(exc).__name__}") from None
     if "S256" not in (metadata.code_challenge_methods_supported or ["S256"]):
