@@ -100,6 +100,7 @@ def test_a_host_authorizes_its_user_through_its_own_credentials(upstream: str) -
         error = asked.value.trace["mcp_error"]
         assert error["code"] == types.URL_ELICITATION_REQUIRED
         assert [e["url"] for e in error["data"]["elicitations"]] == [LINK]
+        assert "'gh'" in str(asked.value) and LINK in str(asked.value)  # what a model reads
         assert [t.name for t in gateway.user_tools(["gh"], "carol")] == ["user_carol_tool_authorize"]
         assert _seen(upstream) == []
 

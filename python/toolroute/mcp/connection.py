@@ -48,6 +48,7 @@ from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
 from toolroute.mcp.http_bounds import BoundedTransport
 from toolroute.mcp.stdio import Counter, bounded_stdio_client
+from toolroute.naming import parse_user_service_key
 from toolroute.progress import ProgressSink
 from toolroute.textsafety import neutralize
 
@@ -378,7 +379,7 @@ class Connection:
             # Not authorized by its user yet: nothing is sent; the model sees how to ask.
             await self.reset()
             self.awaiting_authorization = True
-            return [authorize_tool(self.key)] if kind == "tools" else []
+            return [authorize_tool(self._shown)] if kind == "tools" else []
         if kind == "tools":
             self.awaiting_authorization = False
         session = await self.session()
@@ -484,7 +485,8 @@ class Connection:
                     raise url_required(self.key, exposed, inner.error) from None
                 if self.credentials is not None and await self.credentials.token() is None:
                     await self.reset()  # refused, and the refresh too: the user authorizes again
-                    raise authorization_required(self.key, exposed, self.credentials.authorization_url()) from None
+                    url = self.credentials.authorization_url()
+                    raise authorization_required(self._shown, exposed, url) from None
                 if is_session_lost(exc) and attempt == 1:
                     log.info("MCP server %r forgot the session; re-initialising", self.key)
                     await self.reset()
@@ -516,13 +518,22 @@ class Connection:
         and the user has authorized since (the server's own tools are listed again); else None."""
         assert self.credentials is not None
         if await self.credentials.token() is None:
-            raise authorization_required(self.key, exposed, self.credentials.authorization_url())
+            raise authorization_required(self._shown, exposed, self.credentials.authorization_url())
         if name == AUTHORIZE_TOOL and self.awaiting_authorization:
             if self._on_tools_changed is not None:
                 self._on_tools_changed(self)
-            text = f"Access to {self.key!r} is authorized: list the tools again to see its own."
+            text = f"Access to {self._shown!r} is authorized: list the tools again to see its own."
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
         return None
+
+    @property
+    def _shown(self) -> str:
+        """The server's id as its user named it (a user's server's key also names the user)."""
+        try:
+            parsed = parse_user_service_key(self.key)
+        except ToolError:
+            parsed = None
+        return self.key if parsed is None else parsed[1]
 
     async def _call(
         self,
