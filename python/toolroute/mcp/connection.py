@@ -443,6 +443,8 @@ class Connection:
     async def request(self, what: str, send: Callable[[ClientSession], Awaitable[Any]], timeout: float) -> Any:
         """One request besides a tool call (`prompts/get`, `resources/read`), within `timeout`; a
         lost connection is reported and the server restarted on the next use."""
+        if self.credentials is not None and await self.credentials.token() is None:
+            raise authorization_required(self._shown, None, self.credentials.authorization_url())
         session = await self.session()
         try:
             with hard_deadline(timeout):
