@@ -10,6 +10,7 @@ shows a token or echoes what it was sent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import html
@@ -21,7 +22,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from toolroute.serve.upstream_oauth.credentials import CALLBACK_PATH, CONNECT_PATH, Authorizations, FlowRefused
+from toolroute.serve.upstream_oauth.credentials import (
+    CALLBACK_PATH,
+    CONNECT_PATH,
+    Authorizations,
+    FlowRefused,
+    state_digest,
+)
 from toolroute.serve.upstream_oauth.protocol import OAuthProblem
 
 log = logging.getLogger("toolroute.serve")
@@ -76,10 +83,6 @@ def routes(authorizations: Authorizations, verify: Verify) -> list[Route]:
 
 
 async def _drop(authorizations: Authorizations, state: str) -> None:
-    import asyncio
-
-    from toolroute.serve.upstream_oauth.credentials import state_digest
-
     await asyncio.to_thread(authorizations.store.take_oauth_flow, state_digest(state))
 
 
