@@ -41,9 +41,9 @@ def test_call_passes_no_secret_unless_named(tmp_path: Path) -> None:
 
 
 @needs_bwrap
-def test_call_sandbox_flags_confine_and_report(tmp_path: Path) -> None:
-    out = call_bash(tmp_path, "touch /etc/toolroute-cli-escape; echo rc=$?", "--sandbox", "bubblewrap")
-    assert out["stdout"] == "rc=1\n"
+def test_call_sandbox_flags_confine_and_report(tmp_path: Path, outside: Path) -> None:
+    out = call_bash(tmp_path, f"touch {outside}/escaped; echo rc=$?", "--sandbox", "bubblewrap")
+    assert out["stdout"] == "rc=1\n" and not (outside / "escaped").exists()
     assert out["sandbox"] == {"confinement": "bubblewrap", "network": False, "view": "host"}
     extra = tmp_path / "extra"
     extra.mkdir()

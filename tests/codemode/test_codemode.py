@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -295,6 +296,7 @@ try:
 except OSError as e:
     print("write failed", e.errno)
 import time
+import uuid
 time.sleep(0.5)
 try:
     scale(value=2)
@@ -325,6 +327,9 @@ def test_a_sandboxed_program_sees_the_workspace_and_nothing_of_the_host_it_may_n
     workspace: Path, deployed: Path, sandbox: str
 ) -> None:
     (deployed / "private.txt").write_text("host secret")
+    # A system folder the sandbox shows read-only; a name of this test's own, removed below if a
+    # broken sandbox let it be written.
+    probe = Path("/etc") / f"toolroute-written-{uuid.uuid4().hex}"
     program = f"""
 import socket
 try:
@@ -332,7 +337,7 @@ try:
 except OSError as e:
     print("hidden", type(e).__name__)
 try:
-    open("/etc/toolroute-written", "w")
+    open({str(probe)!r}, "w")
 except OSError as e:
     print("read-only", type(e).__name__)
 try:
@@ -342,13 +347,17 @@ except OSError as e:
 open("made.txt", "w").write("by the program")
 """
     context = BuiltInToolContext(workspace, sandbox=sandbox, sandbox_view="minimal")  # type: ignore[arg-type]
-    with ToolRouter(context=context) as router:
-        output = run(router, router.expose(["run_code"]), program)
+    try:
+        with ToolRouter(context=context) as router:
+            output = run(router, router.expose(["run_code"]), program)
+        written = probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
     lines = output.text.splitlines()
     assert lines[0].startswith("hidden"), output.text
     assert lines[1].startswith("read-only") and lines[2].startswith("no network")
     assert (workspace / "made.txt").read_text() == "by the program"
-    assert not Path("/etc/toolroute-written").exists()
+    assert not written
 
 
 def test_cancelling_the_call_ends_the_program_and_the_inner_call_it_waits_on(workspace: Path) -> None:

@@ -174,7 +174,8 @@ def test_a_user_tool_is_found_by_the_route_table_and_an_ambiguous_server_name_is
     with pytest.raises(ToolNotFoundError, match="several") as info:
         gateway.call_user_tool("alice", "secret")
     assert set(info.value.suggestions) == {"user_alice_tool_mail_secret", "user_alice_tool_notes_secret"}
-    assert gateway.target("user_alice_tool_send", "alice") is gateway.target("user_alice_tool_send", "alice")
+    send = gateway.target("user_alice_tool_send", "alice")
+    assert send is not None and gateway.target("user_alice_tool_send", "alice") is send
     assert gateway.target("user_alice_tool_send") is None  # a user's tool is not a global one
     assert gateway.target("user_alice_tool_send", "bob") is None
     assert gateway.target("create_issue", "alice") is None and gateway.target("create_issue") is not None
