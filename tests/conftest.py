@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from _bash_helpers import bash_router
-from _ci import PORTABLE_STAGES, fail_skips_ci_must_not_have
+from _ci import fail_skips_ci_must_not_have, is_portable
 from _serve_helpers import outside_tmp
 
 from toolroute import BuiltInToolContext, ToolRouter, builtin_tool_context
@@ -87,11 +87,11 @@ SLOW_MODULES = frozenset({"test_serve_replicas", "test_serve_live_config", "test
 TESTS = Path(__file__).resolve().parent
 
 
-def stage_of(item: pytest.Item) -> str | None:
-    """The stage folder (`tests/<stage>/`) an item's module lies in, if any."""
+def module_of(item: pytest.Item) -> str | None:
+    """The path of an item's module under tests/ (`<stage>/test_x.py`), if it lies there."""
     try:
-        return Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
-    except (ValueError, IndexError):
+        return Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+    except ValueError:
         return None
 
 
@@ -102,7 +102,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_postgres = "postgres_dsn" in getattr(item, "fixturenames", ()) or "postgres" in params.values()
         if (module is not None and module.__name__ in SLOW_MODULES) or uses_postgres:
             item.add_marker(pytest.mark.slow)
-        if stage_of(item) in PORTABLE_STAGES:
+        module_path = module_of(item)
+        if module_path is not None and is_portable(module_path):
             item.add_marker(pytest.mark.portable)
 
 

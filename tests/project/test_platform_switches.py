@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _ci import PORTABLE_STAGES, fail_skips_ci_must_not_have, required_component
+from _ci import NOT_PORTABLE, PORTABLE_STAGES, fail_skips_ci_must_not_have, is_portable, required_component
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,8 +29,10 @@ SWITCHED: dict[str, frozenset[str]] = {
     "rust/search/src/index/daemon/mod.rs": frozenset({"search"}),
     "rust/search/src/index/mark.rs": frozenset({"search"}),
     "rust/search/src/rules.rs": frozenset({"search"}),
-    "rust/binding/src/lib.rs": frozenset({"core"}),
-    "python/toolroute/_platform.py": frozenset({"core", "bash"}),
+    # `_core.PORTABLE`, read only by `_platform.py`, whose `LINUX_NATIVE` only pump.py reads
+    # (a new reader is a new file with a switch, and fails below until placed).
+    "rust/binding/src/lib.rs": frozenset({"bash"}),
+    "python/toolroute/_platform.py": frozenset({"bash"}),
     "python/toolroute/builtins/_process/pump.py": frozenset({"bash"}),
 }
 
@@ -66,10 +68,22 @@ def test_the_stages_of_every_switch_are_marked_portable() -> None:
 
 
 def test_the_items_of_a_portable_stage_carry_the_mark(request: pytest.FixtureRequest) -> None:
-    marked = {item.nodeid.split("/")[1] for item in request.session.items if item.get_closest_marker("portable")}
-    unmarked = {item.nodeid.split("/")[1] for item in request.session.items if not item.get_closest_marker("portable")}
+    items = request.session.items
+    marked = {item.nodeid.split("/")[1] for item in items if item.get_closest_marker("portable")}
+    unmarked = {item.nodeid.split("/")[1] for item in items if not item.get_closest_marker("portable")}
     assert not (marked - PORTABLE_STAGES)
     assert "project" in unmarked  # this very test is in a stage the portable build does not change
+    for item in items:  # the module a nodeid names decides, the same way for every item
+        module = item.nodeid.split("::")[0].removeprefix("tests/")
+        assert bool(item.get_closest_marker("portable")) == is_portable(module), item.nodeid
+
+
+def test_the_modules_left_out_of_the_portable_run_are_placed() -> None:
+    # Each exists in a portable stage (else leaving it out would mean nothing, or miss a renamed one).
+    for module in sorted(NOT_PORTABLE):
+        assert module.split("/")[0] in PORTABLE_STAGES and (ROOT / "tests" / module).is_file(), module
+    assert not is_portable("bash/test_bash_sandbox.py") and is_portable("bash/test_bash_exec.py")
+    assert not is_portable("core/test_core_routing.py") and not is_portable("project/test_platform_switches.py")
 
 
 # ---- CI's rule on skips (tests/_ci.py) ----------------------------------------------------------
