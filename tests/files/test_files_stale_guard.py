@@ -208,7 +208,9 @@ def test_a_page_read_records_the_whole_file(r: ToolRouter, space: Path, size: in
 
 def test_a_page_of_a_large_settled_file_is_remembered_by_its_stamps(r: ToolRouter, space: Path) -> None:
     (space / "log.txt").write_text("".join(f"row {i}\n" for i in range(400_000)))  # about 3.3 MB
-    time.sleep(2.1)  # settled: a change now cannot share its stamps
+    changed = (space / "log.txt").stat().st_ctime_ns // 1_000_000_000
+    while int(time.time()) <= changed + 1:  # until settled (a whole second past its last change, by the clock)
+        time.sleep(0.05)  # a change now cannot share its stamps
     r.invoke("read_file", {"path": "log.txt", "limit": 5})
     with (space / "log.txt").open("r+") as f:  # the same size, the old modification time put back
         f.seek(100)
