@@ -5,7 +5,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Final, final
 
-from toolroute.search_options import GlobOptions, GrepOptions
+# The request types the binding reads attribute by attribute: declared once, in the built-ins.
+from toolroute.builtins.glob import GlobRequest
+from toolroute.builtins.grep import GrepRequest
+from toolroute.builtins.patch_operation import PatchOperation
 
 def generate_api_function_name(service: str, tool: str) -> str: ...
 def generate_api_function_names(pairs: list[tuple[str, str]]) -> list[str]: ...
@@ -137,7 +140,7 @@ class CancelFlag:
 
 def grep(
     confinement: Confinement,
-    request: GrepOptions,
+    request: GrepRequest,
     *,
     max_line_bytes: int,
     threads: int = 0,
@@ -158,7 +161,7 @@ def search_index_stats(
 ) -> dict[str, Any]: ...
 def glob(
     confinement: Confinement,
-    request: GlobOptions,
+    request: GlobRequest,
     *,
     threads: int = 0,
     index: bool = True,
@@ -286,7 +289,7 @@ def edit_file(
 def apply_patch(confinement: Confinement, patch: str, max_bytes: int, write_read_only: bool = False) -> PatchResult: ...
 def apply_v4a(
     confinement: Confinement,
-    operations: list[tuple[str, str, str | None, str | None]],
+    operations: Sequence[PatchOperation],
     max_bytes: int,
     write_read_only: bool = False,
 ) -> PatchResult: ...

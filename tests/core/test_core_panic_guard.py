@@ -42,7 +42,7 @@ CALLS: dict[str, str] = {
     "write_file_bytes": "_core.write_file_bytes(conf, 'e.bin', b'\\xff\\x00', 'create', 1000)",
     "edit_file": "_core.edit_file(conf, 'a.txt', 'needle', 'pin', False, 1000)",
     "apply_patch": "_core.apply_patch(conf, '*** Begin Patch\\n*** Add File: c.txt\\n+c\\n*** End Patch', 1000)",
-    "apply_v4a": "_core.apply_v4a(conf, [('create_file', 'd.txt', '+d', None)], 1000)",
+    "apply_v4a": "_core.apply_v4a(conf, [PatchOperation(type='create_file', path='d.txt', diff='+d')], 1000)",
     "apply_update_to_text": (
         "_core.apply_update_to_text('*** Begin Patch\\n*** Update File: a\\n@@\\n-a\\n+b\\n*** End Patch', 'a\\n')"
     ),
@@ -91,6 +91,7 @@ import json, sys
 from toolroute import _core
 from toolroute.builtins.glob import GlobRequest
 from toolroute.builtins.grep import GrepRequest
+from toolroute.builtins.patch_operation import PatchOperation
 from toolroute.errors import ToolExecutionError
 
 ws = sys.argv[1]

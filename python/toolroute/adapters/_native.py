@@ -23,6 +23,7 @@ from typing import Any
 
 from toolroute._twins import Body, Step
 from toolroute.allowlist import CallOutcome, ExposedTools
+from toolroute.builtins.patch_operation import PatchOperation
 from toolroute.textsafety import cut_notice
 
 
@@ -116,31 +117,9 @@ def capped(text: str, limit: int | None) -> str:
     return text[:keep] + notice[: max(limit - keep, 0)]
 
 
-@dataclass(frozen=True)
-class PatchOperation:
-    """One V4A operation of OpenAI's `apply_patch` tool type."""
-
-    type: str
-    path: str
-    diff: str | None = None
-    move_to: str | None = None  # an update's new path (the Agents SDK's operations carry it)
-
-    @classmethod
-    def of(cls, operation: Any) -> PatchOperation:
-        """From the SDK's model or a plain mapping."""
-        get = operation.get if isinstance(operation, Mapping) else lambda k, d=None: getattr(operation, k, d)
-        return cls(str(get("type")), str(get("path")), get("diff"), get("move_to"))
-
-    def done(self) -> str:
-        """What OpenAI's reference editor answers when it is applied."""
-        verb = {"create_file": "Created", "update_file": "Updated", "delete_file": "Deleted"}.get(self.type, "Applied")
-        moved = f"\nMoved {self.path} to {self.move_to}" if self.move_to else ""
-        return f"{verb} {self.path}{moved}"
-
-
 def apply_operations(tools: ExposedTools, operations: Sequence[PatchOperation]) -> Body[CallOutcome]:
     """The operations through the allowlist's `apply_patch`, all of them or none."""
-    ops = [{"type": op.type, "path": op.path, "diff": op.diff, "move_to": op.move_to} for op in operations]
+    ops = [dict(op) for op in operations]  # its fields, as the tool call's arguments
     outcome: CallOutcome = yield Step(tools.execute, tools.aexecute, ("apply_patch", {"operations": ops}))
     return outcome
 

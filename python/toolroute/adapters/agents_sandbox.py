@@ -423,7 +423,7 @@ class ToolrouteSandboxSession(BaseSandboxSession):
         """`op` with its paths as the session's path policy places them."""
         path = str(self.normalize_path(op.path, for_write=True))
         move_to = None if op.move_to is None else str(self.normalize_path(op.move_to, for_write=True))
-        return PatchOperation(op.type, path, op.diff, move_to)
+        return op.model_copy(update={"path": path, "move_to": move_to})
 
     # ---- snapshots --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from toolroute._core import apply_v4a, read_file_head, write_file_bytes
 from toolroute.builtins._fileio import display_path
 from toolroute.builtins._process import SpawnError, run_command
 from toolroute.builtins.bash import context_command
+from toolroute.builtins.patch_operation import PatchOperation
 from toolroute.context import BuiltInToolContext
 from toolroute.diagnostics import Checker, Diagnostics, Finding, first_check_in_batch
 from toolroute.errors import PathNotFoundError, ToolPreconditionError
@@ -124,7 +125,7 @@ def refusing_errors(ctx: BuiltInToolContext, path: str, write: Callable[[], tupl
     errors = [f for f in findings if f.severity == "error"]
     if errors and not had_errors:
         if before is None:
-            apply_v4a(ctx.confinement, [("delete_file", path, None, None)], ctx.limits.max_file_bytes)
+            apply_v4a(ctx.confinement, [PatchOperation(type="delete_file", path=path)], ctx.limits.max_file_bytes)
         else:
             limit = ctx.limits.max_file_bytes
             write_file_bytes(ctx.confinement, path, before, "overwrite", limit, write_read_only=True)

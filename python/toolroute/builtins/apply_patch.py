@@ -9,26 +9,18 @@ same engine, by V4A's rules (docs/native.md). Models calling the function are no
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from toolroute._core import apply_patch as apply_patch_core
 from toolroute._core import apply_v4a
 from toolroute.builtins._diagnostics import with_diagnostics
 from toolroute.builtins.base import BuiltinRequest, BuiltinTool
+from toolroute.builtins.patch_operation import PatchOperation
 from toolroute.context import BuiltInToolContext
 from toolroute.types import ToolOutput
-
-
-class PatchOperation(BaseModel):
-    """One file's change as OpenAI's `apply_patch` tool type sends it (a V4A diff)."""
-
-    type: Literal["create_file", "update_file", "delete_file"]
-    path: str = Field(min_length=1)
-    diff: str | None = None
-    move_to: str | None = Field(default=None, min_length=1)  # an update's new path
 
 
 def _patch_required(schema: dict[str, Any]) -> None:
@@ -63,9 +55,8 @@ class ApplyPatchRequest(BuiltinRequest):
 
 def apply_patch(request: ApplyPatchRequest, ctx: BuiltInToolContext) -> ToolOutput:
     if request.operations is not None:
-        operations = [(str(op.type), op.path, op.diff, op.move_to) for op in request.operations]
         result = apply_v4a(
-            ctx.confinement, operations, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
+            ctx.confinement, request.operations, ctx.limits.max_file_bytes, write_read_only=request.write_read_only
         )
     else:
         assert request.patch is not None

@@ -10,11 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::{argument, edit_error, guard, CoreError, ToolExecutionError};
-use toolroute_edits::patch::apply_patch_with;
-use toolroute_edits::patch::{
-    apply_chunks, apply_hunks, parse_create_diff, parse_patch, parse_update_diff, Dialect, Hunk,
-    Outcome,
-};
+use toolroute_edits::patch::{self, apply_patch_with, V4aOperation};
+use toolroute_edits::patch::{apply_chunks, parse_patch, Hunk, Outcome};
 use toolroute_edits::{plan_edit, write_bytes, write_text, EditFailure, WriteMode};
 use toolroute_files::FsError;
 use toolroute_files::WriteOptions;
@@ -486,63 +483,40 @@ fn py_apply_patch(
     })
 }
 
-/// Apply OpenAI `apply_patch` operations (V4A diffs) inside the confinement, all or none:
-/// `operations` are `(type, path, diff, move_to)`, `type` one of `create_file`, `update_file`,
-/// `delete_file` (whose diff is None), `move_to` an update's new path (None otherwise); V4A's
-/// rules (`patch::Dialect::V4a`).
+/// Apply OpenAI `apply_patch` operations (V4A diffs) inside the confinement, all or none, by
+/// V4A's rules (`edits::patch::apply_v4a`): `operations` are `PatchOperation`s
+/// (`builtins/patch_operation.py`), read attribute by attribute.
 #[pyfunction]
 #[pyo3(signature = (confinement, operations, max_bytes, write_read_only=false))]
 fn apply_v4a(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    operations: Vec<V4aOperation>,
+    operations: Vec<Operation>,
     max_bytes: u64,
     write_read_only: bool,
 ) -> PyResult<PyPatchResult> {
     guard(|| {
         let conf = confinement.get();
         let opts = conf.options(write_read_only);
-        let hunks = operations
-            .into_iter()
-            .map(v4a_hunk)
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(argument)?;
-        let outcome =
-            py.detach(|| apply_hunks(&conf.roots, &hunks, Dialect::V4a, max_bytes, opts))?;
+        let operations = operations.into_iter().map(|o| o.0).collect();
+        let outcome = py.detach(|| patch::apply_v4a(&conf.roots, operations, max_bytes, opts))?;
         Ok(PyPatchResult::new(py, outcome)?)
     })
 }
 
-/// `(type, path, diff, move_to)`, as `apply_v4a` takes them.
-type V4aOperation = (String, String, Option<String>, Option<String>);
+/// A `PatchOperation` as the patch engine takes it: its four attributes, nothing restated.
+struct Operation(V4aOperation);
 
-/// One V4A operation as the patch engine's hunk; the message says what is wrong with it.
-fn v4a_hunk((kind, path, diff, move_to): V4aOperation) -> Result<Hunk, String> {
-    let diff_of =
-        |diff: Option<String>| diff.ok_or_else(|| format!("{kind} of {path} needs a diff"));
-    if move_to.is_some() && kind != "update_file" {
-        return Err(format!(
-            "{kind} of {path}: only update_file can move a file"
-        ));
-    }
-    match kind.as_str() {
-        "create_file" => {
-            let contents =
-                parse_create_diff(&diff_of(diff)?).map_err(|e| format!("{path}: {e}"))?;
-            Ok(Hunk::Add { path, contents })
-        }
-        "update_file" => {
-            let chunks = parse_update_diff(&diff_of(diff)?).map_err(|e| format!("{path}: {e}"))?;
-            Ok(Hunk::Update {
-                path,
-                move_to,
-                chunks,
-            })
-        }
-        "delete_file" => Ok(Hunk::Delete { path }),
-        other => Err(format!(
-            "unknown operation type {other:?}: expected create_file, update_file or delete_file"
-        )),
+impl<'a, 'py> FromPyObject<'a, 'py> for Operation {
+    type Error = PyErr;
+
+    fn extract(op: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Self(V4aOperation {
+            kind: op.getattr("type")?.extract()?,
+            path: op.getattr("path")?.extract()?,
+            diff: op.getattr("diff")?.extract()?,
+            move_to: op.getattr("move_to")?.extract()?,
+        }))
     }
 }
 

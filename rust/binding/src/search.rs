@@ -17,37 +17,85 @@ use toolroute_search::render;
 use toolroute_search::walker::{WalkOptions, Walker};
 use toolroute_search::{Cancel, SearchError, SkipStats};
 
-/// grep's options, read from the request's attributes: `GrepRequest` (`builtins/grep.py`) is
-/// the one place they are declared, with their defaults, aliases and limits.
-#[derive(FromPyObject)]
-struct GrepArgs {
-    pattern: String,
-    path: Option<String>,
-    globs: Vec<String>,
-    types: Vec<String>,
-    case_insensitive: bool,
-    fixed_strings: bool,
-    word: bool,
-    multiline: bool,
-    before_lines: usize,
-    after_lines: usize,
-    output_mode: String,
-    max_count: Option<u64>,
-    hidden: bool,
-    no_ignore: bool,
-    follow_symlinks: bool,
-    text: bool,
+/// One attribute of a request object, as Rust takes it.
+fn attr<T>(request: &Borrowed<'_, '_, PyAny>, name: &str) -> PyResult<T>
+where
+    T: for<'a, 'py> FromPyObject<'a, 'py>,
+{
+    request.getattr(name)?.extract().map_err(Into::into)
 }
 
-/// glob's options, read from `GlobRequest` (`builtins/glob.py`) the same way.
-#[derive(FromPyObject)]
-struct GlobArgs {
+/// A grep request as the search crate takes it: `GrepRequest` (`builtins/grep.py`) declares the
+/// options once, with their defaults, aliases and limits; each attribute read here goes straight
+/// into the crate's own `GrepOptions` or `WalkOptions` (no third declaration in between).
+struct GrepCall {
+    pattern: String,
+    path: Option<String>,
+    output_mode: String,
+    grep: GrepOptions,
+    walk: WalkOptions,
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for GrepCall {
+    type Error = PyErr;
+
+    fn extract(r: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Self {
+            pattern: attr(&r, "pattern")?,
+            path: attr(&r, "path")?,
+            output_mode: attr(&r, "output_mode")?,
+            grep: GrepOptions {
+                case_insensitive: attr(&r, "case_insensitive")?,
+                fixed_strings: attr(&r, "fixed_strings")?,
+                word: attr(&r, "word")?,
+                multiline: attr(&r, "multiline")?,
+                before: attr(&r, "before_lines")?,
+                after: attr(&r, "after_lines")?,
+                max_count: attr(&r, "max_count")?,
+                text: attr(&r, "text")?,
+                ..GrepOptions::default()
+            },
+            walk: WalkOptions {
+                hidden: attr(&r, "hidden")?,
+                no_ignore: attr(&r, "no_ignore")?,
+                globs: attr(&r, "globs")?,
+                // As `rg -g` run from the workspace root (see docs/search.md).
+                globs_from_workspace: true,
+                types: attr(&r, "types")?,
+                follow_symlinks: attr(&r, "follow_symlinks")?,
+                ..WalkOptions::default()
+            },
+        })
+    }
+}
+
+/// A glob request as the search crate takes it, read from `GlobRequest` (`builtins/glob.py`)
+/// the same way.
+struct GlobCall {
     pattern: String,
     path: Option<String>,
     sort: String,
-    hidden: bool,
-    no_ignore: bool,
-    follow_symlinks: bool,
+    walk: WalkOptions,
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for GlobCall {
+    type Error = PyErr;
+
+    fn extract(r: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Self {
+            pattern: attr(&r, "pattern")?,
+            path: attr(&r, "path")?,
+            sort: attr(&r, "sort")?,
+            walk: WalkOptions {
+                hidden: attr(&r, "hidden")?,
+                no_ignore: attr(&r, "no_ignore")?,
+                // The pattern is relative to the folder searched (as Claude Code's Glob).
+                globs_from_workspace: false,
+                follow_symlinks: attr(&r, "follow_symlinks")?,
+                ..WalkOptions::default()
+            },
+        })
+    }
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &SkipStats) -> PyResult<Bound<'py, PyDict>> {
@@ -251,7 +299,7 @@ impl PyGrepResult {
 fn grep_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    request: GrepArgs,
+    request: GrepCall,
     max_line_bytes: usize,
     threads: usize,
     index: bool,
@@ -260,36 +308,21 @@ fn grep_files(
 ) -> PyResult<PyGrepResult> {
     guard(|| {
         let roots = &confinement.get().roots;
-        let mode = OutputMode::parse(&request.output_mode)?;
-        let opts = GrepOptions {
-            case_insensitive: request.case_insensitive,
-            fixed_strings: request.fixed_strings,
-            word: request.word,
-            multiline: request.multiline,
-            before: request.before_lines,
-            after: request.after_lines,
-            mode,
-            max_count: request.max_count,
-            text: request.text,
-            max_line_bytes: max_line_bytes.max(1),
-            ..GrepOptions::default()
-        };
-        let walk = WalkOptions {
-            hidden: request.hidden,
-            no_ignore: request.no_ignore,
-            globs: request.globs,
-            // As `rg -g` run from the workspace root (see docs/search.md).
-            globs_from_workspace: true,
-            types: request.types,
-            follow_symlinks: request.follow_symlinks,
-            threads,
-            ..WalkOptions::default()
-        };
-        let (pattern, path, follow) = (request.pattern, request.path, request.follow_symlinks);
+        let GrepCall {
+            pattern,
+            path,
+            output_mode,
+            mut grep,
+            mut walk,
+        } = request;
+        grep.mode = OutputMode::parse(&output_mode)?;
+        grep.max_line_bytes = max_line_bytes.max(1);
+        walk.threads = threads;
+        let follow = walk.follow_symlinks;
         let counter = progress.map(|p| Arc::clone(&p.get().searched));
         let cancel = cancel.map(|c| c.get().cancel.clone());
         Ok(py.detach(|| {
-            let mut grep = Grep::new(&pattern, opts)?;
+            let mut grep = Grep::new(&pattern, grep)?;
             if let Some(counter) = counter {
                 grep = grep.counting_into(counter);
             }
@@ -364,14 +397,20 @@ impl PyGlobResult {
 fn glob_files(
     py: Python<'_>,
     confinement: &Bound<'_, PyConfinement>,
-    request: GlobArgs,
+    request: GlobCall,
     threads: usize,
     index: bool,
     cancel: Option<&Bound<'_, PyCancelFlag>>,
 ) -> PyResult<PyGlobResult> {
     guard(|| {
         let roots = &confinement.get().roots;
-        let sort = match request.sort.as_str() {
+        let GlobCall {
+            pattern,
+            path,
+            sort,
+            mut walk,
+        } = request;
+        let sort = match sort.as_str() {
             "modified" => GlobSort::Modified,
             "path" => GlobSort::Path,
             other => {
@@ -380,20 +419,11 @@ fn glob_files(
                 )))
             }
         };
-        if request.pattern.is_empty() {
+        if pattern.is_empty() {
             return Err(argument("pattern must not be empty"));
         }
-        let walk = WalkOptions {
-            hidden: request.hidden,
-            no_ignore: request.no_ignore,
-            // The pattern is relative to the folder searched (as Claude Code's Glob).
-            globs: vec![request.pattern],
-            globs_from_workspace: false,
-            follow_symlinks: request.follow_symlinks,
-            threads,
-            ..WalkOptions::default()
-        };
-        let path = request.path;
+        walk.globs = vec![pattern];
+        walk.threads = threads;
         let cancel = cancel.map(|c| c.get().cancel.clone());
         Ok(py.detach(|| {
             let mut walker = Walker::new(roots, path.as_deref(), walk)?;

@@ -24,6 +24,10 @@ pub enum PatchError {
     /// A patch with no file operations.
     #[error("{0}")]
     Empty(String),
+    /// A V4A operation that is malformed (unknown type, a missing diff, a move that is not an
+    /// update): the message says which.
+    #[error("{0}")]
+    Operation(String),
     /// The patch does not fit the files (missing file, context not found, not UTF-8, …).
     #[error(
         "apply_patch failed on {path} (file operation {hunk}): {message}; no file was changed"

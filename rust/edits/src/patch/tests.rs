@@ -393,3 +393,65 @@ fn codex_parse_patch_lenient_cases() {
          '*** Add File: {path}', '*** Delete File: {path}', '*** Update File: {path}'"
     );
 }
+
+fn op(kind: &str, path: &str, diff: Option<&str>, move_to: Option<&str>) -> V4aOperation {
+    V4aOperation {
+        kind: kind.into(),
+        path: path.into(),
+        diff: diff.map(Into::into),
+        move_to: move_to.map(Into::into),
+    }
+}
+
+#[test]
+fn v4a_operations_create_update_move_delete_together() {
+    let (dir, roots) = setup(&[("a.txt", "one\ntwo\n"), ("gone.txt", "x\n")]);
+    let ops = vec![
+        op("create_file", "new.txt", Some("+hello"), None),
+        op(
+            "update_file",
+            "a.txt",
+            Some("@@\n-two\n+TWO"),
+            Some("b.txt"),
+        ),
+        op("delete_file", "gone.txt", None, None),
+    ];
+    let done = apply_v4a(&roots, ops, MAX, toolroute_files::WriteOptions::default()).unwrap();
+    assert_eq!(done.moved, vec![("a.txt".to_string(), "b.txt".to_string())]);
+    let files = tree(dir.path());
+    // V4A's reference editor adds no final newline to a created file.
+    assert_eq!(files["new.txt"], b"hello");
+    assert_eq!(files["b.txt"], b"one\nTWO\n");
+    assert!(!files.contains_key("a.txt") && !files.contains_key("gone.txt"));
+}
+
+#[test]
+fn v4a_malformed_operations_are_refused_before_any_file_changes() {
+    let cases = [
+        (
+            op("delete_file", "a.txt", None, Some("b.txt")),
+            "delete_file of a.txt: only update_file can move a file",
+        ),
+        (
+            op("create_file", "n.txt", None, None),
+            "create_file of n.txt needs a diff",
+        ),
+        (
+            op("rename_file", "a.txt", None, None),
+            "unknown operation type \"rename_file\": expected create_file, update_file or delete_file",
+        ),
+    ];
+    for (bad, message) in cases {
+        let (dir, roots) = setup(&[("a.txt", "one\n")]);
+        let before = tree(dir.path());
+        // A valid operation first: it must not be applied either.
+        let ops = vec![op("create_file", "first.txt", Some("+x"), None), bad];
+        let err =
+            apply_v4a(&roots, ops, MAX, toolroute_files::WriteOptions::default()).unwrap_err();
+        assert!(
+            matches!(&err, PatchError::Operation(m) if m == message),
+            "{err}"
+        );
+        assert_eq!(tree(dir.path()), before);
+    }
+}
