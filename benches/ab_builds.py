@@ -9,7 +9,7 @@ commit unpacked there: `maturin build --release -o dist` in a worktree of that c
 its own; the driver alternates them round by round (interleaved, so drift
 hits both), each round timing the same calls on the same files, and checks both give the same
 answers. Reported: per workload, the median over rounds of old time / new time (above 1: the new
-build is faster).
+build is faster) and its spread (the quartiles of the rounds' ratios).
 """
 
 from __future__ import annotations
@@ -55,6 +55,12 @@ PATCH_20 = "*** Begin Patch\n" + "".join(
 ) + "*** End Patch\n"
 
 
+def v4a(a, b):
+    # A native apply_patch_call's form: V4A operations (OpenAI's apply_patch tool type).
+    diff = f"@@ def f40(x):\n-    return x + {a}  # line 40\n+    return x + {b}  # line 40\n"
+    return ("apply_patch", json.dumps({"operations": [{"type": "update_file", "path": "big.py", "diff": diff}]}))
+
+
 def edit(a, b):
     old, new = f"return x + {a}  # line 30\n", f"return x + {b}  # line 30\n"
     return ("edit", json.dumps({"path": "big.py", "old_string": old, "new_string": new}))
@@ -66,6 +72,7 @@ TOGGLES = {
         ("apply_patch", json.dumps({"patch": PATCH.format(a=a, b=b)})) for a, b in ((20, 21), (21, 20))
     ],
     "edit_unique": [edit(30, 31), edit(31, 30)],
+    "apply_patch_v4a": [v4a(40, 41), v4a(41, 40)],
     "apply_patch_20_files": [
         ("apply_patch", json.dumps({"patch": PATCH_20.format(a=a, b=b)})) for a, b in ((20, 21), (21, 20))
     ],
@@ -150,6 +157,7 @@ WORKLOADS = {
     "grep_tree": 40,
     "glob_tree": 60,
     "apply_patch_1_hunk": 200,
+    "apply_patch_v4a": 200,
     "edit_unique": 200,
     "apply_patch_20_files": 20,
     "served_read_file": 300,
@@ -217,7 +225,7 @@ def main() -> None:
             make_workspace(ws)
         old, new = Worker("old", args.old, spaces), Worker("new", args.new, spaces)
         try:
-            print(f"{'workload':<18} {'old/new':>8} {'old ms':>9} {'new ms':>9}")
+            print(f"{'workload':<20} {'old/new':>8} {'spread':>12} {'old ms':>9} {'new ms':>9}")
             for workload, n in WORKLOADS.items():
                 if args.only and workload not in args.only:
                     continue
@@ -234,8 +242,10 @@ def main() -> None:
                     ratios.append(times["old"] / times["new"])
                     olds.append(times["old"] * 1000 / n)
                     news.append(times["new"] * 1000 / n)
+                # The spread: the middle half of the rounds' ratios (quartiles).
+                low, _, high = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
                 print(
-                    f"{workload:<18} {statistics.median(ratios):>7.2f}x "
+                    f"{workload:<20} {statistics.median(ratios):>7.2f}x {low:>6.2f}-{high:.2f}x "
                     f"{statistics.median(olds):>9.4f} {statistics.median(news):>9.4f}"
                 )
         finally:
