@@ -63,7 +63,7 @@ class GrepRequest(BuiltinRequest):
     text: bool = Field(False, description="Search binary files as if they were text.")
     follow_symlinks: bool = Field(False, description="Follow symlinks (only those resolving inside the roots).")
 
-    # What the Rust search reads besides the fields above (`GrepArgs` in rust/binding/src/search.rs):
+    # What the Rust search reads besides the fields above (`GrepCall` in rust/binding/src/search.rs):
     # the values after aliases and shorthands are applied.
     @property
     def globs(self) -> list[str]:
