@@ -177,7 +177,18 @@ async def _request(
     address: tuple[str, int], method: str, headers: dict[str, str], body: dict[str, Any] | None = None
 ) -> _Answer:
     """One request on a connection of its own (opened now, closed after)."""
-    reader, writer = await asyncio.open_connection(*address)
+    return await _exchange(await asyncio.open_connection(*address), address, method, headers, body)
+
+
+async def _exchange(
+    opened: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    address: tuple[str, int],
+    method: str,
+    headers: dict[str, str],
+    body: dict[str, Any] | None = None,
+) -> _Answer:
+    """One request on `opened` (a connection of its own), closed after."""
+    reader, writer = opened
     try:
         conn = h11.Connection(h11.CLIENT)
         payload = b"" if body is None else json.dumps(body).encode()
@@ -294,6 +305,55 @@ def test_a_thousand_sessions_open_answer_and_close_at_once(keyed: tuple[Path, st
     assert failed == {"open": [], "answer": [], "close": []}, {k: (len(v), v[:5]) for k, v in failed.items()}
 
 
+STARVED = 50
+
+
+async def _starved_client(address: tuple[str, int], stall: float) -> list[str]:
+    """STARVED sessions of one client process whose loop is blocked (by its own load) for `stall`
+    seconds between opening its connections and writing their first requests; what failed."""
+    opened = [await asyncio.open_connection(*address) for _ in range(STARVED)]
+    time.sleep(stall)  # the client's loop is busy: nothing of it runs, not even its writes
+    answers = await asyncio.gather(
+        *(_exchange(pair, address, "POST", {}, _initialize(n)) for n, pair in enumerate(opened)),
+        return_exceptions=True,
+    )
+    return [
+        f"{n}: {answer!r}"
+        for n, answer in enumerate(answers)
+        if not isinstance(answer, _Answer) or answer.status != 200 or "result" not in answer.message()
+    ]
+
+
+def test_a_starved_clients_silent_connections_are_served() -> None:
+    """A client opens its connections, then its loaded process writes their heads only after
+    the request head timeout: a connection that has sent nothing yet is idle, not a slow head,
+    and every one is answered (at 1,000 sessions from one process, 784 were cut: the head's
+    clock ran from the opening). A part of a head still meets the timeout: the tests above and
+    test_serve_sharing's slow connections."""
+    with served_http(
+        ["--modules", TOOLS_MODULE, "--functions", "echo", "--request-head-timeout", "1"], tool_env()
+    ) as served:
+        failed = asyncio.run(_starved_client(_address(served.url), stall=3))
+        assert failed == [], (len(failed), failed[:5])
+        # A part of a head and then nothing, on the same server: still cut by the head timeout.
+        with socket.create_connection(_address(served.url), timeout=30) as peer:
+            peer.sendall(PARTIAL_HEAD)
+            assert _closed_by_server(peer), "a partial head outlived the head timeout"
+
+
+def _closed_by_server(peer: socket.socket) -> bool:
+    """Whether the server closes `peer` (within its socket timeout): an answer to the cut head,
+    if any, then the end of the stream or a reset."""
+    try:
+        while data := peer.recv(4096):
+            del data
+    except TimeoutError:
+        return False
+    except OSError:
+        return True  # reset
+    return True
+
+
 # ---- the rules, on a clock of their own ----------------------------------------------------------
 
 
@@ -336,7 +396,7 @@ def _admission(clock: _Clock, *, authenticated: bool = True, max_connections: in
 def test_a_burst_that_has_not_sent_yet_is_never_trimmed() -> None:
     """A thousand connections from one address whose heads have not come yet (a client behind on
     its own loaded machine): none is closed by the unauthenticated caps, however long they wait;
-    only the head timeout or the connection limit ends a silent connection."""
+    only the idle timeout or the connection limit ends a silent connection."""
     clock = _Clock()
     admission = _admission(clock)
     burst = [_Peer("127.0.0.1") for _ in range(1000)]

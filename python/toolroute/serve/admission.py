@@ -14,7 +14,7 @@ so a client of a burst of a thousand is never dropped.
 - **With authentication**, waiting connections per source address (`max_per_source`; an IPv6
   /64 is one source) and in all (`max_unauthenticated`): beyond either, the stalled ones that have
   waited longest are closed, those of the source holding the most first. A cap is exceeded only by
-  connections that are not stalled (young, or silent: the head timeout ends those), and a sweep
+  connections that are not stalled (young, or silent: the idle timeout ends those), and a sweep
   comes back for them.
 
 So a flood of partial heads from one address costs that address its own connections: a tenant's

@@ -113,8 +113,8 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         "--request-head-timeout",
         type=float,
         metavar="S",
-        help="close a connection whose request head is not complete this long after it opened "
-        "(or after a next request's first byte) (default 10)",
+        help="close a connection whose request head is not complete this long after its first byte "
+        "(default 10; a connection that has sent nothing is idle: closed after 75 s)",
     )
     g.add_argument(
         "--max-unauthenticated-connections",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import math
 import signal
 import socket
 import threading
@@ -272,12 +273,6 @@ async def _health(request: Any) -> Any:
     return PlainTextResponse("ok")
 
 
-# How long an idle keep-alive connection stays open. uvicorn's 5 s lost requests under load: a
-# busy client reused a pooled connection the server was closing at that moment (ReadError, 4 to 9
-# of 128 sessions in benches/bench_gateway_load.py). Longer than the usual balancer's idle timeout
-# (60 s), so the balancer, not this server, closes an idle connection.
-KEEP_ALIVE_SECONDS = 75
-
 SHUTDOWN_GRACE_SECONDS = 5.0  # a signal stops the server within this bound, calls or not
 
 
@@ -337,7 +332,7 @@ async def serve_http(
             backlog=LISTEN_BACKLOG,
             lifespan="on",
             timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
-            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            timeout_keep_alive=math.ceil(limits.idle_timeout),
         )
     )
     previous: dict[int, Any] = {}
