@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ PROXY_VENV = Path(os.environ.get("TOOLROUTE_MCP_PROXY_VENV", Path.home() / ".cac
 STAMP = "io.modelcontextprotocol/serverInfo"
 BIG = 50_000
 TOOLS = 500
+CLIENT_TIMEOUT = 600.0  # seconds, for every phase of a request (see `session`)
 
 
 def free_port() -> int:
@@ -228,11 +230,15 @@ class Load:
 
 @contextlib.asynccontextmanager
 async def session(url: str) -> Any:
+    import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    http = create_mcp_http_client()
+    # One timeout for every phase, connecting included: at 1,000 sessions this one client process
+    # is starved for tens of seconds, and the SDK's 30 s connect deadline then ran out in the
+    # starved client itself (ConnectTimeout, 384 of 1,000; the listening socket queues 4,096).
+    http = create_mcp_http_client(timeout=httpx2.Timeout(CLIENT_TIMEOUT))
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         yield client
 
@@ -256,6 +262,15 @@ async def one_session(url: str, calls: int, tag: str, load: Load, list_first: bo
             load.answers.setdefault(name, got)
 
 
+def cause(exc: BaseException) -> str:
+    """What ended a failed session: the innermost exceptions' types (an SDK client wraps them in
+    task groups' exception groups)."""
+    inner = getattr(exc, "exceptions", None)  # an exception group (Python 3.11)
+    if isinstance(inner, tuple) and inner:
+        return "+".join(sorted({cause(e) for e in inner}))
+    return type(exc).__name__
+
+
 async def sessions(url: str, n: int, calls: int) -> tuple[Load, float]:
     load = Load()
 
@@ -263,7 +278,7 @@ async def sessions(url: str, n: int, calls: int) -> tuple[Load, float]:
         try:
             await one_session(url, calls, f"s{k}", load)
         except Exception as exc:  # counted: every session must open and answer
-            load.failed.append(repr(exc)[:200])
+            load.failed.append(cause(exc))
 
     started = time.perf_counter()
     await asyncio.gather(*(guarded(k) for k in range(n)))
@@ -374,7 +389,8 @@ def run_round(side: Side, args: argparse.Namespace, rows: dict[str, Row], answer
         for kind, value in load.answers.items():
             check(f"load {kind}", value)
         if load.failed or load.wrong:
-            print(f"  {side.name} at {n}: {load.failed[:3]} {load.wrong[:3]}", flush=True)
+            causes = Counter(load.failed).most_common()
+            print(f"  {side.name} at {n}: failed sessions by cause {causes}; wrong {load.wrong[:3]}", flush=True)
 
 
 def report(rows: dict[str, Row], sides: list[str]) -> None:
