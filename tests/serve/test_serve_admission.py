@@ -341,6 +341,29 @@ def test_a_starved_clients_silent_connections_are_served() -> None:
             assert _closed_by_server(peer), "a partial head outlived the head timeout"
 
 
+def test_silent_connections_make_room_for_a_client_that_sends() -> None:
+    """Silent connections are no longer cut by the head timeout, so a crowd of them must not hold
+    the server: at the connection limit, a newcomer closes the longest silent one (waited past
+    the grace) and is answered (each newcomer here closes its own connection after its answer,
+    so one silent connection closed makes room for all five)."""
+    limit = 64
+    args = ["--modules", TOOLS_MODULE, "--functions", "echo", "--max-connections", str(limit)]
+    with served_http(args, tool_env()) as served:
+        address = _address(served.url)
+        crowd = [socket.create_connection(address, timeout=30) for _ in range(limit)]
+        try:
+            time.sleep(3)  # past the grace (2 s): every one of them is slow now
+            answers = [asyncio.run(_request(address, "POST", {}, _initialize(n))) for n in range(5)]
+            assert [a.status for a in answers] == [200] * 5, [a.body[:200] for a in answers]
+            assert all("result" in a.message() for a in answers)
+            # A closed one is readable (its end) at once: it was closed before the first answer.
+            readable, _, _ = select.select(crowd, [], [], 1)
+            assert readable and all(_closed_by_server(peer) for peer in readable), len(readable)
+        finally:
+            for peer in crowd:
+                peer.close()
+
+
 def _closed_by_server(peer: socket.socket) -> bool:
     """Whether the server closes `peer` (within its socket timeout): an answer to the cut head,
     if any, then the end of the stream or a reset."""

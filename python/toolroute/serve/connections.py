@@ -7,13 +7,16 @@ tenant's call failed with EMFILE. Here, per server:
 
 - **head timeout**: a request head must be complete within `head_timeout` seconds of its first
   byte; else the connection is closed, unless bytes of it still wait unread in the kernel (the
-  server is the slow one then: it looks again shortly). A connection that has sent nothing yet
-  is idle, as a kept-alive one is between requests: the keep-alive timeout (`idle_timeout`,
-  75 s) closes it. A client process starved by its own load opens its connections and writes
-  their heads seconds later: at 1,000 sessions from one process, 784 failed (ReadError) when the head's
-  clock ran from the connection's opening (benches/bench_gateway_load.py). A crowd of silent
-  connections costs descriptors only, and admission (below) closes the longest idle of them
-  to make room; a slow-loris, which sends part of a head, meets the head timeout.
+  server is the slow one then: it looks again shortly). Between requests, the keep-alive timeout
+  (`idle_timeout`, 75 s) closes a connection.
+- **silent connections**: one that has sent nothing yet is not a slow head. A client process
+  starved by its own load opens its connections and writes their heads seconds, at 1,000
+  sessions minutes, later: at 1,000 sessions from one process every session failed (`ReadError`,
+  benches/bench_gateway_load.py) when the head's clock ran from the opening, 218 when a silent
+  connection was closed after the keep-alive's 75 s. So it is closed to make room (admission,
+  below: the longest waiting first), or once silent for `silent_timeout` (10 minutes: twice the
+  longest default timeout of the SDK's client, which has given up on it by then). A slow-loris
+  sends part of a head, and meets the head timeout.
 - **admission** (`admission.py`): at most `max_connections` in all (well below the descriptor
   limit, so files, pipes and upstream sessions still open); with authentication, connections
   that wait for a request head and have not served a verified user at most `max_unauthenticated`
@@ -42,11 +45,12 @@ from toolroute.serve.admission import Admission, source_of
 from toolroute.serve.proxy_protocol import Network, ProxyHeaderError, looks_like_header, networks, parse, trusted
 
 HEAD_TIMEOUT = 10.0
-# How long an idle connection stays open (kept alive between requests, or new and silent). uvicorn's
-# 5 s lost requests under load: a busy client reused a pooled connection the server was closing at
-# that moment (ReadError, 4 to 9 of 128 sessions in benches/bench_gateway_load.py). Longer than the
-# usual balancer's idle timeout (60 s), so the balancer, not this server, closes an idle connection.
+# How long an idle connection stays open between requests. uvicorn's 5 s lost requests under load:
+# a busy client reused a pooled connection the server was closing at that moment (ReadError, 4 to 9
+# of 128 sessions in benches/bench_gateway_load.py). Longer than the usual balancer's idle timeout
+# (60 s), so the balancer, not this server, closes an idle connection.
 KEEP_ALIVE_SECONDS = 75.0
+SILENT_TIMEOUT = 600.0  # a new connection that has sent nothing: see the module's docstring
 CONNECTION_KEY = "toolroute.connection"  # in a request's ASGI scope: the connection it came on
 MAX_UNAUTHENTICATED = 256
 MAX_UNAUTHENTICATED_PER_SOURCE = 32
@@ -66,11 +70,12 @@ class ConnectionLimits:
     max_unauthenticated_per_source: int = MAX_UNAUTHENTICATED_PER_SOURCE
     proxy_from: tuple[str, ...] = ()  # the balancers whose PROXY header names the source
     idle_timeout: float = KEEP_ALIVE_SECONDS
+    silent_timeout: float = SILENT_TIMEOUT
 
     def __post_init__(self) -> None:
         networks(self.proxy_from)  # a bad address is refused at start
-        if self.head_timeout <= 0 or self.idle_timeout <= 0:
-            raise ValueError("the request head and idle timeouts must be positive numbers of seconds")
+        if min(self.head_timeout, self.idle_timeout, self.silent_timeout) <= 0:
+            raise ValueError("the request head, idle and silent timeouts must be positive numbers of seconds")
         for name in ("max_unauthenticated", "max_connections", "max_unauthenticated_per_source"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -130,7 +135,7 @@ class _Guarded(H11Protocol):
     partial = False  # has sent part of a head it is still waiting to complete (admission.py)
     proven = False  # has served a verified user (without auth: has completed a request head)
     _head_timer: asyncio.TimerHandle | None = None
-    _idle = False  # the timer running is the idle one: no byte of a head has come yet
+    _silent = False  # the timer running is the silent one: no byte of a head has come yet
     _parsed: Any = None  # the scope of the last request head parsed
     _proxy_header: bytes | None = None  # what came of a balancer's PROXY header so far
     _first = True  # no byte received yet
@@ -150,7 +155,7 @@ class _Guarded(H11Protocol):
         if not self.admission.arrive(self):
             self.transport.close()  # connection_lost follows, and tidies up
             return False
-        self._arm_idle()  # silent so far: the head's clock starts at its first byte
+        self._arm_silent()  # the head's clock starts at its first byte
         return True
 
     def _take_proxy_header(self, data: bytes) -> bytes | None:
@@ -184,7 +189,7 @@ class _Guarded(H11Protocol):
             if not rest:
                 return
             data = rest
-        if (self._head_timer is None or self._idle) and (self.cycle is None or self.cycle.response_complete):
+        if (self._head_timer is None or self._silent) and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # the first byte of a (next) request: its head's time starts
         super().data_received(data)
         if not self._look_for_head():
@@ -237,20 +242,20 @@ class _Guarded(H11Protocol):
         wait = self.limits.head_timeout if delay is None else delay
         self._head_timer = self.loop.call_later(wait, self._head_too_slow)
 
-    def _arm_idle(self) -> None:
+    def _arm_silent(self) -> None:
         self._disarm()
-        self._head_timer = self.loop.call_later(self.limits.idle_timeout, self._head_too_slow)
-        self._idle = True
+        self._head_timer = self.loop.call_later(self.limits.silent_timeout, self._head_too_slow)
+        self._silent = True
 
     def _disarm(self) -> None:
-        self._idle = False
+        self._silent = False
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
     def _head_too_slow(self) -> None:
         self._head_timer = None
-        self._idle = False
+        self._silent = False
         if self.transport.is_closing():
             return
         if self.unread():  # the client sent; the server, busy, has not read it yet

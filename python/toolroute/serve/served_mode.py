@@ -114,7 +114,7 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="S",
         help="close a connection whose request head is not complete this long after its first byte "
-        "(default 10; a connection that has sent nothing is idle: closed after 75 s)",
+        "(default 10; a connection that has sent nothing yet is closed to make room, or after 10 minutes)",
     )
     g.add_argument(
         "--max-unauthenticated-connections",
