@@ -46,6 +46,7 @@ from toolroute.mcp.credentials import (
 )
 from toolroute.mcp.deadlines import deadline
 from toolroute.mcp.errors import describe, is_connection_lost, is_session_lost, is_timeout, leaf
+from toolroute.mcp.freshness import UNKNOWN, Freshness, of_result
 from toolroute.mcp.http_bounds import BoundedTransport
 from toolroute.mcp.stdio import Counter, bounded_stdio_client
 from toolroute.naming import parse_user_service_key
@@ -109,6 +110,8 @@ class Connection:
         self.malformed = 0  # replies refused as not UTF-8, not JSON, too deep or too large
         self._malformed_logged = -MALFORMED_LOG_EVERY
         self.asked = Asked(self)  # the calls in progress, to whose clients the server's questions go
+        # The caching hints of each kind's last listing (2026-07-28 `ttlMs`/`cacheScope`).
+        self.freshness: dict[str, Freshness] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -388,6 +391,8 @@ class Connection:
         method = getattr(session, f"list_{kind}")
         items: list[Any] = []
         cursor: str | None = None
+        fresh: Freshness | None = None
+        self.freshness.pop(kind, None)  # a listing that fails promises nothing
         start = self.counter.received
         try:
             for _ in range(MAX_LIST_PAGES):
@@ -396,6 +401,7 @@ class Connection:
                     page = await method(params=params)
                 items.extend(getattr(page, kind))
                 cursor = page.next_cursor
+                fresh = of_result(page) if fresh is None else fresh & of_result(page)
                 del page  # a refused listing's memory goes with `items`, nothing else holds it
                 self._within_caps(kind, len(items), self.counter.received - start)
                 if not cursor:
@@ -413,6 +419,7 @@ class Connection:
                 await self.reset()
             what = f"listing the {kind.replace('_', ' ')}"
             raise self._request_error(exc, what, None, self.connect_timeout) from None
+        self.freshness[kind] = fresh or UNKNOWN
         return items
 
     def _within_caps(self, kind: Listable, count: int, received: int) -> None:

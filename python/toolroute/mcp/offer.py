@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from toolroute.errors import ToolError
 from toolroute.mcp.connection import Connection, Listable
+from toolroute.mcp.freshness import UNKNOWN, Freshness, combined
 from toolroute.mcp.loop import LoopThread
 from toolroute.mcp.offerings import (
     Offered,
@@ -111,6 +112,10 @@ class UpstreamOffer:
 
         texts = await asyncio.gather(*(one(u) for u in self.upstreams))
         return joined_instructions([(u.service_id, t or "") for u, t in zip(self.upstreams, texts, strict=True)])
+
+    def freshness(self, kind: Listable) -> Freshness:
+        """The caching hints of these servers' last listings of `kind`, together (freshness.py)."""
+        return combined(u.connection.freshness.get(kind, UNKNOWN) for u in self.upstreams)
 
     def _upstream(self, service_id: str) -> Upstream:
         return next(u for u in self.upstreams if u.service_id == service_id)

@@ -21,6 +21,8 @@ from mcp_types.methods import serialize_server_result
 
 from toolroute._workers import LOOKUPS, run_off_loop
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
+from toolroute.mcp.connection import Listable
+from toolroute.mcp.freshness import UNKNOWN, Freshness
 from toolroute.mcp.offer import UpstreamOffer
 from toolroute.serve.approval import AskForApproval, held
 from toolroute.serve.asking import PassInputRequired
@@ -174,6 +176,19 @@ class ServedTools(ExposedTools):
             content=content, structured_content=shape, is_error=outcome.is_error, _meta=_upstream_meta(outcome.trace)
         )
 
+    def listing_freshness(self) -> Freshness:
+        """The caching hints of this listing: its upstream servers' together when every tool it
+        lists is an upstream's; none when toolroute's own tools are in it (they follow the live
+        config and policy, with no promise of how long they hold)."""
+        listed = self.exposure.tools
+        if not self.definitions or any(getattr(listed[n], "wire", None) is None for n in self.definitions):
+            return UNKNOWN
+        return self.offer_freshness("tools")
+
+    def offer_freshness(self, kind: Listable) -> Freshness:
+        """The caching hints of the upstream servers' last listings of `kind`, together."""
+        return UNKNOWN if self.offer is None else self.offer.freshness(kind)
+
     # ---- what the upstream servers offer besides tools (issue 43) --------------------------
 
     @cached_property
@@ -231,6 +246,11 @@ class ServedTools(ExposedTools):
 class ServedRequests(Protocol):
     """What a server needs to answer one request: the caller's tools, and a call on their behalf."""
 
+    @property
+    def one_view(self) -> bool:
+        """Every caller is served the same listings (no per-user view): shared caches may keep them."""
+        ...
+
     async def list_tools(self, ctx: ServerContext) -> list[types.Tool]: ...
 
     async def call_tool(
@@ -256,6 +276,8 @@ class ServedRequests(Protocol):
 class FixedDoor:
     """One allowlist for every request: stdio, or HTTP for a single user. When the tools of an
     upstream server it exposes change, it is exposed again and its sessions are told."""
+
+    one_view = True
 
     def __init__(self, served: ServedTools) -> None:
         self.served = served

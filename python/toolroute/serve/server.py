@@ -27,6 +27,7 @@ from starlette.routing import Route
 from toolroute import __version__
 from toolroute.asking import asking
 from toolroute.cancellation import process_ending
+from toolroute.mcp.freshness import Freshness, of_result
 from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.approval import AskForApproval, approving, carried, peel
 from toolroute.serve.approval import input_required as approval_required
@@ -66,12 +67,21 @@ def build_server(
     `list_changes` it declares `tools.listChanged` (for connections that stay open)."""
     requests: ServedRequests = FixedDoor(served) if isinstance(served, ServedTools) else served
 
+    # Caching hints: the upstream servers' own where a listing is theirs; shared caches may keep
+    # it only when every caller sees the same, never a user's own view (served mode with auth).
+    one_view = requests.one_view
+
+    def hints(fresh: Freshness) -> dict[str, Any]:
+        return (fresh if one_view else fresh.private()).fields()
+
     async def on_list_tools(ctx: ServerContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         tools = await requests.list_tools(ctx)
-        answer = types.ListToolsResult(tools=tools)
         if isinstance(tools, Listing):  # an exposure's own listing: its wire form is ready
-            return answer_with(tools.served.listing_wire(ctx.protocol_version), _NO_TOOLS, answer)
-        return answer
+            fields = hints(tools.served.listing_freshness())
+            answer = types.ListToolsResult(tools=tools, **fields)
+            wire = tools.served.listing_wire(ctx.protocol_version)
+            return answer_with(wire, types.ListToolsResult(tools=[], **fields), answer)
+        return types.ListToolsResult(tools=tools)  # with what a search found: this connection's own
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
         sink = progress_sink(ctx)
@@ -97,7 +107,8 @@ def build_server(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         async with requests.offering(ctx) as door:
-            return types.ListPromptsResult(prompts=await door.list_prompts())
+            prompts = await door.list_prompts()
+            return types.ListPromptsResult(prompts=prompts, **hints(door.offer_freshness("prompts")))
 
     async def on_get_prompt(ctx: ServerContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         async with requests.offering(ctx) as door:
@@ -107,18 +118,22 @@ def build_server(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         async with requests.offering(ctx) as door:
-            return types.ListResourcesResult(resources=await door.list_resources())
+            resources = await door.list_resources()
+            return types.ListResourcesResult(resources=resources, **hints(door.offer_freshness("resources")))
 
     async def on_list_resource_templates(
         ctx: ServerContext, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         async with requests.offering(ctx) as door:
             templates = await door.list_resource_templates()
-        return types.ListResourceTemplatesResult(resource_templates=templates)
+            fresh = door.offer_freshness("resource_templates")
+        return types.ListResourceTemplatesResult(resource_templates=templates, **hints(fresh))
 
     async def on_read_resource(ctx: ServerContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         async with requests.offering(ctx) as door:
-            return await door.read_resource(str(params.uri))
+            read = await door.read_resource(str(params.uri))
+        # The upstream's own hints pass (the SDK keeps them on the model), private in served mode.
+        return read if one_view else read.model_copy(update=hints(of_result(read)))
 
     server_class = _ListChangingServer if list_changes else _ServedServer
     server = server_class(
@@ -138,7 +153,6 @@ def build_server(
     return server
 
 
-_NO_TOOLS = types.ListToolsResult(tools=[])
 _NO_CONTENT = types.CallToolResult(content=[])
 
 # From this revision on a call's result is answered as dumped, without the SDK's check of the

@@ -101,6 +101,11 @@ class TenantDoors:
         self.watchers = ListWatchers()
         subscribe(tenancy.upstreams, self._tools_changed)
 
+    @property
+    def one_view(self) -> bool:
+        """Without authentication every request is the one fixed user's: the same listings."""
+        return not self.authenticated
+
     def prune(self) -> int:
         """Let go of per-user bookkeeping nobody needs any more: counters of users quiet for a
         minute, connection sets of users with none open (run by the idle release's rounds).
