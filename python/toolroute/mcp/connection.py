@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from toolroute.asking import Answer, Asker, Question
 from toolroute.errors import ToolError, ToolExecutionError, ToolTimeoutError
 from toolroute.mcp.asked import Asked, CallInProgress, input_deferred, input_needed, url_required
+from toolroute.mcp.capabilities import capability_missing
 from toolroute.mcp.config import ServerConfig
 from toolroute.mcp.credentials import (
     AUTHORIZE_TOOL,
@@ -492,6 +493,8 @@ class Connection:
                 inner = leaf(exc)
                 if isinstance(inner, MCPError) and inner.error.code == types.URL_ELICITATION_REQUIRED:
                     raise url_required(self.key, exposed, inner.error) from None
+                if isinstance(inner, MCPError) and inner.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                    raise capability_missing(self.key, name, exposed, inner.error) from None
                 if self.credentials is not None and await self.credentials.token() is None:
                     await self.reset()  # refused, and the refresh too: the user authorizes again
                     url = self.credentials.authorization_url()
