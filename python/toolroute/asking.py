@@ -25,8 +25,14 @@ from typing import Any
 
 import mcp_types as types
 
-Question = types.ElicitRequest | types.CreateMessageRequest
-Answer = types.ElicitResult | types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+Question = types.ElicitRequest | types.CreateMessageRequest | types.ListRootsRequest
+Answer = (
+    types.ElicitResult
+    | types.CreateMessageResult
+    | types.CreateMessageResultWithTools
+    | types.ListRootsResult
+    | types.ErrorData
+)
 Ask = Callable[[Question], Awaitable[Answer]]
 Log = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
 
@@ -35,6 +41,8 @@ _log = logging.getLogger("toolroute.asking")
 
 def unsupported(question: Question) -> types.ErrorData:
     """The answer of a client that cannot be asked: the SDK's own, as if it had no callback."""
+    if isinstance(question, types.ListRootsRequest):
+        return types.ErrorData(code=types.INVALID_REQUEST, message="List roots not supported")
     what = "Elicitation" if isinstance(question, types.ElicitRequest) else "Sampling"
     return types.ErrorData(code=types.INVALID_REQUEST, message=f"{what} not supported")
 
@@ -124,8 +132,11 @@ def asking(asker: Asker | None) -> Iterator[None]:
 
 
 def kind_of(question: Question) -> str:
-    """What is asked, for messages and the audit: `elicitation (form)`, `elicitation (url)`, `sampling`."""
+    """What is asked, for messages and the audit: `elicitation (form)`, `elicitation (url)`,
+    `sampling`, `roots`."""
     if isinstance(question, types.CreateMessageRequest):
         return "sampling"
+    if isinstance(question, types.ListRootsRequest):
+        return "roots"
     mode = getattr(question.params, "mode", None) or "form"
     return f"elicitation ({mode})"

@@ -6,7 +6,8 @@ Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Too
 - `ask_name(tag)`: a form elicitation whose message carries `tag`; says what came back;
 - `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
 - `summarize(text)`: asks the client's model (sampling) and returns its text;
-- `chatty(tag)`: logs two messages (`notifications/message`) during the call.
+- `chatty(tag)`: logs two messages (`notifications/message`) during the call;
+- `where(tag)`: asks the client's roots (`roots/list`) and returns their URIs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from pydantic import BaseModel
 
@@ -35,6 +36,10 @@ def ask_for_summary(text: str) -> Sample:
     return Sample(
         [types.SamplingMessage(role="user", content=types.TextContent(text=f"Summarize: {text}"))], max_tokens=50
     )
+
+
+def ask_for_roots() -> ListRoots:
+    return ListRoots()
 
 
 def build() -> MCPServer:
@@ -70,6 +75,11 @@ def build() -> MCPServer:
         await ctx.log("info", f"first note for {tag}")
         await ctx.log("warning", {"note": "second", "tag": tag})
         return f"said it ({tag})"
+
+    @server.tool()
+    def where(tag: str, roots: Annotated[types.ListRootsResult, Resolve(ask_for_roots)]) -> str:
+        """Ask the client's roots."""
+        return f"roots of {tag}: " + ", ".join(str(root.uri) for root in roots.roots)
 
     return server
 

@@ -167,6 +167,7 @@ class Connection:
                     # that caused it, or is refused as a client without the callback refuses it.
                     elicitation_callback=self._on_elicitation,
                     sampling_callback=self._on_sampling,
+                    list_roots_callback=self._on_roots,
                     logging_callback=self._on_log,
                 ) as session,
             ):
@@ -302,6 +303,9 @@ class Connection:
 
     async def _on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         return await self.asked.put(types.CreateMessageRequest(params=params))
+
+    async def _on_roots(self, context: ClientRequestContext) -> Any:
+        return await self.asked.put(types.ListRootsRequest())
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         self.asked.tell(params)
@@ -601,10 +605,10 @@ class Connection:
 
         async with anyio.create_task_group() as tasks:
             for key, request in requests.items():
-                if isinstance(request, (types.ElicitRequest, types.CreateMessageRequest)):
+                if isinstance(request, (types.ElicitRequest, types.CreateMessageRequest, types.ListRootsRequest)):
                     tasks.start_soon(one, key, request)
-                else:  # roots: the gateway has none of its own to give, nor a client's to pass on
-                    answers[key] = types.ErrorData(code=types.INVALID_REQUEST, message="List roots not supported")
+                else:  # nothing the gateway knows how to ask
+                    answers[key] = types.ErrorData(code=types.INVALID_REQUEST, message="Request not supported")
         for key, answer in answers.items():
             if isinstance(answer, types.ErrorData):
                 raise input_needed(self.key, name, requests[key], answer)

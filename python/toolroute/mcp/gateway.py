@@ -354,6 +354,8 @@ class McpGateway:
         return Asker(self._ask_host, owner=self, loop=loop, log=self._on_log)
 
     async def _ask_host(self, question: Question) -> Any:
+        if isinstance(question, types.ListRootsRequest):
+            return unsupported(question)  # a library host has no roots to give
         answer = self._on_elicitation if isinstance(question, types.ElicitRequest) else self._on_sampling
         return unsupported(question) if answer is None else await answer(question)
 

@@ -51,7 +51,9 @@ def served_asker(ctx: Any, params: Any = None) -> Asker | None:
             return unsupported(question)
         log.info("passing %s from an upstream server to the client of request %s", kind_of(question), ctx.request_id)
         result_type: Any = types.ElicitResult
-        if isinstance(question, types.CreateMessageRequest):
+        if isinstance(question, types.ListRootsRequest):
+            result_type = types.ListRootsResult
+        elif isinstance(question, types.CreateMessageRequest):
             wants_tools = question.params.tools is not None or question.params.tool_choice is not None
             result_type = types.CreateMessageResultWithTools if wants_tools else types.CreateMessageResult
         try:
@@ -74,6 +76,8 @@ def _declared(capabilities: types.ClientCapabilities, question: Question) -> boo
     """Whether the client said it can answer this: a bare `elicitation: {}` means forms only."""
     if isinstance(question, types.CreateMessageRequest):
         return capabilities.sampling is not None
+    if isinstance(question, types.ListRootsRequest):
+        return capabilities.roots is not None
     elicitation = capabilities.elicitation
     if elicitation is None:
         return False
@@ -150,9 +154,9 @@ def input_required(ctx: Any, tool: str, passed: PassInputRequired) -> types.Inpu
     result = types.InputRequiredResult.model_validate(passed.result)
     capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
     for request in (result.input_requests or {}).values():
-        if not isinstance(request, (types.ElicitRequest, types.CreateMessageRequest)) or not _declared(
-            capabilities, request
-        ):
+        if not isinstance(
+            request, (types.ElicitRequest, types.CreateMessageRequest, types.ListRootsRequest)
+        ) or not _declared(capabilities, request):
             what = (
                 kind_of(request) if isinstance(request, (types.ElicitRequest, types.CreateMessageRequest)) else "roots"
             )
