@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,23 @@ class Asker:
 
     async def _answer(self, question: Question) -> Answer:
         return await self._ask(question)
+
+    def observed(self, note: Callable[[Question, Answer | None, float], None]) -> Asker:
+        """This client, with each question, its answer (None: it never came, the call ended
+        first) and when it was asked (`time.monotonic()`) handed to `note` on the client's loop."""
+        inner = self._ask
+
+        async def ask(question: Question) -> Answer:
+            asked = time.monotonic()
+            try:
+                answer = await inner(question)
+            except BaseException:
+                note(question, None, asked)
+                raise
+            note(question, answer, asked)
+            return answer
+
+        return Asker(ask, owner=self.owner, loop=self._loop, deferred=self.deferred, log=self._log)
 
 
 _current: contextvars.ContextVar[Asker | None] = contextvars.ContextVar("toolroute_asker", default=None)

@@ -36,6 +36,9 @@ class AuditRecord:
     # A call the policy held for a person: what its client answered (accept, decline, cancel), or
     # "unasked" (a client that cannot be asked); None when no rule held it.
     approval: str | None = None
+    # A question an upstream put to the caller during the call (level "question", issue 60):
+    # what kind ("elicitation (form)", "sampling", "roots", ...); never its content.
+    question: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class AuditLog:
         caller: str | None = None,
         policy: tuple[str, ...] | None = None,
         approval: str | None = None,
+        question: str | None = None,
     ) -> AuditRecord:
         entry = AuditRecord(
             time=time.time(),
@@ -90,6 +94,7 @@ class AuditLog:
             caller=caller,
             policy=policy,
             approval=approval,
+            question=question,
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry

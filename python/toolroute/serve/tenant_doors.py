@@ -17,6 +17,7 @@ from mcp_types import INVALID_REQUEST
 
 from toolroute._workers import LOOKUPS, run_off_loop, working_for
 from toolroute.allowlist import CallOutcome, OutcomeKind, inner_reply
+from toolroute.asking import asking, current_asker
 from toolroute.codemode import InnerCaller, InnerReply, inner_calls_through, is_code_tool
 from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
@@ -27,6 +28,7 @@ from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_token, request_user
 from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
 from toolroute.serve.list_changes import EVERYONE, ListWatchers, connection_of, subscribe
+from toolroute.serve.question_audit import audit_passed_back, audited
 from toolroute.serve.tenants import Tenancy
 
 if TYPE_CHECKING:
@@ -322,15 +324,27 @@ class TenantDoors:
                 self._slot(user),
                 working_for(user),
                 inner_calls_through(inner) if inner is not None else contextlib.nullcontext(),
+                self._questions_audited(user, name, tool),
             ):
                 if context is None:
                     result = await door.call(name, arguments, connection)
                 else:
                     with builtin_tool_context(context):
                         result = await door.call(name, arguments, connection)
+        except PassInputRequired as passed:
+            if self.audit is not None:
+                audit_passed_back(self.audit, user, name, getattr(tool, "service_id", None), passed.result)
+            raise
         except ToolError as exc:
             return _error(str(exc)), "refused", None
         return result, "error" if result.is_error else "ok", tool
+
+    def _questions_audited(self, user: UserId | None, name: str, tool: Tool) -> contextlib.AbstractContextManager[Any]:
+        """The call's client, each of whose upstream's questions leaves an audit line."""
+        asker = current_asker()
+        if self.audit is None or asker is None:
+            return contextlib.nullcontext()
+        return asking(audited(asker, self.audit, user, name, getattr(tool, "service_id", None)))
 
     def _inner_calls(self, user: UserId | None, door: ServedTools, caller: str) -> InnerCaller:
         """A code program's calls through `door`: each within the user's argument size and calls
