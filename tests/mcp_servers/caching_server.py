@@ -24,6 +24,7 @@ def build(ttl: int, scope: Literal["public", "private"]) -> MCPServer:
             "prompts/list": hint,
             "resources/list": hint,
             "resources/templates/list": hint,
+            "resources/read": hint,
         },
     )
 

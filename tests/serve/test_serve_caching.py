@@ -48,6 +48,7 @@ async def listings(target: Any, mode: str) -> dict[str, Hints]:
             "tools": hints_of(await client.list_tools()),
             "prompts": hints_of(await client.list_prompts()),
             "resources": hints_of(await client.list_resources()),
+            "read": hints_of(await client.read_resource("note://one")),
         }
 
 
@@ -63,11 +64,11 @@ def served(args: list[str], transport: str, mode: str) -> dict[str, Hints]:
 def test_one_upstreams_hints_reach_a_modern_client_as_directly(tmp_path: Path, transport: str) -> None:
     direct = StdioServerParameters(command=sys.executable, args=[CACHING, "--ttl", "45000", "--scope", "public"])
     theirs = anyio.run(listings, direct, "auto")
-    assert theirs == dict.fromkeys(("tools", "prompts", "resources"), (45000, "public"))
+    assert theirs == dict.fromkeys(("tools", "prompts", "resources", "read"), (45000, "public"))
     assert served(config(tmp_path, {"cached": upstream()}), transport, "auto") == theirs
     # A handshake-era client gets no hints, directly or not (its revision has none).
     legacy = anyio.run(listings, direct, "legacy")
-    assert legacy == dict.fromkeys(("tools", "prompts", "resources"))
+    assert legacy == dict.fromkeys(("tools", "prompts", "resources", "read"))
     assert served(config(tmp_path, {"cached": upstream()}), transport, "legacy") == legacy
 
 
@@ -75,15 +76,17 @@ def test_several_upstreams_are_as_fresh_as_the_least_fresh(tmp_path: Path) -> No
     both_public = {"a": upstream(45000, "public"), "b": upstream(20000, "public")}
     assert served(config(tmp_path, both_public), "stdio", "auto")["tools"] == (20000, "public")
     one_private = {"a": upstream(45000, "public"), "b": upstream(60000, "private")}
-    assert served(config(tmp_path, one_private), "stdio", "auto") == dict.fromkeys(
+    got = served(config(tmp_path, one_private), "stdio", "auto")
+    assert {k: got[k] for k in ("tools", "prompts", "resources")} == dict.fromkeys(
         ("tools", "prompts", "resources"), (45000, "private")
     )
+    assert got["read"] == (45000, "public")  # read from one server (the first that lists it): its own
 
 
 def test_a_handshake_era_upstream_promises_nothing(tmp_path: Path) -> None:
     """The same server reached in the handshake era sends no hints: the gateway claims none."""
     got = served(config(tmp_path, {"cached": upstream(era="legacy")}), "stdio", "auto")
-    assert got == dict.fromkeys(("tools", "prompts", "resources"), (0, "private"))
+    assert got == dict.fromkeys(("tools", "prompts", "resources", "read"), (0, "private"))
 
 
 def test_toolroute_own_tools_make_the_listing_immediately_stale(tmp_path: Path) -> None:
@@ -91,7 +94,10 @@ def test_toolroute_own_tools_make_the_listing_immediately_stale(tmp_path: Path) 
     policy promise nothing, whatever the upstream says; the upstream's prompts keep its hints."""
     args = config(tmp_path, {"cached": upstream()}, "--functions", "read_file", "--workspace", str(tmp_path))
     got = served(args, "stdio", "auto")
-    assert got == {"tools": (0, "private"), "prompts": (45000, "public"), "resources": (45000, "public")}
+    assert got["tools"] == (0, "private")
+    assert {k: got[k] for k in ("prompts", "resources", "read")} == dict.fromkeys(
+        ("prompts", "resources", "read"), (45000, "public")
+    )
 
 
 @contextlib.contextmanager
@@ -127,4 +133,4 @@ def test_a_users_own_view_is_never_shared() -> None:
     with two_tenants(upstream()) as (url, keys):
         for user in ("alice", "bob"):
             got = anyio.run(tenant_listings, url, keys[user])
-            assert got == dict.fromkeys(("tools", "prompts", "resources"), (45000, "private")), user
+            assert got == dict.fromkeys(("tools", "prompts", "resources", "read"), (45000, "private")), user
