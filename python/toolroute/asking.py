@@ -119,6 +119,8 @@ class Asker:
         inner = self._ask
 
         async def ask(question: Question) -> Answer:
+            if _own.get():  # toolroute's own question (a policy's approval): not an upstream's
+                return await inner(question)
             asked = time.monotonic()
             try:
                 answer = await inner(question)
@@ -132,6 +134,19 @@ class Asker:
 
 
 _current: contextvars.ContextVar[Asker | None] = contextvars.ContextVar("toolroute_asker", default=None)
+# Set while toolroute asks a question of its own through the call's asker (served mode's approval):
+# an upstream's questions arrive from the gateway's loop, never in this context.
+_own: contextvars.ContextVar[bool] = contextvars.ContextVar("toolroute_own_question", default=False)
+
+
+@contextlib.contextmanager
+def own_question() -> Iterator[None]:
+    """Mark the questions asked in this block as toolroute's own (`Asker.observed` skips them)."""
+    token = _own.set(True)
+    try:
+        yield
+    finally:
+        _own.reset(token)
 
 
 def current_asker() -> Asker | None:

@@ -484,7 +484,9 @@ def test_an_approved_call_whose_upstream_asks_in_turn_over_stateful_http(folder:
     )
     entry = {"command": sys.executable, "args": [str(SERVERS / "asking_server.py")], "protocol": "2026-07-28"}
     (folder / "asking.json").write_text(json.dumps({"mcpServers": {"asking": entry}}))
+    audit = folder / f"asking-audit-{mode}.jsonl"
     args = ["--mcp-config", str(folder / "asking.json"), "--mcp-servers", "asking", "--policy", str(policy)]
+    args += ["--audit-log", str(audit)]
 
     async def go(url: str) -> list[tuple[list[str], Any]]:
         answering = NameOrYes("accept")
@@ -503,3 +505,9 @@ def test_an_approved_call_whose_upstream_asks_in_turn_over_stateful_http(folder:
     assert accepted == ([allow, "What is your name? (asked for held-1)"], (False, "hello Ada (held-1)"))
     assert declined[0] == [allow] and declined[1][0] is True and "answered decline" in declined[1][1]
     assert unheld == (["What is your name? (asked for open)"], (False, "hello Ada (open)"))
+    # Only the upstream's questions are audited as questions (issue 60); the approval is on the
+    # call's own line. A handshake-era client answered them mid-call; a 2026-07-28 one was handed them.
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    questions = [(q["server"], q["question"], q["outcome"]) for q in lines if q["level"] == "question"]
+    outcome = "accept" if mode == "legacy" else "input_required"
+    assert questions == [("asking", "elicitation (form)", outcome)] * 2

@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolroute.allowlist import CallOutcome, OutcomeKind
-from toolroute.asking import current_asker
+from toolroute.asking import current_asker, own_question
 from toolroute.policy.tools import DECISIONS, PolicedTool
 from toolroute.serve.asking import PassInputRequired, _declared
 from toolroute.serve.auth import request_user
@@ -256,5 +256,6 @@ async def _ask(approval: Approval, name: str, verdict: Verdict) -> str | None:
             return None
         approval.answer = "asked"  # by the call's result; the retry brings the answer
         raise AskForApproval(asked, verdict.rule)
-    answer = await asker.ask(asked)
+    with own_question():  # audited on the call's line (`approval`), not as an upstream's question
+        answer = await asker.ask(asked)
     return answer.action if isinstance(answer, types.ElicitResult) else None

@@ -23,7 +23,7 @@ from toolroute.context import builtin_tool_context
 from toolroute.errors import ToolError
 from toolroute.naming import UserId
 from toolroute.policy.tools import DECISIONS
-from toolroute.serve.approval import current_approval
+from toolroute.serve.approval import AskForApproval, current_approval
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.auth import request_token, request_user
 from toolroute.serve.doors import CALL_KINDS, ServedTools, ServerContext
@@ -332,7 +332,7 @@ class TenantDoors:
                     with builtin_tool_context(context):
                         result = await door.call(name, arguments, connection)
         except PassInputRequired as passed:
-            if self.audit is not None:
+            if self.audit is not None and not isinstance(passed, AskForApproval):  # the upstream's, not ours
                 audit_passed_back(self.audit, user, name, getattr(tool, "service_id", None), passed.result)
             raise
         except ToolError as exc:
