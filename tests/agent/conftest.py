@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from _agent_helpers import Workspace, make_workspace
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """The agent tests' workspace in the test's folder, its note-writing tools registered (`make_workspace`)."""
+    return make_workspace(tmp_path)

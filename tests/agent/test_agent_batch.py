@@ -24,11 +24,6 @@ from toolroute.builtins import BuiltinTool, ToolOutput
 from toolroute.router import ToolKind
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return make_workspace(tmp_path)
-
-
 def test_results_come_back_in_model_order(ws: Workspace) -> None:
     for i in range(6):
         ws.path(f"f{i}").write_text(f"content {i}")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from _agent_helpers import Workspace, call, make_workspace
+from _agent_helpers import Workspace, call
 
 from toolroute.agent import (
     AgentToolCall,
@@ -20,11 +18,6 @@ from toolroute.agent import (
     run_tool_calls,
     safe_policy,
 )
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return make_workspace(tmp_path)
 
 
 @pytest.mark.parametrize("tool", ["write_file", "apply_patch", "edit", "bash"])

@@ -21,11 +21,6 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def router(ws: Path) -> ToolRouter:
-    return router_for(ws)
-
-
 def listed(router: ToolRouter, **args: object) -> list[str]:
     _, trace = call(router, "glob", **{"sort": "path", **args})
     return [f["path"] for f in trace["files"]]

@@ -22,11 +22,6 @@ def ws(tmp_path: Path) -> Path:
     return small_tree(tmp_path / "ws")
 
 
-@pytest.fixture
-def router(ws: Path) -> ToolRouter:
-    return router_for(ws)
-
-
 def body(text: str) -> list[str]:
     """The result lines: without the summary line and the bracketed notices."""
     return [line for line in text.splitlines()[1:] if not line.startswith("[")]

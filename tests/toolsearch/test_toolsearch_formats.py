@@ -7,14 +7,12 @@ place of the deferred tools, which stay callable through it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types
 import pytest
-from _serve_helpers import TOOLS_MODULE, http_server, make_router, tool_env, toolroute_exe
+from _serve_helpers import TOOLS_MODULE, http_server, tool_env, toolroute_exe
 from anthropic.types import Message, ToolUnionParam
 from mcp import Client, StdioServerParameters
 from openai.types.responses import ToolParam as ResponsesToolParam
@@ -24,12 +22,6 @@ from toolroute import ToolRouter
 from toolroute.adapters.anthropic import AnthropicTools
 from toolroute.adapters.openai import OpenAITools
 from toolroute.serve import ServedTools, build_server
-
-
-@pytest.fixture
-def router(tmp_path: Path) -> Iterator[ToolRouter]:
-    with make_router(tmp_path) as r:
-        yield r
 
 
 def claude_calls(name: str, arguments: dict) -> Message:

@@ -7,14 +7,12 @@ of another allowlist, or a name outside this one, never joins)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _serve_helpers import make_router
 
 from toolroute import ToolRouter
 from toolroute.allowlist import CallOutcome, ExposedTools, OutcomeKind
@@ -23,12 +21,6 @@ FUNCTIONS, SERVERS, DEFERRED = ["echo"], ["notes"], ["notes"]
 SEARCH = {"query": "upper case text"}
 FOUND = "notes_shout"
 LISTED = ["echo", "search_tools"]
-
-
-@pytest.fixture
-def router(tmp_path: Path) -> Iterator[ToolRouter]:
-    with make_router(tmp_path) as r:
-        yield r
 
 
 def test_found_counts_only_this_allowlists_searches_and_deferred_tools(router: ToolRouter) -> None:
