@@ -19,12 +19,15 @@ so no session is lost. The process keeps its pid, for whatever supervises it.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
 import sys
 import threading
 from collections.abc import Callable
+
+from toolroute.serve.heap import return_freed_memory
 
 log = logging.getLogger("toolroute.serve")
 
@@ -83,6 +86,10 @@ class Recycle:
 
     def serving(self, sock: socket.socket, stop_serving: Callable[[], None]) -> None:
         """The server is up on `sock`: its resident size now is the base; `stop_serving` ends it."""
+        # The settled size: what starting left free (imports' and compilation's garbage) would
+        # otherwise count in the base, and an idle release's trim could take the process below it.
+        gc.collect()
+        return_freed_memory()
         self.base = resident_bytes()
         self._socket, self._stop_serving = sock, stop_serving
 
