@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from toolroute import BuiltInToolContext, ToolRouter
+from toolroute.serve.store import UserStore
 
 TESTS_DIR = Path(__file__).resolve().parent
 TOOLS_MODULE = "_serve_tools"  # tests/_serve_tools.py, importable with tests/ on PYTHONPATH
@@ -107,6 +108,29 @@ def http_server(args: Sequence[str], env: dict[str, str] | None = None) -> Itera
     """Start `toolroute serve --transport http --port 0 ...`; yields the URL it reports."""
     with http_server_process(args, env) as (_, url):
         yield url
+
+
+@contextmanager
+def alice_and_bob_served(upstreams: Callable[[Path], list[str]]) -> Iterator[tuple[str, dict[str, str]]]:
+    """`toolroute serve` over HTTP with API keys for alice and bob (its registry and workspaces in
+    a folder outside temp); `upstreams(folder)` gives the arguments naming its upstream servers.
+    Yields the URL and each user's key."""
+    folder = outside_tmp()
+    try:
+        store_url = f"sqlite:///{folder / 'users.db'}"
+        with UserStore(store_url) as store:
+            keys = {}
+            for user in ("alice", "bob"):
+                store.add_user(user)
+                keys[user] = store.add_key(user)
+        args = [
+            *("--api-keys", "--store", store_url, "--workspace-template", str(folder / "ws" / "{user}")),
+            *upstreams(folder),
+        ]
+        with http_server(args) as url:
+            yield url, keys
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,13 +18,11 @@ import mcp_types as types
 import pytest
 from _mcp_helpers import SERVERS
 from _mcp_helpers import http_server as mcp_http_server
-from _serve_helpers import http_server, outside_tmp, tool_env, toolroute_exe
+from _serve_helpers import alice_and_bob_served, http_server, tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-
-from toolroute.serve.store import UserStore
 
 ASKING = str(SERVERS / "asking_server.py")
 UPSTREAM_ERAS = ["legacy", "2026-07-28"]
@@ -235,27 +232,15 @@ def test_a_question_that_cannot_be_placed_goes_to_no_client(tmp_path: Path) -> N
 # ---- two tenants (served mode with API keys: stateless HTTP, 2026-07-28 clients) -----------
 
 
-@contextlib.contextmanager
-def two_tenants(entry: dict[str, Any]) -> Iterator[tuple[str, dict[str, str]]]:
+def two_tenants(entry: dict[str, Any]) -> contextlib.AbstractContextManager[tuple[str, dict[str, str]]]:
     """`toolroute serve` over HTTP with API keys for alice and bob, both served the one global
     upstream `entry` (one connection, shared); yields the URL and each user's key."""
-    tmp = outside_tmp()
-    try:
-        store_url = f"sqlite:///{tmp / 'users.db'}"
-        with UserStore(store_url) as store:
-            keys = {}
-            for user in ("alice", "bob"):
-                store.add_user(user)
-                keys[user] = store.add_key(user)
-        (tmp / "servers.json").write_text(json.dumps({"mcpServers": {"asking": entry}}))
-        args = [
-            *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
-            *("--mcp-config", str(tmp / "servers.json"), "--mcp-servers", "asking"),
-        ]
-        with http_server(args) as url:
-            yield url, keys
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def upstream(folder: Path) -> list[str]:
+        (folder / "servers.json").write_text(json.dumps({"mcpServers": {"asking": entry}}))
+        return ["--mcp-config", str(folder / "servers.json"), "--mcp-servers", "asking"]
+
+    return alice_and_bob_served(upstream)
 
 
 @contextlib.asynccontextmanager

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from _mcp_helpers import SERVERS
-from _serve_helpers import http_server, outside_tmp, tool_env, toolroute_exe
+from _serve_helpers import alice_and_bob_served, http_server, tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-
-from toolroute.serve.store import UserStore
 
 CACHING = str(SERVERS / "caching_server.py")
 Hints = tuple[int, str] | None  # what a listing said on the wire: (ttlMs, cacheScope), or nothing
@@ -100,25 +96,9 @@ def test_toolroute_own_tools_make_the_listing_immediately_stale(tmp_path: Path) 
     )
 
 
-@contextlib.contextmanager
-def two_tenants(entry: dict[str, Any]) -> Iterator[tuple[str, dict[str, str]]]:
+def two_tenants(entry: dict[str, Any]) -> contextlib.AbstractContextManager[tuple[str, dict[str, str]]]:
     """`toolroute serve` with API keys for alice and bob (served mode), one shared upstream."""
-    tmp = outside_tmp()
-    try:
-        store_url = f"sqlite:///{tmp / 'users.db'}"
-        with UserStore(store_url) as store:
-            keys = {}
-            for user in ("alice", "bob"):
-                store.add_user(user)
-                keys[user] = store.add_key(user)
-        args = [
-            *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
-            *config(tmp, {"cached": entry}),
-        ]
-        with http_server(args) as url:
-            yield url, keys
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return alice_and_bob_served(lambda folder: config(folder, {"cached": entry}))
 
 
 async def tenant_listings(url: str, key: str) -> dict[str, Hints]:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +16,11 @@ import anyio
 import mcp_types as types
 import pytest
 from _mcp_helpers import SERVERS
-from _serve_helpers import http_server, outside_tmp, tool_env, toolroute_exe
+from _serve_helpers import alice_and_bob_served, http_server, tool_env, toolroute_exe
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-
-from toolroute.serve.store import UserStore
 
 ASKING = str(SERVERS / "asking_server.py")
 
@@ -81,25 +77,9 @@ def test_a_clients_roots_reach_the_upstream_as_directly(
     assert refused[0] in (True, "error") and "/home/" not in str(refused), refused
 
 
-@contextlib.contextmanager
-def two_tenants() -> Iterator[tuple[str, dict[str, str]]]:
+def two_tenants() -> contextlib.AbstractContextManager[tuple[str, dict[str, str]]]:
     """Served mode with API keys (stateless HTTP): alice and bob share one 2026-07-28 upstream."""
-    tmp = outside_tmp()
-    try:
-        store_url = f"sqlite:///{tmp / 'users.db'}"
-        with UserStore(store_url) as store:
-            keys = {}
-            for user in ("alice", "bob"):
-                store.add_user(user)
-                keys[user] = store.add_key(user)
-        args = [
-            *("--api-keys", "--store", store_url, "--workspace-template", str(tmp / "ws" / "{user}")),
-            *serve_args(tmp, "2026-07-28"),
-        ]
-        with http_server(args) as url:
-            yield url, keys
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return alice_and_bob_served(lambda folder: serve_args(folder, "2026-07-28"))
 
 
 def test_each_tenant_gives_only_its_own_roots() -> None:
