@@ -584,7 +584,7 @@ class ToolRouter:
             return
         self._closed = True
         errors: list[BaseException] = []
-        for callback in [*reversed(self._close_callbacks), *reversed(self._resources.closers())]:
+        for callback in [*reversed(self._close_callbacks), *reversed(self._resources.seal())]:
             try:
                 callback()
             except Exception as exc:

@@ -88,6 +88,7 @@ class ToolResources:
         self._lock = threading.Lock()
         self._values: dict[str, Any] = {}
         self._closers: list[Callable[[], Any]] = []
+        self._sealed = False
 
     def get(self, key: str, factory: Callable[[], R]) -> R:
         with self._lock:
@@ -97,10 +98,17 @@ class ToolResources:
                 close = getattr(value, "close", None)
                 if callable(close):
                     self._closers.append(close)
+                    # A call already running when its router closed asks only now: what it gets
+                    # is closed too (a process table made open then would run its exec unstopped).
+                    if self._sealed:
+                        close()
             return self._values[key]  # type: ignore[no-any-return]
 
-    def closers(self) -> list[Callable[[], Any]]:
+    def seal(self) -> list[Callable[[], Any]]:
+        """The closers of the values made so far, for the router's close to run; a value made
+        after this is closed as it is made."""
         with self._lock:
+            self._sealed = True
             return list(self._closers)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
 import textwrap
@@ -28,10 +29,11 @@ from _bash_helpers import (
 )
 
 from toolroute.builtins._process import ProcessTable
-from toolroute.builtins.bash import RESOURCE_KEY
+from toolroute.builtins.bash import RESOURCE_KEY, TOOL, BashRequest
 from toolroute.context import BuiltInToolContext, ToolLimits
 from toolroute.errors import ToolArgumentError, ToolExecutionError
 from toolroute.router import ToolRouter
+from toolroute.types import ToolResources, using_resources
 
 
 def start(router: ToolRouter, command: str, **args: Any) -> str:
@@ -326,6 +328,20 @@ def test_closing_the_router_ends_a_running_exec(ws: Path) -> None:
     assert result["timedOut"] is False and result["signal"] == "SIGTERM"
     assert any("router was closed" in note for note in result["notes"])
     assert not live_in_groups({shell})
+
+
+def test_an_exec_that_reaches_its_table_after_the_router_closed_is_ended(ws: Path) -> None:
+    """The interleaving that made the test above flaky under load: the exec passed the router's
+    open check and spawned its shell, and the router closed before the exec asked for its table
+    (made on first use). The table made then is closed as it is made, so the exec is ended."""
+    resources = ToolResources()
+    resources.seal()  # the router's close, with no table made yet
+    with using_resources(resources):
+        out = TOOL.handler(BashRequest(command="sleep 300", timeout=600), BuiltInToolContext(ws))
+    result = json.loads(out.text)
+    assert result["signal"] == "SIGTERM" and result["timedOut"] is False
+    assert any("router was closed" in note for note in result["notes"])
+    assert resources.get(RESOURCE_KEY, ProcessTable).running_count() == 0
 
 
 def test_ended_processes_are_kept_only_up_to_a_bound(bash: ToolRouter) -> None:
