@@ -63,6 +63,7 @@ state = sys.argv[5]
 while True:
     _core.apply_patch(conf, forward if state == "A" else back, 1 << 24)
     state = "B" if state == "A" else "A"
+    print("committed", flush=True)
 """
 
 
@@ -104,6 +105,10 @@ def test_sigkill_mid_patch_leaves_all_or_nothing(tmp_path: Path, durability: str
         child = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
+        # Half the kills wait for a first commit to end: whatever a commit takes on this machine
+        # (a loaded one can take longer than the random delay), kills land both before and after.
+        for _ in range(rng.randrange(2)):
+            assert child.stdout.readline().strip() == "committed"
         time.sleep(rng.uniform(0.0, 0.08))
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
