@@ -260,7 +260,10 @@ def test_nothing_outlives_a_stdio_server_whose_client_closes_stdin(registry: tup
             answered.add(json.loads(proc.stdout.readline()).get("id"))
         proc.stdin.write((json.dumps(messages[3]) + "\n").encode())
         proc.stdin.flush()
-        time.sleep(1.0)  # the foreground sleep runs
+        # The foreground sleep runs: a second `sleep 300` beside the background one.
+        while sum(_command_line(pid).startswith("sleep 300") for pid in _descendants(proc.pid)) < 2:
+            assert time.monotonic() < deadline, "the foreground command never started"
+            time.sleep(0.05)
         proc.stdin.close()  # the client goes
         reaped = Reaped(ServedProcess.__new__(ServedProcess), info)
         reaped.served.proc = proc  # type: ignore[misc]
