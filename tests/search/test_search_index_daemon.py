@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _index_daemon_helpers import launched_daemons
 from test_search_index import random_change, random_tree
 
 from toolroute import _platform
@@ -180,8 +181,7 @@ def test_by_default_a_slow_first_answer_starts_a_daemon_for_the_processes_after(
     auto = {k: v for k, v in env.items() if k != "TOOLROUTE_SEARCH_INDEX_DAEMON"}
     quick = child(root, {**auto, "TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER": "1000"})
     assert quick["answered"] == 0
-    time.sleep(0.5)  # a daemon started would be listening by now
-    assert not list(cache.glob("daemon-*.sock")) and not daemons(cache)
+    assert not launched_daemons(cache) and not list(cache.glob("daemon-*.sock"))  # the child has exited
     slow = {**auto, "TOOLROUTE_SEARCH_INDEX_DAEMON_AFTER": "0"}
     first = child(root, slow)
     assert first["answered"] == 0  # it scanned, then started one for the processes after it
@@ -433,8 +433,8 @@ def test_processes_starting_at_once_leave_one_daemon(deployed: Path, place: tupl
     while len(daemons(cache)) != 1:
         assert time.monotonic() < deadline, daemons(cache)
         time.sleep(0.05)
-    time.sleep(0.5)  # a loser still starting would show up by now
-    assert len(daemons(cache)) == 1
+    # Every launcher has exited, so every loser was launched already: none is left starting.
+    assert len(launched_daemons(cache)) == 1
 
 
 @pytest.mark.parametrize("why", ["unused", "socket removed"])

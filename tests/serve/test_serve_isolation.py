@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _index_daemon_helpers import launched_daemons
 from _mcp_helpers import tenant_stdio
 from _serve_helpers import http_server_process, outside_tmp, run_cli, tool_env, toolroute_exe
 from hypothesis import given, settings
@@ -271,8 +272,9 @@ def test_a_server_starts_no_index_daemon_by_default(deployment: Deployment) -> N
         pytest.skip("this deployment runs the index daemon")
     for _ in range(3):
         assert ALICE_SECRET in _call(d, "alice", "grep", {"pattern": ALICE_SECRET})
-    time.sleep(0.5)  # a daemon started would be listening by now
-    assert not _daemon_sockets(d), "the server started an index daemon"
+    # The server's environment names the cache's parent (XDG_CACHE_HOME), not the cache itself.
+    launched = launched_daemons(d.base / "cache", "XDG_CACHE_HOME")
+    assert not launched and not _daemon_sockets(d), "the server started an index daemon"
 
 
 def test_the_index_daemons_socket_and_key_are_beyond_every_tenants_reach(deployment: Deployment) -> None:
