@@ -7,11 +7,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _postgres import postgres_server
 from cryptography.fernet import Fernet
 
 from toolroute.errors import ToolArgumentError
@@ -19,22 +17,6 @@ from toolroute.serve.secrets import PREFIX, SecretBox, SecretError
 from toolroute.serve.store import REDACTED, UserStore, key_digest
 
 SERVER = {"command": "python3", "args": ["server.py"], "env": {"API_TOKEN": "s3cret-value"}}
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UserStore]:
-    sqlite = f"sqlite:///{tmp_path / 'users.db'}"
-    url = sqlite if request.param == "sqlite" else request.getfixturevalue("postgres_dsn")
-    with UserStore(url) as s:
-        yield s
-        for user in s.users():  # the PostgreSQL server is shared by the module's tests
-            s.remove_user(user)
 
 
 def test_users_keys_and_servers_round_trip(store: UserStore) -> None:

@@ -5,11 +5,9 @@ renewed only over what was read, forgotten; flows taken once; rotated with the r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _postgres import postgres_server
 from cryptography.fernet import Fernet
 
 from toolroute.serve.secrets import PREFIX, SecretBox
@@ -19,23 +17,13 @@ SERVER = {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientId": "gw", "clientSe
 TOKENS = json.dumps({"access_token": "at-secret-1", "refresh_token": "rt-secret-1"})
 
 
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    with postgres_server() as dsn:
-        yield dsn
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UserStore]:
-    sqlite = f"sqlite:///{tmp_path / 'users.db'}"
-    url = sqlite if request.param == "sqlite" else request.getfixturevalue("postgres_dsn")
-    with UserStore(url) as s:
-        for user in ("alice", "bob"):
-            s.add_user(user)
-            s.add_server(user, "gh", SERVER)
-        yield s
-        for user in s.users():
-            s.remove_user(user)
+@pytest.fixture
+def store(store: UserStore) -> UserStore:
+    """The stage's registry (each backend) with alice and bob, each with the OAuth server."""
+    for user in ("alice", "bob"):
+        store.add_user(user)
+        store.add_server(user, "gh", SERVER)
+    return store
 
 
 def _raw(store: UserStore, table: str, column: str) -> list[str]:
