@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -102,6 +103,17 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for: {what}")
         time.sleep(0.02)
+
+
+def killed_or_dying(pid: int) -> bool:
+    """Whether `pid` is gone, a zombie, or has a SIGKILL pending (to it or its thread group): what
+    a signal sent before this call shows at once, with no wait for it to land."""
+    try:
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except OSError:
+        return True
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return status["State"].strip().startswith(("Z", "X")) or bool(pending & (1 << (signal.SIGKILL - 1)))
 
 
 def wait_for_file(path: Path) -> str:

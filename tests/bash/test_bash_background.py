@@ -17,6 +17,7 @@ from _bash_helpers import (
     bash_router,
     call,
     is_alive,
+    killed_or_dying,
     live_in_groups,
     our_zombies,
     peak_rss,
@@ -379,22 +380,12 @@ def test_a_process_outlives_the_thread_that_started_it(ws: Path, sandbox: str) -
         # A parent-death signal is sent as the thread's task exits, before it leaves /proc (join
         # returns earlier): once it has left, the process is killed, dying, or never signalled.
         wait_until(lambda: not Path(f"/proc/self/task/{worker.native_id}").exists(), "the worker's task to exit")
-        assert not _killed(started["pid"]), "the process died with the thread that started it"
+        assert not killed_or_dying(started["pid"]), "the process died with the thread that started it"
         snap = call(router, action="status", process_id=started["processId"])
         assert snap["status"] == "RUNNING", snap
         assert call(router, action="stop", process_id=started["processId"])["status"] == "STOPPED"
     threads = [t.name for t in threading.enumerate() if t.name == "toolroute-launcher"]
     assert threads == ["toolroute-launcher"]  # one launcher, whatever the number of callers
-
-
-def _killed(pid: int) -> bool:
-    """Whether `pid` is gone, a zombie, or has a SIGKILL pending (to it or its thread group)."""
-    try:
-        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    except OSError:
-        return True
-    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
-    return status["State"].strip().startswith(("Z", "X")) or bool(pending & (1 << (9 - 1)))
 
 
 def test_ended_processes_output_stays_within_the_owners_budget(ws: Path) -> None:

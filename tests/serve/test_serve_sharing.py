@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _bash_helpers import killed_or_dying
 from _mcp_helpers import tenant_stdio
 from _postgres import postgres_server
 from _serve_helpers import (
@@ -331,11 +332,13 @@ def test_a_background_process_outlives_its_users_release(deployed: Deployment) -
     2 s unseen (door, workspace context and idle worker threads go: a thread's end used to
     SIGKILL what it had started), and the process still runs and is listed on its return."""
     d = deployed
-    process = json.loads(call(d, "lingerer", "bash", {"action": "start", "command": "sleep 120"}))["processId"]
+    started = json.loads(call(d, "lingerer", "bash", {"action": "start", "command": "sleep 120"}))
+    process = started["processId"]
     busy = _threads(d.served.proc.pid)
-    # The release sheds the worker threads left idle: the one that started the process too.
+    # The release sheds the worker threads left idle: the one that started the process too. A
+    # thread's parent-death signal is sent before its task leaves /proc, where the count is read.
     _wait(lambda: _threads(d.served.proc.pid) < busy, "the idle release to end worker threads")
-    time.sleep(1.0)  # (a killed process is reaped within moments)
+    assert not killed_or_dying(started["pid"]), "the process died with the worker thread"
     status = json.loads(call(d, "lingerer", "bash", {"action": "status", "process_id": process}))
     assert status["status"] == "RUNNING", status
     listed = json.loads(call(d, "lingerer", "bash", {"action": "list"}))["processes"]
