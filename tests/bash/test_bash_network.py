@@ -181,8 +181,14 @@ def test_internet_resolves_names_through_the_namespace_s_resolver(owned: Path, i
 def test_what_a_command_listens_on_is_not_exposed_on_the_host(owned: Path) -> None:
     port = _free_port()
     with networked(owned, "internet") as router:
-        started = call(router, action="start", command=f"exec python3 -m http.server {port} --bind 0.0.0.0")
-        inside = call(router, command=f"sleep 1; echo > /dev/tcp/127.0.0.1/{port} && echo own-reached")
+        started = call(router, action="start", command=f"exec python3 -u -m http.server {port} --bind 0.0.0.0")
+
+        def listening() -> bool:
+            logs = call(router, action="logs", process_id=started["processId"], offset=0)
+            return "Serving HTTP" in logs["stdout"]["content"]
+
+        wait_until(listening, "the command's server to listen")
+        inside = call(router, command=f"echo > /dev/tcp/127.0.0.1/{port} && echo own-reached")
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=3).close()
         call(router, action="stop", process_id=started["processId"])
