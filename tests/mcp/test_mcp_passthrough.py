@@ -8,9 +8,10 @@ on 127.0.0.1). The SDK's own `ClientSession` sees each server directly, and all 
 one `toolroute serve` over stdio and over streamable HTTP: every field of every tool, the
 prompts and what `prompts/get` answers, the resources, the templates and what `resources/read`
 answers, and the results of real calls (every block, structured content, the error flag and the
-server's own error text) are identical. The one documented change: a tool name that is not a
-legal function name is sanitised (`text.shout` -> `text_shout`). Instructions pass unchanged from
-one server, and joined under each server's id from several.
+server's own error text) are identical. The documented changes: a tool name that is not a
+legal function name is sanitised (`text.shout` -> `text_shout`), and every tool may be called as a
+task (`execution.taskSupport: optional`: the gateway runs tasks itself, serve/tasks.py).
+Instructions pass unchanged from one server, and joined under each server's id from several.
 """
 
 from __future__ import annotations
@@ -254,6 +255,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         }
 
 
+def _as_task_too(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the gateway lists it: callable as a task, which it runs (none of these servers
+    requires one)."""
+    assert (tool.get("execution") or {}).get("taskSupport") != "required"
+    return {**tool, "execution": {**(tool.get("execution") or {}), "taskSupport": "optional"}}
+
+
 def _assert_same(direct: dict[str, Any], served: dict[str, Any]) -> None:
     # The servers really offer each of these, so the comparison means something.
     assert len(direct["tools"]) >= 60 and direct["prompts"] and direct["resources"] and direct["templates"]
@@ -261,7 +269,7 @@ def _assert_same(direct: dict[str, Any], served: dict[str, Any]) -> None:
     assert any(call[1].get("structuredContent") for call in direct["calls"])
     assert sorted(served["tools"]) == sorted(direct["tools"])
     for name, tool in direct["tools"].items():
-        assert served["tools"][name] == tool, name
+        assert served["tools"][name] == _as_task_too(tool), name
     for key in ("prompts", "resources", "templates", "prompt answers", "reads"):
         assert served[key] == direct[key], key
     assert [c[0] for c in served["calls"]] == [c[0] for c in direct["calls"]]  # each call reached its server

@@ -39,6 +39,9 @@ class AuditRecord:
     # A question an upstream put to the caller during the call (level "question", issue 60):
     # what kind ("elicitation (form)", "sampling", "roots", ...); never its content.
     question: str | None = None
+    # A task the gateway ran a call as (level "task", issue 60): its id, on its creation's line
+    # and its end's.
+    task: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class AuditLog:
         policy: tuple[str, ...] | None = None,
         approval: str | None = None,
         question: str | None = None,
+        task: str | None = None,
     ) -> AuditRecord:
         entry = AuditRecord(
             time=time.time(),
@@ -95,6 +99,7 @@ class AuditLog:
             policy=policy,
             approval=approval,
             question=question,
+            task=task,
         )
         self._out.append(json.dumps(asdict(entry), ensure_ascii=False))
         return entry

@@ -27,6 +27,7 @@ from toolroute.mcp.offer import UpstreamOffer
 from toolroute.serve.approval import AskForApproval, held
 from toolroute.serve.asking import PassInputRequired
 from toolroute.serve.list_changes import ListWatchers, connection_of, subscribe
+from toolroute.serve.tasks import with_task_support
 from toolroute.serve.upstreams import upstreams_of
 from toolroute.toolsearch import is_search_tool
 
@@ -103,7 +104,7 @@ class ServedTools(ExposedTools):
         if wire is None:
             tools = [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in self._listing]
             shaped = serialize_server_result("tools/list", version, {**_ENVELOPE_STUB, "tools": tools})
-            wire = self._wires[version] = {"tools": shaped["tools"]}
+            wire = self._wires[version] = {"tools": with_task_support(shaped["tools"], version)}
             self.listing_builds += 1
         return wire
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from toolroute.serve.recycle import Recycle
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.store import UserStore
+    from toolroute.serve.tasks import TaskLimits
     from toolroute.serve.tenant_doors import TenantDoors
 
 STORE_ENV = "TOOLROUTE_STORE"
@@ -89,6 +90,18 @@ def add_served_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrent-calls", type=int, metavar="N", help="per user (default 8)")
     g.add_argument("--calls-per-minute", type=int, metavar="N", help="per user (default 600)")
     g.add_argument("--max-argument-bytes", type=int, metavar="N", help="one call's arguments (default 1 MiB)")
+    g.add_argument(
+        "--max-tasks",
+        type=int,
+        metavar="N",
+        help="per user: calls run as MCP tasks that are working or whose result is kept (default 32)",
+    )
+    g.add_argument(
+        "--max-task-ttl",
+        type=float,
+        metavar="S",
+        help="the longest a finished task's result is kept, whatever its client asks (default 3600)",
+    )
     g.add_argument(
         "--idle-timeout",
         type=float,
@@ -202,6 +215,21 @@ def _limits(args: argparse.Namespace) -> UserLimits:
         return UserLimits(**changes)
     except ValueError as exc:
         raise ToolArgumentError(str(exc)) from None
+
+
+def _task_limits(args: argparse.Namespace) -> TaskLimits:
+    from toolroute.serve.tasks import TaskLimits
+
+    changes: dict[str, int] = {}
+    if getattr(args, "max_tasks", None) is not None:
+        changes["max_live_tasks"] = args.max_tasks
+    if getattr(args, "max_task_ttl", None) is not None:
+        changes["max_ttl_ms"] = round(args.max_task_ttl * 1000)
+        changes["default_ttl_ms"] = min(TaskLimits.default_ttl_ms, changes["max_ttl_ms"])
+    try:
+        return TaskLimits(**changes)
+    except ValueError as exc:
+        raise ToolArgumentError(str(exc).replace("max_live_tasks", "--max-tasks")) from None
 
 
 def _connection_limits(args: argparse.Namespace) -> ConnectionLimits:
@@ -353,6 +381,7 @@ def build_served_mode(
         fixed_user=args.user_id,
         policy=policy,
     )
+    doors.task_limits = _task_limits(args)
     if policy is not None:
         router.policy = policy.policy
     if getattr(args, "metrics", None):

@@ -35,6 +35,8 @@ from toolroute.serve.asking import PassInputRequired, input_required, served_ask
 from toolroute.serve.doors import FixedDoor, Listing, ServedRequests, ServedTools, ServerContext
 from toolroute.serve.prebuilt import answer_with, prebuilt_results
 from toolroute.serve.shutdown import Shutdown
+from toolroute.serve.tasks import CAPABILITY as TASKS_CAPABILITY
+from toolroute.serve.tasks import TaskStore, offered, tools_with_task_support
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
@@ -81,7 +83,8 @@ def build_server(
             answer = types.ListToolsResult(tools=tools, **fields)
             wire = tools.served.listing_wire(ctx.protocol_version)
             return answer_with(wire, types.ListToolsResult(tools=[], **fields), answer)
-        return types.ListToolsResult(tools=tools)  # with what a search found: this connection's own
+        # With what a search found: this connection's own.
+        return types.ListToolsResult(tools=tools_with_task_support(tools, ctx.protocol_version))
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
         sink = progress_sink(ctx)
@@ -150,6 +153,9 @@ def build_server(
     )
     server.requests = requests
     server.middleware.append(prebuilt_results)  # innermost: right around the SDK's serialisation
+    # Any call may be run as a task (serve/tasks.py): its middleware goes just outside the above.
+    server.tasks = TaskStore(getattr(requests, "task_limits", None), audit=getattr(requests, "audit", None))
+    server.tasks.register(server)
     return server
 
 
@@ -173,6 +179,14 @@ class _ServedServer(Server[Any]):
     (read when a client connects: `initialize`, `server/discover`)."""
 
     requests: ServedRequests
+    tasks: TaskStore
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        """The SDK's, and the tasks this server runs where the connection's era has them."""
+        capabilities = super().get_capabilities(*args, **kwargs)
+        if not offered(kwargs.get("protocol_version")):
+            return capabilities
+        return capabilities.model_copy(update={"tasks": TASKS_CAPABILITY})
 
     @property
     def instructions(self) -> str | None:
@@ -199,7 +213,7 @@ async def serve_stdio(served: ServedTools) -> None:
     """Serve over this process's stdin/stdout until the client closes stdin."""
     server = build_server(served)
     await server.requests.ready_instructions()
-    async with stdio_server() as (read, write):
+    async with server.tasks.running(), stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
@@ -394,7 +408,7 @@ async def serve_http(
             recycle.serving(sock, hand_over)
 
     try:
-        async with anyio.create_task_group() as tg:
+        async with server.tasks.running(), anyio.create_task_group() as tg:
             tg.start_soon(announce)
             serving = True
             try:

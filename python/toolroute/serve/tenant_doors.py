@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from toolroute.serve.limits import LimitBook
     from toolroute.serve.metrics import Metrics
     from toolroute.serve.policy_watch import PolicyWatch
+    from toolroute.serve.tasks import TaskLimits
     from toolroute.serve.tracing import ServedTracing
     from toolroute.types import Tool
 
@@ -79,6 +80,8 @@ class TenantDoors:
     A request that reaches here without a verified user (which the auth middleware prevents)
     is refused rather than served as anybody.
     """
+
+    task_limits: TaskLimits | None = None  # the bounds of the calls its server runs as tasks (serve/tasks.py)
 
     def __init__(
         self,
