@@ -2,7 +2,8 @@
 missing required client capability): said plainly, for the model and the user, instead of the
 SDK's error text. The one the gateway meets in practice is the Tasks extension: a server that runs
 a tool only as a task (issue 60; the installed `mcp` SDK implements no tasks, so the gateway
-neither declares the extension upstream nor offers it to its clients)."""
+neither declares the extension upstream nor relays it: the tasks it offers its own clients,
+serve/tasks.py, call upstreams plainly)."""
 
 from __future__ import annotations
 
