@@ -333,3 +333,45 @@ def test_a_users_tasks_are_bounded_in_number_and_in_how_long_they_are_kept(tmp_p
         for task_id in task_ids
         for outcome in ("created", "completed")
     )
+
+
+def test_a_task_only_tool_run_as_a_gateway_task_fails_saying_why(tmp_path: Path) -> None:
+    """Listed as the gateway runs it (callable as a task), the upstream's task-only tool called as
+    a task fails as its plain call does: the upstream is called plainly and refuses."""
+
+    async def go() -> tuple[Any, ...]:
+        async with tasks_of(served(tmp_path)) as tasks:
+            created = await tasks.create("long_job", {})
+            last = await tasks.until(created.task_id, ended)
+            result = await tasks.result(created.task_id)
+            return last.status, result.is_error, [c.text for c in result.content]  # type: ignore[union-attr]
+
+    assert anyio.run(go) == (
+        "failed",
+        True,
+        [
+            "MCP server 'jobs' runs 'long_job' only as a task (the MCP Tasks extension), "
+            "which this gateway does not pass through"
+        ],
+    )
+
+
+def test_a_2026_client_is_offered_no_tasks(tmp_path: Path) -> None:
+    """The 2026-07-28 revision has no `params.task` and the Tasks extension is not offered: a
+    modern client sees no tasks capability, its `tasks/get` is an unknown method and its
+    task-augmented call is processed plainly."""
+
+    async def go() -> tuple[Any, ...]:
+        async with Client(served(tmp_path), mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            with pytest.raises(MCPError) as refused:
+                request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id="task-1"))
+                await client.session.send_request(request, types.GetTaskResult)
+            params = types.CallToolRequestParams(
+                name="quick", arguments={"text": "now"}, task=types.TaskMetadata(ttl=60000)
+            )
+            result = await client.session.send_request(types.CallToolRequest(params=params), types.CallToolResult)
+            capabilities = client.server_capabilities
+            return capabilities.tasks, refused.value.error.code, [c.text for c in result.content]  # type: ignore[union-attr]
+
+    assert anyio.run(go) == (None, types.METHOD_NOT_FOUND, ["now"])

@@ -140,6 +140,12 @@ def not_found() -> MCPError:
     return MCPError(code=types.INVALID_PARAMS, message="Task not found")
 
 
+def _offered_to(ctx: Any) -> None:
+    """A client of an era not offered tasks is answered as by a server without them."""
+    if not offered(ctx.protocol_version):
+        raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found", data=ctx.method)
+
+
 def owner_of(ctx: Any) -> str:
     user = request_user(ctx)
     return "" if user is None else str(user)
@@ -174,6 +180,7 @@ class TaskStore:
             del self._tasks[task_id]
 
     def _owned(self, ctx: Any, task_id: str) -> _Task:
+        _offered_to(ctx)
         self._expire()
         task = self._tasks.get(task_id)
         if task is None or task.owner != owner_of(ctx):
@@ -283,6 +290,7 @@ class TaskStore:
 
     async def on_list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
         """This user's tasks, all on one page (their number is bounded)."""
+        _offered_to(ctx)
         self._expire()
         owner = owner_of(ctx)
         return {"tasks": [t.model(self.limits.poll_interval_ms) for t in self._tasks.values() if t.owner == owner]}
