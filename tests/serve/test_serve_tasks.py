@@ -246,12 +246,20 @@ def tenants_served(extra: list[str], audit: list[Path] | None = None) -> Any:
 
 def test_one_users_task_is_not_found_by_another(tmp_path: Path) -> None:
     """bob gets, waits for, cancels and lists alice's running task as if it did not exist (the
-    error an unknown id gets); alice's task runs on and is hers to cancel."""
+    error an unknown id gets); alice's task runs on and is hers to cancel. Its call holds her
+    concurrency slot (`--max-concurrent-calls 1`): her plain call meanwhile is refused, bob's runs."""
     marker = tmp_path / "call"
 
     async def go(url: str, keys: dict[str, str]) -> dict[str, Any]:
         async with tasks_of(url, keys["alice"]) as alice, tasks_of(url, keys["bob"]) as bob:
             created = await alice.create(alice.tool("until_cancelled"), {"marker": str(marker)})
+            with anyio.fail_after(30):
+                while not Path(f"{marker}.started").exists():
+                    await anyio.sleep(0.05)
+            plain = {
+                who: await tasks.call(tasks.tool("steps"), {"count": 1})
+                for who, tasks in (("alice", alice), ("bob", bob))
+            }
             unknown = created.task_id[::-1]
             refused = {}
             for what, request in (
@@ -269,12 +277,16 @@ def test_one_users_task_is_not_found_by_another(tmp_path: Path) -> None:
                 "alice lists": await alice.list(),
                 "alice's": (await alice.get(created.task_id)).status,
                 "task": created.task_id,
+                "plain": {who: (r.is_error, r.content[0].text) for who, r in plain.items()},  # type: ignore[union-attr]
             }
             seen["cancelled"] = (await alice.cancel(created.task_id)).status
             return seen
 
-    with tenants_served([]) as (url, keys):
+    with tenants_served(["--max-concurrent-calls", "1"]) as (url, keys):
         seen = anyio.run(go, url, keys)
+    alices_call, bobs_call = seen["plain"]["alice"], seen["plain"]["bob"]
+    assert alices_call[0] is True and "already has 1 calls running (limit 1)" in alices_call[1]
+    assert bobs_call == (False, "1 steps")
     not_found = (types.INVALID_PARAMS, "Task not found")
     assert seen["refused"] == {"get": not_found, "result": not_found, "cancel": not_found, "unknown": not_found}
     assert seen["bob lists"] == [] and seen["alice lists"] == [seen["task"]]

@@ -100,7 +100,8 @@ class _Task:
     ended: anyio.Event = field(default_factory=anyio.Event)
     expires: float | None = None  # monotonic; set when it ends
 
-    def model(self, poll_ms: int) -> dict[str, Any]:
+    def wire(self, poll_ms: int) -> dict[str, Any]:
+        """The task as `tasks/get` and its kin answer it."""
         fields: dict[str, Any] = {
             "taskId": self.task_id,
             "status": self.status,
@@ -210,7 +211,7 @@ class TaskStore:
         detached = dataclasses.replace(ctx, params=plain, meta=meta or None, session=_Detached(ctx.session))
         assert self._group is not None  # _create refuses otherwise
         self._group.start_soon(self._run, task, call_next, detached)
-        return {"task": task.model(self.limits.poll_interval_ms)}
+        return {"task": task.wire(self.limits.poll_interval_ms)}
 
     def _create(self, ctx: Any, params: types.CallToolRequestParams) -> _Task:
         if self._group is None:
@@ -265,7 +266,7 @@ class TaskStore:
     # ---- the methods -------------------------------------------------------------------------
 
     async def on_get(self, ctx: Any, params: types.GetTaskRequestParams) -> dict[str, Any]:
-        return self._owned(ctx, params.task_id).model(self.limits.poll_interval_ms)
+        return self._owned(ctx, params.task_id).wire(self.limits.poll_interval_ms)
 
     async def on_result(self, ctx: Any, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
         """The call's answer once it ends (waits for it), as the plain call would have answered."""
@@ -286,14 +287,14 @@ class TaskStore:
             raise MCPError(code=types.INVALID_PARAMS, message=message)
         self._end(task, "cancelled", message="The task was cancelled by request.")
         task.scope.cancel()
-        return task.model(self.limits.poll_interval_ms)
+        return task.wire(self.limits.poll_interval_ms)
 
     async def on_list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
         """This user's tasks, all on one page (their number is bounded)."""
         _offered_to(ctx)
         self._expire()
         owner = owner_of(ctx)
-        return {"tasks": [t.model(self.limits.poll_interval_ms) for t in self._tasks.values() if t.owner == owner]}
+        return {"tasks": [t.wire(self.limits.poll_interval_ms) for t in self._tasks.values() if t.owner == owner]}
 
     def register(self, server: Any) -> None:
         """Its methods on `server`, and its middleware just outside `inner` (the last one there)."""
