@@ -66,7 +66,8 @@ def build_server(
     served: ServedTools | ServedRequests, name: str = "toolroute", *, list_changes: bool = True
 ) -> _ServedServer:
     """An MCP `Server` that lists and calls exactly what `served` allows the caller. With
-    `list_changes` it declares `tools.listChanged` (for connections that stay open)."""
+    `list_changes` it declares `tools.listChanged` (for connections that stay open). Calls run as
+    tasks while `server.tasks.running()` is entered around serving (`serve_stdio`, `serve_http`)."""
     requests: ServedRequests = FixedDoor(served) if isinstance(served, ServedTools) else served
 
     # Caching hints: the upstream servers' own where a listing is theirs; shared caches may keep

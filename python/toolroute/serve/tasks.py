@@ -297,7 +297,8 @@ class TaskStore:
         return {"tasks": [t.wire(self.limits.poll_interval_ms) for t in self._tasks.values() if t.owner == owner]}
 
     def register(self, server: Any) -> None:
-        """Its methods on `server`, and its middleware just outside `inner` (the last one there)."""
+        """Its methods on `server`, and its middleware just outside the last one there (the
+        prebuilt answers', serve/prebuilt.py: a task's answer is then the plain call's, prebuilt)."""
         server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.on_get)
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.on_result)
         server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.on_cancel)
