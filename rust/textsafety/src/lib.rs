@@ -7,8 +7,9 @@
 //! non-joiner, which emoji sequences and several scripts need. Surrogates (category Cs) cannot
 //! occur in a Rust string; the Python side escapes them before calling in.
 //!
-//! The scan is byte-wise over ASCII and decodes only non-ASCII characters, so clean text costs
-//! about one pass over memory and is not copied.
+//! The scan takes plain ASCII eight bytes at a time, looks up other bytes one by one and decodes
+//! only the non-ASCII characters that may be unsafe, so clean text costs about one pass over
+//! memory and is not copied.
 
 /// The one wording for output cut at the character cap (its end): exported as
 /// `_core.CUT_NOTICE`, which `toolroute.outputcap` applies to every built-in's text and the
@@ -107,24 +108,72 @@ const fn check_table() -> [bool; 256] {
 
 const CHECK: [bool; 256] = check_table();
 
-/// The byte offset of the first character to escape, if any.
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+/// Bytes looked at one by one after a word that is not all plain ASCII (text that is not ASCII
+/// goes on so: a word test for every eight bytes would cost it more than it saves).
+const BYTEWISE: usize = 32;
+
+/// The high bit of each byte of `word` that is zero (exact per byte: no borrow runs between them).
+#[inline]
+fn zero_bytes(word: u64) -> u64 {
+    !(((word & !HI).wrapping_add(!HI)) | word | !HI)
+}
+
+/// Whether all eight bytes of `word` are printable ASCII (0x20-0x7E), `\n` or `\t`: none of them
+/// needs a look (`CHECK` marks the other controls, DEL and lead bytes, all outside those).
+#[inline]
+fn plain_ascii(word: u64) -> bool {
+    // Below 0x20: adding 0x60 to the low seven bits leaves the high bit clear (no carry out).
+    let control = !((word & !HI).wrapping_add(0x60 * LO)) & HI;
+    let kept = zero_bytes(word ^ (b'\n' as u64 * LO)) | zero_bytes(word ^ (b'\t' as u64 * LO));
+    let del = zero_bytes(word ^ (0x7F * LO));
+    (word | (control & !kept) | del) & HI == 0
+}
+
+/// The byte offset of the first character to escape, if any. Plain ASCII (printable, newlines,
+/// tabs) is skipped eight bytes at a time (a large result is mostly that); after any other word
+/// the next `BYTEWISE` bytes are looked up one by one in `CHECK`.
 fn first_unsafe(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        if !CHECK[b as usize] {
-            continue;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(&word) = bytes
+            .get(i..i + 8)
+            .and_then(|w| <&[u8; 8]>::try_from(w).ok())
+        {
+            if plain_ascii(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
+            }
         }
-        let unsafe_here = if b < 0x80 {
-            unsafe_ascii(b, bytes.get(i + 1).copied())
-        } else {
-            // A lead byte is always on a char boundary (continuation bytes are 0x80-0xBF).
-            text[i..].chars().next().is_some_and(unsafe_wide)
-        };
-        if unsafe_here {
-            return Some(i);
+        let end = bytes.len().min(i + BYTEWISE);
+        for (k, &b) in bytes[i..end].iter().enumerate() {
+            if CHECK[b as usize] && unsafe_at(text, i + k, b) {
+                return Some(i + k);
+            }
         }
+        i = end;
     }
     None
+}
+
+/// Whether the character starting at byte `i` of `text` (its first byte `b`, one `CHECK` marks)
+/// is to be escaped.
+fn unsafe_at(text: &str, i: usize, b: u8) -> bool {
+    if b < 0x80 {
+        unsafe_ascii(b, text.as_bytes().get(i + 1).copied())
+    } else {
+        // A lead byte is always on a char boundary (continuation bytes are 0x80-0xBF).
+        text[i..].chars().next().is_some_and(unsafe_wide)
+    }
+}
+
+/// `first_unsafe` as one byte-wise scan (the reference its word skipping is tested against).
+#[cfg(test)]
+fn first_unsafe_bytewise(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    (0..bytes.len()).find(|&i| CHECK[bytes[i] as usize] && unsafe_at(text, i, bytes[i]))
 }
 
 /// `text` with every unsafe character escaped, or `None` when there is nothing to change.
@@ -175,6 +224,44 @@ mod tests {
         );
         assert_eq!(neutralize("\r").as_deref(), Some("\\x0d"));
         assert_eq!(neutralize("ok\r\n\r").as_deref(), Some("ok\r\n\\x0d"));
+    }
+
+    #[test]
+    fn word_skipping_finds_what_the_byte_scan_finds() {
+        let base = "0123456789abcdefghij klmnopqrstuvwxyz~!";
+        let inserts = [
+            "\x1b",
+            "\x7f",
+            "\r",
+            "\u{202e}",
+            "\u{9b}",
+            "\u{e0041}",
+            "\n",
+            "\t",
+            "\r\n",
+            "\u{e9}",
+            "\u{200d}",
+        ];
+        for at in 0..=base.len() {
+            for insert in inserts {
+                let text = format!("{}{}{}", &base[..at], insert, &base[at..]);
+                let whole = first_unsafe_bytewise(&text);
+                assert_eq!(first_unsafe(&text), whole, "{text:?}");
+                assert_eq!(whole.is_some(), neutralize(&text).is_some(), "{text:?}");
+            }
+        }
+        for byte in 0u8..=255 {
+            for at in 0..8 {
+                let mut bytes = *b"abc\ndef\t";
+                bytes[at] = byte;
+                let plain = (0x20..=0x7E).contains(&byte) || byte == b'\n' || byte == b'\t';
+                assert_eq!(
+                    plain_ascii(u64::from_le_bytes(bytes)),
+                    plain,
+                    "{byte:#x} at {at}"
+                );
+            }
+        }
     }
 
     #[test]
