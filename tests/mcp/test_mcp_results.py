@@ -88,3 +88,15 @@ def test_any_content_stays_within_the_cap_and_safe(parts: list[str], cap: int) -
         assert text == whole
     else:
         assert whole.startswith(body) and len(body) < len(whole)
+
+
+@given(st.text(max_size=300), st.integers(1, 600))
+def test_an_uncut_text_results_block_is_what_the_model_reads(text: str, cap: int) -> None:
+    result = types.CallToolResult(content=_texts(text))
+    out = to_output(result, service="s", tool="t", exposed_name="t", max_chars=cap)
+    if "truncated" in out.trace:
+        return  # a cut result's blocks: test_a_cut_result_keeps_sizes_in_the_trace_and_drops_its_structured_copy
+    (block,) = out.content
+    assert block.text == neutralize(text) == out.text  # control characters made visible in the block too
+    if neutralize(text) == text:
+        assert block is result.content[0]  # nothing to change: the server's block passes as it came

@@ -189,7 +189,12 @@ def to_output(
     }
     if cut is not None:
         trace["truncated"] = cut
-    blocks = passed_blocks(result.content) if cut is None else cut_blocks(result.content, cut["shown_chars"], notice)
+    if cut is not None:
+        blocks = cut_blocks(result.content, cut["shown_chars"], notice)
+    elif len(result.content) == 1 and isinstance(result.content[0], types.TextContent):
+        blocks = [_with_text(result.content[0], text)]  # one text, uncut: the model's text is its block's
+    else:
+        blocks = passed_blocks(result.content)
     if result.is_error:
         trace["error"] = True
         raise UpstreamToolError(text or "(the server gave no message)", tool=exposed_name, trace=trace, content=blocks)
@@ -199,11 +204,9 @@ def to_output(
 def passed_blocks(content: list[Any]) -> list[Any]:
     """The server's blocks as a served client gets them: as they came, text blocks' control
     characters made visible (as in the text a model reads)."""
-    out = []
-    for block in content:
-        if isinstance(block, types.TextContent):
-            safe = neutralize(block.text)
-            out.append(block if safe == block.text else block.model_copy(update={"text": safe}))
-        else:
-            out.append(block)
-    return out
+    return [_with_text(b, neutralize(b.text)) if isinstance(b, types.TextContent) else b for b in content]
+
+
+def _with_text(block: types.TextContent, safe: str) -> types.TextContent:
+    """`block` with its text made visible (`safe`, already neutralised): itself when nothing changed."""
+    return block if safe is block.text or safe == block.text else block.model_copy(update={"text": safe})
