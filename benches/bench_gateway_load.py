@@ -3,7 +3,7 @@
 
     python benches/bench_gateway_load.py [--rounds 3] [--sessions 1,8,32,128] [--calls 20]
                                          [--sides direct,toolroute,mcp-proxy] [--idle 200]
-                                         [--profile FILE]
+                                         [--profile FILE] [--layers FILE]
 
 The upstream is testing/_gateway_upstream.py (echo, a 50 KB result with structuredContent and a
 `_meta`, 500 filler tools): served over HTTP for "direct", over stdio behind the two gateways.
@@ -20,7 +20,11 @@ once, each making `--calls` calls (echo and, one call in eight, the 50 KB result
 p99 and the servers' CPU per call (the gateway and its upstream process together); then the
 resident memory per idle session (`--idle` sessions held open at once, above the warm server). With
 `--profile FILE`, toolroute is run under yappi (CPU clock, all threads) and its profile written
-to FILE (a pstats file) at the end; no other side runs then.
+to FILE (a pstats file) at the end; no other side runs then. With `--layers FILE`, toolroute is
+run with a wall clock around each layer a call passes (HTTP app, the SDK's request handler, the
+served door, the router's door, the gateway, its loop thread, the SDK's client session, the
+upstream's stdio pipe) and each layer's p50 is printed (its samples written to FILE, JSON): where
+a call's time goes, waits included (a CPU profile misses them); no other side runs then.
 """
 
 from __future__ import annotations
@@ -142,7 +146,63 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def start_toolroute(tmp: Path, profile: Path | None = None) -> Side:
+LAYERED = """
+import atexit, functools, json, os, sys, time
+from collections import defaultdict
+out = sys.argv.pop(1)
+spans = defaultdict(list)
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    @functools.wraps(inner)
+    async def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return await inner(*args, **kwargs)
+        finally:
+            spans[label].append(time.perf_counter() - started)
+    setattr(owner, name, wrapper)
+def dump():
+    with open(out, "w") as f:
+        json.dump(spans, f)
+atexit.register(dump)
+_exit = os._exit
+os._exit = lambda code: (dump(), _exit(code))
+import mcp_types
+from mcp.client.session import ClientSession
+from mcp.server.runner import ServerRunner
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from toolroute.mcp import stdio
+from toolroute.mcp.calls import Calls
+from toolroute.mcp.gateway import McpGateway
+from toolroute.serve.doors import ServedTools
+from toolroute.serve.tenant_doors import TenantDoors
+timed(StreamableHTTPASGIApp, "__call__", "1 HTTP app (a request, parsed to answered)")
+timed(ServerRunner, "_on_request", "2 SDK request handler")
+timed(TenantDoors, "call_tool", "3 served door")
+timed(ServedTools, "call", "4 router's door")
+timed(McpGateway, "acall", "5 gateway (the hop to its loop thread and back)")
+timed(Calls, "call", "6 gateway's call on its loop")
+timed(ClientSession, "send_request", "7 SDK client session")
+marks = {}
+_dump_json = mcp_types.JSONRPCRequest.model_dump_json
+def written(self, *args, **kwargs):
+    if self.method == "tools/call":
+        marks["out"] = time.perf_counter()
+    return _dump_json(self, *args, **kwargs)
+mcp_types.JSONRPCRequest.model_dump_json = written
+_malformed = stdio.malformed
+def read(line):
+    if "out" in marks:
+        spans["8 upstream over stdio (request written to reply read)"].append(time.perf_counter() - marks.pop("out"))
+    return _malformed(line)
+stdio.malformed = read
+from toolroute.cli import main
+sys.argv[0] = "toolroute"
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start_toolroute(tmp: Path, profile: Path | None = None, layers: Path | None = None) -> Side:
     port = free_port()
     config = tmp / "servers.json"
     upstream = {"command": sys.executable, "args": [str(UPSTREAM), "--tools", str(TOOLS)]}
@@ -151,6 +211,8 @@ def start_toolroute(tmp: Path, profile: Path | None = None) -> Side:
     serve += ["--workspace", str(tmp)]
     if profile is not None:
         command = [sys.executable, "-c", PROFILED, str(profile), *serve]
+    elif layers is not None:
+        command = [sys.executable, "-c", LAYERED, str(layers), *serve]
     else:
         command = [sys.executable, "-m", "toolroute", *serve]
     proc = subprocess.Popen(command, cwd=tmp)
@@ -420,9 +482,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--sides", default="direct,toolroute,mcp-proxy")
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--layers", type=Path, default=None, help="time each layer of toolroute's calls (JSON)")
     parser.add_argument("--idle", type=int, default=200, help="idle sessions held open for the memory row (0: none)")
     args = parser.parse_args()
-    wanted = ["toolroute"] if args.profile else args.sides.split(",")
+    wanted = ["toolroute"] if args.profile or args.layers else args.sides.split(",")
     with tempfile.TemporaryDirectory(prefix="gateway-load-", dir=Path.home()) as d:
         tmp = Path(d)
         started: list[Side] = []
@@ -431,7 +494,7 @@ def main() -> None:
                 if name == "direct":
                     started.append(start_direct(tmp))
                 elif name == "toolroute":
-                    started.append(start_toolroute(tmp, args.profile))
+                    started.append(start_toolroute(tmp, args.profile, args.layers))
                 elif name == "mcp-proxy":
                     side = start_proxy(tmp)
                     if isinstance(side, str):
@@ -464,6 +527,15 @@ def main() -> None:
         finally:
             for s in started:
                 stop(s)
+    if args.layers is not None and args.layers.exists():
+        print_layers(json.loads(args.layers.read_text()))
+
+
+def print_layers(spans: dict[str, list[float]]) -> None:
+    """Each layer's p50 over the calls (the outer ones include the inner)."""
+    print("\nlayers of toolroute's calls (p50 ms over every call of the run; each includes those below it)")
+    for label in sorted(spans):
+        print(f"  {label:58s} {statistics.median(spans[label]) * 1e3:7.3f}  ({len(spans[label])} samples)")
 
 
 if __name__ == "__main__":
