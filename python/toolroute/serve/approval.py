@@ -14,14 +14,7 @@ cancel refuses the call: nothing runs. The answer goes to the call's audit line 
 
 from __future__ import annotations
 
-import base64
 import contextvars
-import hashlib
-import hmac
-import json
-import secrets
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,7 +27,7 @@ from toolroute.allowlist import CallOutcome, OutcomeKind
 from toolroute.asking import current_asker, own_question
 from toolroute.policy.tools import DECISIONS, PolicedTool
 from toolroute.serve.asking import PassInputRequired, _declared
-from toolroute.serve.auth import request_user
+from toolroute.serve.sealed import Sealer
 
 if TYPE_CHECKING:
     from toolroute.allowlist import ExposedTools
@@ -43,9 +36,6 @@ if TYPE_CHECKING:
 QUESTION_KEY = "toolroute.approval"  # the key of toolroute's own question in `inputRequests`
 ANSWER_SECONDS = 600  # how long a 2026-07-28 client's sealed question stays answerable
 _PREFIX = "tra1"
-# Its own key, apart from the one sealing upstreams' states: an upstream's state, sealed and
-# handed to a client, can never pass for an approval.
-_KEY = secrets.token_bytes(32)
 # Nothing to fill in: the form is the question itself.
 _FORM: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -87,72 +77,15 @@ def question(tool: str, verdict: Verdict) -> types.ElicitRequest:
 
 # ---- the sealed state of a 2026-07-28 client's question -------------------------------------
 
-
-def _digest(arguments: Mapping[str, Any] | None) -> str:
-    text = json.dumps(arguments or {}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _who(ctx: Any) -> str:
-    user = request_user(ctx)
-    return "" if user is None else f"user:{user}"
+# Its own sealer, apart from the others: an upstream's state, sealed and handed to a client,
+# can never pass for an approval.
+_SEALER = Sealer(_PREFIX, ANSWER_SECONDS)
 
 
 def seal(ctx: Any, approval: Approval, *, granted: bool, inner: str | None = None) -> str:
     """This call's question (or, `granted`, its approval with an upstream's own sealed state
     `inner` to carry on) bound to the caller, tool and arguments, for a while."""
-    payload = {
-        "once": secrets.token_hex(8),  # each sealed state answers one retry (`_spend`)
-        "who": _who(ctx),
-        "tool": approval.tool,
-        "args": _digest(approval.arguments),
-        "rule": approval.rule,
-        "until": int(time.time()) + ANSWER_SECONDS,
-        "granted": granted,
-        "inner": inner,
-    }
-    body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
-    mac = hmac.new(_KEY, body.encode(), hashlib.sha256).hexdigest()
-    return f"{_PREFIX}.{body}.{mac}"
-
-
-def _unseal(ctx: Any, tool: str, arguments: Mapping[str, Any] | None, sealed: str) -> dict[str, Any]:
-    refused = MCPError(code=types.INVALID_PARAMS, message="request_state is not valid for this call")
-    _, _, rest = sealed.partition(".")
-    body, _, mac = rest.partition(".")
-    expected = hmac.new(_KEY, body.encode(), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(mac, expected):
-        raise refused
-    payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    if (
-        payload.get("who") != _who(ctx)
-        or payload.get("tool") != tool
-        or payload.get("args") != _digest(arguments)
-        or not isinstance(payload.get("until"), int)
-        or payload["until"] < time.time()
-    ):
-        raise refused
-    if not _spend(str(payload.get("once")), payload["until"]):
-        raise refused  # answered already: a replay
-    return dict(payload)
-
-
-_SPENT: dict[str, int] = {}  # the states answered, until they expire anyway
-_SPENT_LOCK = threading.Lock()
-
-
-def _spend(once: str, until: int) -> bool:
-    """Mark a sealed state answered; False when it was already (the key is this process's, so
-    one process's record is the whole record)."""
-    with _SPENT_LOCK:
-        if once in _SPENT:
-            return False
-        if len(_SPENT) > 4096:  # a bound: expired ones go first, all of them
-            now = time.time()
-            for spent in [k for k, v in _SPENT.items() if v < now]:
-                del _SPENT[spent]
-        _SPENT[once] = until
-        return True
+    return _SEALER.seal(ctx, approval.tool, approval.arguments, rule=approval.rule, granted=granted, inner=inner)
 
 
 def peel(ctx: Any, params: types.CallToolRequestParams) -> tuple[Approval, types.CallToolRequestParams]:
@@ -161,9 +94,10 @@ def peel(ctx: Any, params: types.CallToolRequestParams) -> tuple[Approval, types
     ours not sealed for this caller, tool and arguments (another tenant's, forged, stale)."""
     approval = Approval(ctx, params.name, params.arguments)
     sealed = params.request_state
-    if sealed is None or not sealed.startswith(_PREFIX + "."):
+    if sealed is None or not _SEALER.owns(sealed):
         return approval, params
-    payload = _unseal(ctx, params.name, params.arguments, sealed)
+    refused = MCPError(code=types.INVALID_PARAMS, message="request_state is not valid for this call")
+    payload = _SEALER.unseal(ctx, params.name, params.arguments, sealed, refused)
     responses = dict(params.input_responses or {})
     response = responses.pop(QUESTION_KEY, None)
     approval.rule = payload.get("rule")
