@@ -4,6 +4,9 @@ protocol era: the SDK asks with a request of its own in the handshake era and wi
 
 Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Tools:
 - `ask_name(tag)`: a form elicitation whose message carries `tag`; says what came back;
+- `ask_twice(tag)`: two form elicitations, the second asked once the first is answered (its
+  message names the first answer);
+- `visit(tag)`: a URL elicitation mid-call (handshake era only: the SDK's `elicit_url`);
 - `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
 - `summarize(text)`: asks the client's model (sampling) and returns its text;
 - `chatty(tag)`: logs two messages (`notifications/message`) during the call;
@@ -28,8 +31,17 @@ class Name(BaseModel):
     name: str
 
 
+class Colour(BaseModel):
+    colour: str
+
+
 def ask_for_name(tag: str) -> Elicit[Name]:
     return Elicit(f"What is your name? (asked for {tag})", Name)
+
+
+def ask_for_colour(tag: str, name: Annotated[ElicitationResult[Name], Resolve(ask_for_name)]) -> Elicit[Colour]:
+    who = name.data.name if name.action == "accept" else f"you who said {name.action}"
+    return Elicit(f"Your favourite colour, {who}? (asked for {tag})", Colour)
 
 
 def ask_for_summary(text: str) -> Sample:
@@ -50,6 +62,23 @@ def build() -> MCPServer:
         """Ask the user's name (a form), tagged."""
         if answer.action == "accept":
             return f"hello {answer.data.name} ({tag})"
+        return f"{answer.action} ({tag})"
+
+    @server.tool()
+    def ask_twice(
+        tag: str,
+        name: Annotated[ElicitationResult[Name], Resolve(ask_for_name)],
+        colour: Annotated[ElicitationResult[Colour], Resolve(ask_for_colour)],
+    ) -> str:
+        """Ask the user's name, then (knowing it) their favourite colour."""
+        said = name.data.name if name.action == "accept" else name.action
+        liked = colour.data.colour if colour.action == "accept" else colour.action
+        return f"{said} likes {liked} ({tag})"
+
+    @server.tool()
+    async def visit(tag: str, ctx: Context) -> str:
+        """Ask the user to open a URL (a URL elicitation during the call)."""
+        answer = await ctx.elicit_url(f"Sign in for {tag}", f"https://auth.example/{tag}", f"visit-{tag}")
         return f"{answer.action} ({tag})"
 
     @server.tool()

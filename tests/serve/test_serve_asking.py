@@ -92,8 +92,9 @@ CASES = [
 
 
 # (client era, upstream era): a handshake-era client is asked mid-call, by the gateway, whatever
-# the upstream's era; a 2026-07-28 client gets a 2026-07-28 upstream's `input_required` itself.
-PAIRS = [("legacy", "legacy"), ("legacy", "2026-07-28"), ("auto", "2026-07-28")]
+# the upstream's era; a 2026-07-28 client gets a 2026-07-28 upstream's `input_required` itself,
+# and a handshake-era upstream's questions bridged into `input_required` (serve/bridge.py).
+PAIRS = [("legacy", "legacy"), ("legacy", "2026-07-28"), ("auto", "2026-07-28"), ("auto", "legacy")]
 
 
 @pytest.mark.parametrize(("client_era", "era"), PAIRS)

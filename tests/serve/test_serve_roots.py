@@ -52,7 +52,7 @@ async def where(target: Any, mode: str, user: str | None, tag: str) -> Any:
         return (result.is_error, result.content[0].text)  # type: ignore[union-attr]
 
 
-PAIRS = [("legacy", "legacy"), ("legacy", "2026-07-28"), ("auto", "2026-07-28")]
+PAIRS = [("legacy", "legacy"), ("legacy", "2026-07-28"), ("auto", "2026-07-28"), ("auto", "legacy")]
 
 
 @pytest.mark.parametrize(("client_era", "era"), PAIRS)

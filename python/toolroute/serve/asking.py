@@ -4,8 +4,10 @@ During a `tools/call`, an upstream server may ask for a form, a URL to open or a
 (toolroute/asking.py). In served mode the question goes to the served client whose request it
 is, as a request of the served session on that request's own channel (so on HTTP it rides that
 call's response stream, never another client's), and the client's answer, decline or cancel goes
-back. A client that did not declare the capability, or a session that cannot send requests (the
-2026-07-28 era has no server-to-client requests), is not asked: the server is refused as a
+back. A 2026-07-28 client (its era has no server-to-client requests) is asked through its call's
+result: a 2026-07-28 upstream's `input_required` is passed back to it, and a handshake-era
+upstream's question is bridged to it (serve/bridge.py). A client that did not declare the
+capability, or a session that cannot send requests, is not asked: the server is refused as a
 client without the capability refuses it.
 """
 
@@ -25,21 +27,27 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolroute.asking import Answer, Asker, Deferred, Question, kind_of, unsupported
-from toolroute.serve.auth import request_user
+from toolroute.asking import Answer, Ask, Asker, Deferred, Question, kind_of, unsupported
+from toolroute.serve.sealed import who
 
 log = logging.getLogger("toolroute.serve")
 
 
-def served_asker(ctx: Any, params: Any = None) -> Asker | None:
+def is_modern(ctx: Any) -> bool:
+    """Whether served request `ctx` is a 2026-07-28 client's (asked only through results)."""
+    return getattr(getattr(ctx, "session", None), "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+
+
+def served_asker(ctx: Any, params: Any = None, bridged: Ask | None = None) -> Asker | None:
     """The asker of served request `ctx` (None outside a request). A
     2026-07-28 client is asked by returning the questions to it (`Deferred`); its retry's
-    `request_state` must be one this server sealed for this user and tool (else refused)."""
+    `request_state` must be one this server sealed for this user and tool (else refused). A
+    handshake-era upstream's question to it goes to `bridged` (serve/bridge.py; None: refused)."""
     session = getattr(ctx, "session", None)
     if session is None:
         return None
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return _deferring(ctx, session, params)
+        return _deferring(ctx, session, params, bridged)
     # Asked only what it declared, and only where its answer has somewhere to land; its log
     # messages need neither (they ride the request's own channel).
     capabilities = session.client_capabilities or types.ClientCapabilities()
@@ -101,16 +109,9 @@ class PassInputRequired(Exception):
         self.result = result
 
 
-def _who(ctx: Any) -> str:
-    """Whose call it is: the verified user (served mode with auth); without auth the server has
-    one user (a 2026-07-28 client has no connection that lasts from one request to its retry)."""
-    user = request_user(ctx)
-    return "" if user is None else f"user:{user}"
-
-
 def seal(ctx: Any, tool: str, state: str | None) -> str:
     """The upstream's `state` bound to this caller and tool, tamper-evident."""
-    payload = json.dumps({"who": _who(ctx), "tool": tool, "state": state}, separators=(",", ":"))
+    payload = json.dumps({"who": who(ctx), "tool": tool, "state": state}, separators=(",", ":"))
     body = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
     mac = hmac.new(_KEY, body.encode(), hashlib.sha256).hexdigest()
     return f"tr1.{body}.{mac}"
@@ -126,13 +127,13 @@ def unseal(ctx: Any, tool: str, sealed: str) -> str | None:
     if version != "tr1" or not hmac.compare_digest(mac, expected):
         raise refused
     payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    if payload.get("who") != _who(ctx) or payload.get("tool") != tool:
+    if payload.get("who") != who(ctx) or payload.get("tool") != tool:
         raise refused
     state = payload.get("state")
     return state if isinstance(state, str) else None
 
 
-def _deferring(ctx: Any, session: Any, params: Any) -> Asker:
+def _deferring(ctx: Any, session: Any, params: Any, bridged: Ask | None) -> Asker:
     tool = getattr(params, "name", "")
     sealed = getattr(params, "request_state", None)
     responses = getattr(params, "input_responses", None)
@@ -141,8 +142,15 @@ def _deferring(ctx: Any, session: Any, params: Any) -> Asker:
     if responses:
         dumped = {k: v.model_dump(by_alias=True, mode="json", exclude_none=True) for k, v in responses.items()}
 
+    capabilities = session.client_capabilities or types.ClientCapabilities()
+
     async def ask(question: Question) -> Answer:
-        return unsupported(question)  # its era has no requests to the client: only `input_required`
+        # Its era has no requests to the client: a handshake-era upstream's request mid-call is
+        # handed to it in the call's result, where the call is bridged.
+        if bridged is None or not _declared(capabilities, question):
+            return unsupported(question)
+        log.info("bridging %s from an upstream server to the 2026-07-28 client of its call", kind_of(question))
+        return await bridged(question)
 
     owner = getattr(session, "_connection", session)
     return Asker(ask, owner=owner, loop=asyncio.get_running_loop(), deferred=Deferred(dumped, state))

@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 from mcp import types
@@ -25,13 +25,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from toolroute import __version__
-from toolroute.asking import asking
+from toolroute.asking import Ask, asking
 from toolroute.cancellation import process_ending
 from toolroute.mcp.freshness import Freshness, of_result
 from toolroute.progress import ProgressSink, reporting
 from toolroute.serve.approval import AskForApproval, approving, carried, peel
 from toolroute.serve.approval import input_required as approval_required
-from toolroute.serve.asking import PassInputRequired, input_required, served_asker
+from toolroute.serve.asking import PassInputRequired, input_required, is_modern, served_asker
+from toolroute.serve.bridge import Bridge, is_bridged, resume
 from toolroute.serve.doors import FixedDoor, Listing, ServedRequests, ServedTools, ServerContext
 from toolroute.serve.prebuilt import answer_with, prebuilt_results
 from toolroute.serve.shutdown import Shutdown
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 
     from toolroute.serve.connections import ConnectionLimits
     from toolroute.serve.recycle import Recycle
+
+
+R = TypeVar("R")
 
 
 def descriptor_limit() -> int:
@@ -88,17 +92,29 @@ def build_server(
         return types.ListToolsResult(tools=tools_with_task_support(tools, ctx.protocol_version))
 
     async def on_call_tool(ctx: ServerContext, params: types.CallToolRequestParams) -> Any:
+        if is_bridged(params.request_state):  # a retry answering an upstream's question mid-call
+            return wire_result(ctx, await resume(ctx, params).outcome(ctx))
+        if not is_modern(ctx):
+            return wire_result(ctx, await calling(ctx, params))
+        # A 2026-07-28 client's call may outlive this request, parked while a handshake-era
+        # upstream waits for the client's answer (serve/bridge.py); its result is put in wire
+        # form for whichever request gets it.
+        bridge = Bridge(ctx, params.name, params.arguments)
+        bridge.start(calling(ctx, params, bridge.ask))
+        return wire_result(ctx, await bridge.outcome(ctx))
+
+    async def calling(ctx: ServerContext, params: types.CallToolRequestParams, bridged: Ask | None = None) -> Any:
         sink = progress_sink(ctx)
         # A policy's question to this client, if the call is a retry answering it (serve/approval.py).
         approval, params = peel(ctx, params)
         # What an upstream server asks during the call goes to this client (serve/asking.py).
         try:
-            with asking(served_asker(ctx, params)), approving(approval):
+            with asking(served_asker(ctx, params, bridged)), approving(approval):
                 if sink is None:
-                    return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
+                    return await requests.call_tool(ctx, params.name, params.arguments)
                 try:
                     with reporting(sink):
-                        return wire_result(ctx, await requests.call_tool(ctx, params.name, params.arguments))
+                        return await requests.call_tool(ctx, params.name, params.arguments)
                 finally:
                     await sink.aclose()
         except AskForApproval as asked:
@@ -168,11 +184,13 @@ _NO_CONTENT = types.CallToolResult(content=[])
 DIRECT_RESULTS_SINCE = "2025-11-25"
 
 
-def wire_result(ctx: ServerContext, result: types.CallToolResult) -> types.CallToolResult:
-    """`result`, dumped once (the SDK would dump, check and dump it again) where the revision allows."""
+def wire_result(ctx: ServerContext, result: R) -> R:
+    """A call's `result`, dumped once (the SDK would dump, check and dump it again) where the
+    revision allows; any other answer (`input_required`) as it is."""
     if ctx.protocol_version < DIRECT_RESULTS_SINCE or type(result) is not types.CallToolResult:
         return result
-    return answer_with(result.model_dump(by_alias=True, mode="json", exclude_none=True), _NO_CONTENT, result)
+    call = cast(types.CallToolResult, result)
+    return cast(R, answer_with(call.model_dump(by_alias=True, mode="json", exclude_none=True), _NO_CONTENT, call))
 
 
 class _ServedServer(Server[Any]):
