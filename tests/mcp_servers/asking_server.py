@@ -7,6 +7,8 @@ Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Too
 - `ask_twice(tag)`: two form elicitations, the second asked once the first is answered (its
   message names the first answer);
 - `visit(tag)`: a URL elicitation mid-call (handshake era only: the SDK's `elicit_url`);
+- `steps(tag)`: reports progress 1 of 3, asks the user's name (handshake era only), reports 2
+  and 3, and says what came back;
 - `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
 - `summarize(text)`: asks the client's model (sampling) and returns its text;
 - `chatty(tag)`: logs two messages (`notifications/message`) during the call;
@@ -80,6 +82,15 @@ def build() -> MCPServer:
         """Ask the user to open a URL (a URL elicitation during the call)."""
         answer = await ctx.elicit_url(f"Sign in for {tag}", f"https://auth.example/{tag}", f"visit-{tag}")
         return f"{answer.action} ({tag})"
+
+    @server.tool()
+    async def steps(tag: str, ctx: Context) -> str:
+        """Progress before and after a question asked mid-call."""
+        await ctx.report_progress(1, 3)
+        answer = await ctx.elicit(f"What is your name? (asked for {tag})", Name)
+        await ctx.report_progress(2, 3)
+        await ctx.report_progress(3, 3)
+        return f"{answer.data.name if answer.action == 'accept' else answer.action} stepped ({tag})"
 
     @server.tool()
     def open_url(tag: str) -> str:

@@ -127,6 +127,32 @@ def test_a_url_asked_mid_call_reaches_a_modern_client_with_its_url(tmp_path: Pat
     assert ours == [([(*question[:3], None) for question in questions], ended) for questions, ended in theirs]
 
 
+async def stepping(target: Any, mode: str) -> tuple[list[Any], list[float], Any]:
+    answering = Answering("accept")
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async with Client(target, mode=mode, elicitation_callback=answering.elicit) as client:
+        result = await client.call_tool("steps", {"tag": "t8"}, progress_callback=on_progress)
+    return answering.asked, progress, (result.is_error, [c.text for c in result.content])  # type: ignore[union-attr]
+
+
+def test_progress_after_the_answer_reaches_the_retry(tmp_path: Path) -> None:
+    """A bridged call's progress goes to whichever of the client's requests waits for it, under
+    that request's own token: what the upstream reports after the answer reaches the retry (what
+    it reports just as it asks may be lost: the request it would go to is being answered)."""
+    direct = StdioServerParameters(command=sys.executable, args=[ASKING])
+    theirs = anyio.run(stepping, direct, "legacy")
+    question = ("form", "What is your name? (asked for t8)")
+    assert theirs == ([question], [1.0, 2.0, 3.0], (False, ["name-1 stepped (t8)"]))
+    with served(tmp_path, legacy_upstream()) as url:
+        asked, progress, result = anyio.run(stepping, url, "auto")
+    assert (asked, result) == (theirs[0], theirs[2])
+    assert progress in ([1.0, 2.0, 3.0], [2.0, 3.0]), progress
+
+
 def test_each_bridged_question_is_audited_with_its_answer(tmp_path: Path) -> None:
     """The question audit (one line per question, never its content) records a bridged question
     with the client's answer, which comes on its retry."""

@@ -70,6 +70,7 @@ class Bridge:
         self._wake: asyncio.Future[None] | None = None
         self._asked = 0
         self._expiry: asyncio.TimerHandle | None = None
+        self._ctx: Any = None  # the client's request waiting for the call now (none while parked)
 
     def start(self, call: Coroutine[Any, Any, Any]) -> None:
         self._task = asyncio.get_running_loop().create_task(call)
@@ -92,19 +93,30 @@ class Bridge:
         """What the client's request gets: the call's own end, or its questions (`input_required`)."""
         task = self._task
         assert task is not None
-        while not task.done():
-            if self._waiting:
-                parked = self._parked(ctx)
-                if parked is not None:
-                    return parked
-                continue
-            self._wake = asyncio.get_running_loop().create_future()
-            try:
-                await self._wake
-            except asyncio.CancelledError:
-                task.cancel()  # the client gave up on its call: the upstream hears it as a cancel
-                raise
-        return task.result()
+        self._ctx = ctx
+        try:
+            while not task.done():
+                if self._waiting:
+                    parked = self._parked(ctx)
+                    if parked is not None:
+                        return parked
+                    continue
+                self._wake = asyncio.get_running_loop().create_future()
+                try:
+                    await self._wake
+                except asyncio.CancelledError:
+                    task.cancel()  # the client gave up on its call: the upstream hears it as a cancel
+                    raise
+            return task.result()
+        finally:
+            self._ctx = None
+
+    async def report(self, progress: float, total: float | None, message: str | None) -> None:
+        """The call's progress, to the request waiting for it now under that request's own
+        progress token (none sent: none is reported); while parked nobody listens."""
+        ctx = self._ctx
+        if ctx is not None:
+            await ctx.session.report_progress(progress, total, message)
 
     def answer(self, responses: Mapping[str, Any]) -> None:
         """A retry's answers, each to the upstream's pending question under its key (a question it

@@ -25,7 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from toolroute import __version__
-from toolroute.asking import Ask, asking
+from toolroute.asking import asking
 from toolroute.cancellation import process_ending
 from toolroute.mcp.freshness import Freshness, of_result
 from toolroute.progress import ProgressSink, reporting
@@ -57,13 +57,14 @@ def descriptor_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-def progress_sink(ctx: ServerContext) -> ProgressSink | None:
-    """A sink for the call's progress when the client sent a `progressToken` (else None)."""
+def progress_sink(ctx: ServerContext, bridge: Bridge | None = None) -> ProgressSink | None:
+    """A sink for the call's progress when the client sent a `progressToken` (else None); a
+    bridged call's goes to whichever of the client's requests waits for it (its retries)."""
     # The SDK hands the request's `_meta` over by field name; its request-scoped session sends
     # progress against the caller's token on the request's own channel.
     if (ctx.meta or {}).get("progress_token") is None:
         return None
-    return ProgressSink(ctx.session.report_progress)
+    return ProgressSink(ctx.session.report_progress if bridge is None else bridge.report)
 
 
 def build_server(
@@ -100,16 +101,16 @@ def build_server(
         # upstream waits for the client's answer (serve/bridge.py); its result is put in wire
         # form for whichever request gets it.
         bridge = Bridge(ctx, params.name, params.arguments)
-        bridge.start(calling(ctx, params, bridge.ask))
+        bridge.start(calling(ctx, params, bridge))
         return wire_result(ctx, await bridge.outcome(ctx))
 
-    async def calling(ctx: ServerContext, params: types.CallToolRequestParams, bridged: Ask | None = None) -> Any:
-        sink = progress_sink(ctx)
+    async def calling(ctx: ServerContext, params: types.CallToolRequestParams, bridge: Bridge | None = None) -> Any:
+        sink = progress_sink(ctx, bridge)
         # A policy's question to this client, if the call is a retry answering it (serve/approval.py).
         approval, params = peel(ctx, params)
         # What an upstream server asks during the call goes to this client (serve/asking.py).
         try:
-            with asking(served_asker(ctx, params, bridged)), approving(approval):
+            with asking(served_asker(ctx, params, None if bridge is None else bridge.ask)), approving(approval):
                 if sink is None:
                     return await requests.call_tool(ctx, params.name, params.arguments)
                 try:
