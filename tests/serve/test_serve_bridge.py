@@ -20,11 +20,14 @@ import anyio
 import mcp_types as types
 import pytest
 from _mcp_helpers import SERVERS
+from _mcp_helpers import http_server as mcp_http_server
 from _serve_helpers import alice_and_bob_served, http_server
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+
+from toolroute.serve.bridge import MAX_PARKED
 
 ASKING = str(SERVERS / "asking_server.py")
 WAIT = 60.0  # the longest a test waits for a condition (only a broken gateway reaches it)
@@ -305,3 +308,28 @@ def test_a_retry_on_another_process_is_refused(tmp_path: Path) -> None:
         refused, result = anyio.run(go, first, other)
     assert refused.error.code == types.INVALID_PARAMS and "sticky routing" in refused.error.message
     assert result == "hello Ada (sticky)"
+
+
+def test_a_caller_parks_only_so_many_calls(tmp_path: Path) -> None:
+    """One caller's parked calls are bounded: past MAX_PARKED, a further call's question is
+    refused to the upstream (its call ends as the upstream ends it), not parked; once one parked
+    call is answered, the next question parks again. (A handshake-era upstream over HTTP: each
+    question is exactly its own call's, however many are in progress.)"""
+
+    async def go(url: str) -> tuple[Any, str, str]:
+        async with tenant(url, None) as client:
+            pending = [await asked(client, f"p{n}") for n in range(MAX_PARKED)]
+            over = await client.session.call_tool("ask_name", {"tag": "over"}, allow_input_required=True)
+            first = text_of(await answered(client, "p0", pending[0], "Ada"))
+            again = await asked(client, "again")
+            return over, first, text_of(await answered(client, "again", again, "Bo"))
+
+    with (
+        mcp_http_server(script="asking_server.py") as web,
+        served(tmp_path, {"url": web.url, "protocol": "legacy"}) as url,
+    ):
+        over, first, again = anyio.run(go, url)
+    assert isinstance(over, types.CallToolResult) and over.is_error, over
+    assert "too many questions" in text_of(over), over
+    assert first == "hello Ada (p0)"
+    assert again == "hello Bo (again)"
