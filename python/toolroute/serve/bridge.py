@@ -71,10 +71,18 @@ class Bridge:
         self._asked = 0
         self._expiry: asyncio.TimerHandle | None = None
         self._ctx: Any = None  # the client's request waiting for the call now (none while parked)
+        self._watched = False
 
     def start(self, call: Coroutine[Any, Any, Any]) -> None:
-        self._task = asyncio.get_running_loop().create_task(call)
-        self._task.add_done_callback(self._ended)
+        self._task = asyncio.get_running_loop().create_task(self._running(call))
+
+    async def _running(self, call: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            return await call
+        finally:
+            # From inside the task, not a done callback: the waiting request wakes a loop turn
+            # sooner (this runs on every call of a 2026-07-28 client).
+            self._poke()
 
     async def ask(self, question: Question) -> Answer:
         """The upstream's question: handed to the client in its request's result, answered by its
@@ -138,6 +146,10 @@ class Bridge:
             self._waiting.clear()
             return None
         self._expiry = asyncio.get_running_loop().call_later(ANSWER_SECONDS, self._expire)
+        if not self._watched:  # its end seen even while parked, from its first park on
+            self._watched = True
+            assert self._task is not None
+            self._task.add_done_callback(self._ended)
         kinds = ", ".join(kind_of(question) for question, _ in self._waiting.values())
         log.info("parked a call to %r: its upstream asks its 2026-07-28 client for %s", self.tool, kinds)
         requests: dict[str, Any] = {key: question for key, (question, _) in self._waiting.items()}
@@ -156,12 +168,12 @@ class Bridge:
             self._task.cancel()
 
     def _ended(self, task: asyncio.Task[Any]) -> None:
+        """A parked call's end (a call that was parked once: a retry may wait for it since)."""
         if self.park is not None:  # no client waits for it: it ended while parked (its deadline)
             log.info("a parked call to %r ended before its client answered", self.tool)
             PARKED.drop(self)
             if not task.cancelled():
                 task.exception()  # retrieved: nobody will read it
-        self._poke()
 
     def _poke(self) -> None:
         if self._wake is not None and not self._wake.done():
