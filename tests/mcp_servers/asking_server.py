@@ -7,6 +7,8 @@ Run: `python asking_server.py [--http PORT]` (HTTP binds to 127.0.0.1 only). Too
 - `ask_twice(tag)`: two form elicitations, the second asked once the first is answered (its
   message names the first answer);
 - `visit(tag)`: a URL elicitation mid-call (handshake era only: the SDK's `elicit_url`);
+- `visit_later(tag)`: a URL elicitation the 2026-07-28 way (the tool's own `input_required`,
+  2026-07-28 era only), then says what came back;
 - `steps(tag)`: reports progress 1 of 3, asks the user's name (handshake era only), reports 2
   and 3, and says what came back;
 - `open_url(tag)`: fails with -32042, a URL (carrying `tag`) the user must open first;
@@ -82,6 +84,15 @@ def build() -> MCPServer:
         """Ask the user to open a URL (a URL elicitation during the call)."""
         answer = await ctx.elicit_url(f"Sign in for {tag}", f"https://auth.example/{tag}", f"visit-{tag}")
         return f"{answer.action} ({tag})"
+
+    @server.tool()
+    def visit_later(tag: str, ctx: Context) -> str | types.InputRequiredResult:
+        """Ask the user to open a URL, by the call's result (the 2026-07-28 era's way)."""
+        answer = (ctx.input_responses or {}).get("visit")
+        if isinstance(answer, types.ElicitResult):
+            return f"{answer.action} ({tag})"
+        question = types.ElicitRequestURLParams(message=f"Sign in for {tag}", url=f"https://auth.example/{tag}")
+        return types.InputRequiredResult(input_requests={"visit": types.ElicitRequest(params=question)})
 
     @server.tool()
     async def steps(tag: str, ctx: Context) -> str:

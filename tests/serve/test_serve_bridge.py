@@ -3,7 +3,8 @@ asks mid-call with a request of its own, the client is handed the question in it
 `input_required` and answers by retrying; the gateway holds the upstream's call open between.
 Compared with the same client connected straight to the upstream (which then asks the 2026-07-28
 way itself), or with a handshake-era client where only that era can ask (a URL mid-call); two
-tenants, a stolen state, a park whose call's deadline passed, a retry on another process. Real
+tenants, a stolen state, a park whose call's deadline passed, a retry on another process; and the
+other way, a 2026-07-28 upstream's URL to a handshake-era client. Real
 processes: the SDK's client, `toolroute serve` over HTTP, the SDK's `MCPServer`."""
 
 from __future__ import annotations
@@ -154,6 +155,24 @@ def test_progress_after_the_answer_reaches_the_retry(tmp_path: Path) -> None:
         asked, progress, result = anyio.run(stepping, url, "auto")
     assert (asked, result) == (theirs[0], theirs[2])
     assert progress in ([1.0, 2.0, 3.0], [2.0, 3.0]), progress
+
+
+def test_a_modern_upstreams_url_reaches_a_handshake_era_client(tmp_path: Path) -> None:
+    """The other way: a 2026-07-28 upstream asks for a URL by its call's result; a handshake-era
+    client through the gateway is asked for the same URL mid-call (with an `elicitationId` the
+    gateway gives it: its revision requires one) and the call ends as for a 2026-07-28 client
+    straight to the upstream."""
+    calls = [("visit_later", {"tag": "t9"}, ("accept",)), ("visit_later", {"tag": "t10"}, ("decline",))]
+    direct = StdioServerParameters(command=sys.executable, args=[ASKING])
+    theirs = anyio.run(run_calls, direct, "auto", calls)
+    assert theirs[0] == ([("url", "Sign in for t9", "https://auth.example/t9", None)], (False, ["accept (t9)"]))
+    assert theirs[1][1] == (False, ["decline (t10)"])
+    entry = {"command": sys.executable, "args": [ASKING], "protocol": "2026-07-28"}
+    with served(tmp_path, entry) as url:
+        ours = anyio.run(run_calls, url, "legacy", calls)
+    ids = [question[3] for questions, _ in ours for question in questions]
+    assert all(isinstance(i, str) and i for i in ids) and len(set(ids)) == 2, ids
+    assert [([(*q[:3], None) for q in questions], ended) for questions, ended in ours] == theirs
 
 
 def test_each_bridged_question_is_audited_with_its_answer(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def served_asker(ctx: Any, params: Any = None, bridged: Ask | None = None) -> As
             wants_tools = question.params.tools is not None or question.params.tool_choice is not None
             result_type = types.CreateMessageResultWithTools if wants_tools else types.CreateMessageResult
         try:
-            answer: Answer = await session.send_request(question, result_type, metadata=related)
+            answer: Answer = await session.send_request(_handshake_era(question), result_type, metadata=related)
         except MCPError as exc:  # the client refused: the server hears the same
             return exc.error
         return answer
@@ -78,6 +78,17 @@ def served_asker(ctx: Any, params: Any = None, bridged: Ask | None = None) -> As
     # The client connection behind the request (it outlives the request's own session object).
     owner = getattr(session, "_connection", session)
     return Asker(ask, owner=owner, loop=asyncio.get_running_loop(), log=tell)
+
+
+def _handshake_era(question: Question) -> Question:
+    """`question` as its era requires: a URL elicitation of a 2026-07-28 upstream (that revision
+    removed `elicitationId`) gets an id of its own, which 2025-11-25 requires (its client refuses
+    one without). No `notifications/elicitation/complete` will name it: such an upstream sends none."""
+    params = question.params
+    if not isinstance(params, types.ElicitRequestURLParams) or params.elicitation_id is not None:
+        return question
+    update = {"elicitation_id": f"toolroute-{secrets.token_hex(8)}"}
+    return question.model_copy(update={"params": params.model_copy(update=update)})
 
 
 def _declared(capabilities: types.ClientCapabilities, question: Question) -> bool:
