@@ -57,11 +57,13 @@ def test_a_slow_upstream_is_left_out_at_start_and_served_once_it_answers(folder:
         "mcpServers": {
             "up": {"command": sys.executable, "args": [DEMO, "--name", "up", "--extra", "up_tool"]},
             # Silent until the gate opens: its handshake times out at start, and at every retry
-            # until then (long enough for its interpreter to start on a loaded machine).
+            # until then. The start waits out this timeout: 10 s is long enough for an interpreter
+            # to start on a loaded machine, and a retry that still misses is followed by another
+            # (within BOUND).
             "late": {
                 "command": sys.executable,
                 "args": [str(SERVERS / "gated_server.py"), str(gate), "--name", "late", "--extra", "late_tool"],
-                "connectTimeout": 20,
+                "connectTimeout": 10,
             },
             "down": {"command": str(folder / "no-such-server")},
         }
