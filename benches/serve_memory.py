@@ -14,8 +14,10 @@ Reported per choice: the warm base, what is kept a minute after the release over
 (MB and as a share of the base: issue 62's target is within 10%), with the spread over rounds.
 
 The default choices: `pymalloc` (Python's default allocator over glibc's malloc: what
-`PYTHONMALLOC=pymalloc` gives), `malloc` (`PYTHONMALLOC=malloc`, every Python object from
-glibc's malloc, trimmed at the release). `--choice NAME=VAR=VALUE[,VAR=VALUE]` adds others,
+`PYTHONMALLOC=pymalloc` gives), `malloc` (served mode's default: `PYTHONMALLOC=malloc`, every
+Python object from glibc's malloc, trimmed at the release, no thread caches nor fast bins),
+`malloc-cached` (the same with glibc's caches of freed blocks at their default sizes).
+`--choice NAME=VAR=VALUE[,VAR=VALUE]` adds others,
 e.g. `--choice jemalloc=PYTHONMALLOC=malloc,LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2`.
 """
 
@@ -36,7 +38,15 @@ from typing import Any
 
 from load_serve import CLIENT, crowd, free_port, sample_all, start_server, start_upstream
 
-CHOICES = {"pymalloc": {"PYTHONMALLOC": "pymalloc"}, "malloc": {"PYTHONMALLOC": "malloc"}}
+CHOICES = {
+    "pymalloc": {"PYTHONMALLOC": "pymalloc"},
+    "malloc": {"PYTHONMALLOC": "malloc"},
+    # glibc's defaults named, so served mode keeps them (serve/allocator.py, serve/heap.py)
+    "malloc-cached": {
+        "PYTHONMALLOC": "malloc",
+        "GLIBC_TUNABLES": "glibc.malloc.tcache_count=7:glibc.malloc.mxfast=128",
+    },
+}
 
 
 def _choice(text: str) -> tuple[str, dict[str, str]]:

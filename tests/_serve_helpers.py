@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from toolroute import BuiltInToolContext, ToolRouter
+from toolroute.serve.allocator import served_environment
 from toolroute.serve.store import UserStore
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -38,9 +39,9 @@ def tool_env(**extra: str) -> dict[str, str]:
     """The environment for a subprocess that must import the test tool module."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH", "")]))
-    # The allocator `serve --transport http` chooses, chosen already: no re-exec per server start
-    # (0.4 s each; tests/serve/test_serve_allocator.py starts servers without it, to test that).
-    env.setdefault("PYTHONMALLOC", "malloc")
+    # The allocator settings `serve --transport http` chooses, chosen already: no re-exec per server
+    # start (0.4 s each; tests/serve/test_serve_allocator.py starts servers without them, to test that).
+    env.update(served_environment(env))
     env.update(extra)
     return env
 

@@ -270,7 +270,7 @@ def build_served_mode(
     from toolroute.builtins.bash import RESOURCE_KEY
     from toolroute.serve.audit import AuditLog
     from toolroute.serve.auth import ApiKeyVerifier, JwtVerifier, Verifiers
-    from toolroute.serve.heap import limit_arenas
+    from toolroute.serve.heap import limit_arenas, no_fast_bins
     from toolroute.serve.idle import IdleRelease
     from toolroute.serve.server import HttpAuth
     from toolroute.serve.tenant_doors import TenantDoors
@@ -278,6 +278,7 @@ def build_served_mode(
 
     raise_descriptor_limit()
     limit_arenas()  # before the worker threads start: see serve/heap.py
+    no_fast_bins()
 
     store = open_store(args.store, args.store_key_file) if (args.api_keys or args.store) else None
     verifiers = Verifiers()
