@@ -56,3 +56,20 @@ def test_served_mode_keeps_no_fast_bins() -> None:
 def test_an_operators_fast_bin_size_is_kept() -> None:
     result = _fast_blocks("served", "glibc.malloc.mxfast=64")
     assert result["chosen"] is False and result["fast"] > 0  # type: ignore[operator]
+
+
+def test_a_release_lets_go_of_the_names_cached_for_attribute_lookups() -> None:
+    """CPython's type attribute cache keeps a reference to each name it looked up: a name made at
+    run time (a JSON key, a string from Rust) outlives the crowd that made it, alone on its page,
+    until the release clears the cache."""
+    from toolroute.serve.idle import let_go
+
+    class Options:
+        no_ignore = True
+
+    name = "".join(["no_", "ignore"])  # made at run time: not the interned class attribute's name
+    held = sys.getrefcount(name)
+    assert getattr(Options(), name) is True
+    assert sys.getrefcount(name) == held + 1  # the type cache's reference
+    let_go()
+    assert sys.getrefcount(name) == held
