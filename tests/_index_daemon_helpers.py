@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+
+def index_daemon_processes() -> Iterator[tuple[int, list[bytes], Path]]:
+    """(pid, command line, /proc folder) of every running index daemon process."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"toolroute.search_daemon" in argv:
+            yield int(proc.name), argv, proc
 
 
 def launched_daemons(folder: Path, variable: str = "TOOLROUTE_SEARCH_INDEX_CACHE") -> list[int]:
@@ -12,14 +26,11 @@ def launched_daemons(folder: Path, variable: str = "TOOLROUTE_SEARCH_INDEX_CACHE
     synchronously), so right after the queries that might launch one, none found is none launched."""
     entry = f"{variable}={folder}".encode()
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid, _, proc in index_daemon_processes():
         try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"toolroute.search_daemon" in argv and entry in environ:
-            found.append(int(proc.name))
+        if entry in environ:
+            found.append(pid)
     return found

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _index_daemon_helpers import launched_daemons
+from _index_daemon_helpers import index_daemon_processes, launched_daemons
 from test_search_index import random_change, random_tree
 
 from toolroute import _platform
@@ -96,17 +96,7 @@ def stop(env: dict[str, str]) -> bool:
 def daemons(cache: Path) -> list[int]:
     """Pids of the daemons listening in `cache` (by the socket names on their command lines)."""
     names = {p.name for p in cache.glob("daemon-*.sock")} | {p.name[:-5] + ".sock" for p in cache.glob("*.lock")}
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"toolroute.search_daemon" in argv and any(n.encode() in argv for n in names):
-            found.append(int(proc.name))
-    return found
+    return [pid for pid, argv, _ in index_daemon_processes() if any(n.encode() in argv for n in names)]
 
 
 def child(root: Path, env: dict[str, str], mode: str = "query") -> dict[str, Any]:
