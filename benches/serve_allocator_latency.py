@@ -6,8 +6,8 @@ Two `toolroute serve` processes over streamable HTTP serve the same function: on
 mode's default (glibc's thread caches and fast bins off: `GLIBC_TUNABLES=glibc.malloc.tcache_count=0`
 at the re-exec, `mallopt(M_MXFAST, 0)` at start), one with glibc's defaults named
 (`glibc.malloc.tcache_count=7:glibc.malloc.mxfast=128`, which served mode keeps). One client
-session each, calls alternating in rotated order, every answer checked; per round the p50 and
-p99 of each side and the server's CPU time per call (from /proc), as ratios off / on.
+session each, calls alternating in rotated order (serve_operator's `_latencies`), every answer
+checked; per round the p50 and p99 of each side and the server's CPU time per call (from /proc), as ratios off / on.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import asyncio
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from mcp import Client
 from serve_http import _start_toolroute
+from serve_operator import _latencies
 
 GLIBC_DEFAULTS = "glibc.malloc.tcache_count=7:glibc.malloc.mxfast=128"
 
@@ -29,23 +28,6 @@ GLIBC_DEFAULTS = "glibc.malloc.tcache_count=7:glibc.malloc.mxfast=128"
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def _latencies(urls: dict[str, str], calls: int) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {name: [] for name in urls}
-    async with Client(urls["caches off"]) as off, Client(urls["caches on"]) as on:
-        clients = {"caches off": off, "caches on": on}
-        for client in clients.values():  # warm both
-            for _ in range(20):
-                await client.call_tool("shout", {"text": "warm"})
-        names = list(clients)
-        for i in range(calls):
-            for name in names if i % 2 == 0 else names[::-1]:
-                start = time.perf_counter()
-                result = await clients[name].call_tool("shout", {"text": f"x{i}"})
-                out[name].append(time.perf_counter() - start)
-                assert result.content[0].text == f"X{i}", (name, result)  # like for like
-    return out
 
 
 def main() -> None:

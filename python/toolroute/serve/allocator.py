@@ -68,11 +68,11 @@ def reexec_on_served_allocator() -> None:
     """Replace this process (same pid, descriptors and command line) with one whose Python
     objects come from malloc, without thread caches; returns only when nothing is to be done,
     or the exec failed (the server then runs on as it is)."""
-    wanted = served_environment()
-    if not wanted:
+    missing = served_environment()
+    if not missing:
         return
-    before = {name: os.environ.get(name) for name in wanted}
-    os.environ.update(wanted)
+    before = {name: os.environ.get(name) for name in missing}
+    os.environ.update(missing)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
